@@ -1,0 +1,133 @@
+// pmap: run a C++ function once per replica, one replica per device, over a mesh of named axes.
+//
+//   auto normalize = pmap([](Replica& r, const Array& x) { return x / r.psum(x, "i"); }, {.axis = "i"});
+//   ShardedArray y = normalize(data);
+//
+// The function takes the replica context (optional) and one Array per argument (its slice for mapped
+// arguments, the whole value for broadcast ones) and returns an Array, a std::tuple of Arrays or a
+// std::vector of Arrays. The first call with given shapes and dtypes prepares (plans, groups, buffers);
+// later calls with the same signature reuse that (Runtime::stats().preparations counts the misses).
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "weft/array.hpp"
+#include "weft/groups.hpp"
+#include "weft/replica.hpp"
+#include "weft/runtime.hpp"
+#include "weft/sharded_array.hpp"
+
+namespace weft {
+
+struct PmapOptions {
+  std::string axis;                          // 1-d pmap: the axis name (JAX's axis_name); may be empty
+  std::vector<MeshAxis> mesh;                // several axes = nested pmap, outermost first
+  std::vector<Device> devices;               // explicit devices (default: the first ones of the runtime)
+  std::vector<std::optional<int>> in_axes;   // per argument: mapped axis, or nullopt = broadcast; empty = all 0
+  std::vector<std::optional<int>> out_axes;  // per output: where the mapped axis goes, nullopt = replicated
+  Runtime* runtime = nullptr;                // default Runtime::current()
+  std::string name = "pmap";                 // used in error messages
+};
+
+// An argument of a pmapped call: a host array or a sharded array already on devices.
+using PmapArg = std::variant<Array, ShardedArray>;
+using ReplicaFunction = std::function<std::vector<Array>(Replica&, std::span<const Array>)>;
+
+// The type-erased engine behind pmap.
+class PmapProgram {
+ public:
+  PmapProgram(ReplicaFunction fn, PmapOptions options);
+  std::vector<ShardedArray> operator()(std::vector<PmapArg> args) const;
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+namespace detail {
+template <class T> struct is_tuple : std::false_type {};
+template <class... T> struct is_tuple<std::tuple<T...>> : std::true_type {};
+
+template <class F, std::size_t... I>
+decltype(auto) invoke_replica(F& fn, Replica& r, std::span<const Array> a, std::index_sequence<I...>) {
+  if constexpr (std::is_invocable_v<F&, Replica&, decltype((void)I, std::declval<const Array&>())...>)
+    return fn(r, a[I]...);
+  else
+    return fn(a[I]...);
+}
+
+template <class R>
+std::vector<Array> flatten_outputs(R&& result) {
+  using T = std::decay_t<R>;
+  if constexpr (std::is_same_v<T, Array>) {
+    return {std::forward<R>(result)};
+  } else if constexpr (is_tuple<T>::value) {
+    return std::apply([](auto&&... xs) { return std::vector<Array>{Array(xs)...}; }, std::forward<R>(result));
+  } else {
+    static_assert(std::is_same_v<T, std::vector<Array>>,
+                  "a pmapped function returns an Array, a std::tuple of Arrays or a std::vector<Array>");
+    return std::forward<R>(result);
+  }
+}
+
+template <class R, std::size_t... I>
+auto unflatten_tuple(std::vector<ShardedArray>& out, std::index_sequence<I...>) {
+  return std::tuple{((void)sizeof(std::tuple_element_t<I, R>), std::move(out[I]))...};
+}
+}  // namespace detail
+
+template <class F>
+class Pmapped {
+ public:
+  Pmapped(F fn, PmapOptions options) : fn_(std::make_shared<F>(std::move(fn))), options_(std::move(options)) {}
+
+  template <class... Args>
+  auto operator()(Args&&... args) const {
+    constexpr std::size_t n = sizeof...(Args);
+    using Result = decltype(detail::invoke_replica(std::declval<F&>(), std::declval<Replica&>(),
+                                                   std::span<const Array>{}, std::make_index_sequence<n>{}));
+    auto& program = program_for<n>();
+    std::vector<ShardedArray> out = program(std::vector<PmapArg>{PmapArg(std::forward<Args>(args))...});
+    using R = std::decay_t<Result>;
+    if constexpr (std::is_same_v<R, Array>) {
+      return std::move(out.at(0));
+    } else if constexpr (detail::is_tuple<R>::value) {
+      return detail::unflatten_tuple<R>(out, std::make_index_sequence<std::tuple_size_v<R>>{});
+    } else {
+      return out;
+    }
+  }
+
+ private:
+  template <std::size_t N>
+  const PmapProgram& program_for() const {
+    if (!programs_[N]) {
+      auto fn = fn_;
+      programs_[N] = std::make_shared<PmapProgram>(
+          [fn](Replica& r, std::span<const Array> a) {
+            return detail::flatten_outputs(detail::invoke_replica(*fn, r, a, std::make_index_sequence<N>{}));
+          },
+          options_);
+    }
+    return *programs_[N];
+  }
+  std::shared_ptr<F> fn_;
+  PmapOptions options_;
+  // One engine per arity (a C++ callable may be called with different argument counts only if generic).
+  mutable std::shared_ptr<PmapProgram> programs_[9];
+};
+
+template <class F>
+Pmapped<F> pmap(F fn, PmapOptions options = {}) {
+  return Pmapped<F>(std::move(fn), std::move(options));
+}
+
+}  // namespace weft

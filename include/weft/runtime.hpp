@@ -1,0 +1,81 @@
+// Devices and the runtime that owns them. The embedded default platform is "cpu": N virtual devices,
+// each a worker thread with its own memory accounting, in one process.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weft/memory.hpp"
+
+namespace weft {
+
+
+struct Device {
+  int id = 0;             // global id
+  int process_index = 0;  // the process (instance) that owns it
+  std::string kind = "cpu";
+  bool operator==(const Device& other) const { return id == other.id && process_index == other.process_index; }
+};
+std::string to_string(const Device& device);  // "CpuDevice(id=3, process=0)"
+std::ostream& operator<<(std::ostream& os, const Device& device);
+std::ostream& operator<<(std::ostream& os, const std::vector<Device>& devices);
+
+// Every knob has an environment twin (WEFT_*), a unit and a default; see docs/settings.md.
+// A negative / zero "unset" value means: take the environment variable, else the default.
+struct RuntimeOptions {
+  int device_count = 0;                 // WEFT_DEVICE_COUNT, default 8
+  std::int64_t device_memory = -1;      // WEFT_DEVICE_MEMORY bytes (K/M/G), default 0 = unlimited
+  double collective_warn_s = -1;        // WEFT_COLLECTIVE_WARN seconds, default 30
+  double collective_timeout_s = -1;     // WEFT_COLLECTIVE_TIMEOUT seconds, default 300; 0 disables
+  std::string log_level;                // WEFT_LOG: error|warn|info|debug, default warn
+  std::string trace_path;               // WEFT_TRACE, default off
+
+  // Fills every unset field from the environment or the default, and validates (throws InvalidArgument).
+  RuntimeOptions resolved() const;
+};
+
+struct RuntimeStats {
+  std::uint64_t preparations = 0;          // pmap cache misses
+  std::uint64_t executions = 0;            // pmap / session runs
+  std::uint64_t bytes_host_to_device = 0;
+  std::uint64_t bytes_device_to_host = 0;
+  std::uint64_t collectives = 0;           // collective calls (one per group per call)
+  std::uint64_t bytes_reduced = 0;         // input bytes entering reductions
+};
+
+class Runtime {
+ public:
+  explicit Runtime(RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  std::string platform() const;  // "cpu"
+  int device_count() const;        // global
+  int local_device_count() const;  // this process
+  int process_index() const;
+  int process_count() const;
+  const std::vector<Device>& devices() const;  // global, by id
+  std::vector<Device> local_devices() const;
+  const Device& device(int id) const;  // throws InvalidArgument for an unknown id
+  std::int64_t memory_in_use(const Device& device) const;
+  std::shared_ptr<MemoryAccount> memory_account(const Device& device) const;
+
+  RuntimeStats stats() const;
+  void reset_stats();
+  const RuntimeOptions& options() const;
+
+  // The runtime pmap and device_put use when none is named: the most recently created live one, or a
+  // default one (options from the environment) created on first use.
+  static Runtime& current();
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weft

@@ -1,0 +1,60 @@
+// Results of pmap: one shard per device, readable as one global array.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "weft/array.hpp"
+#include "weft/runtime.hpp"
+
+namespace weft {
+
+struct Shard {
+  Device device;
+  Array data;  // this device's slice (the mapped axes removed)
+};
+
+class ShardedArray {
+ public:
+  ShardedArray() = default;
+  // `mesh_shape` = the sharded leading dimensions (empty = replicated: every shard holds the whole value).
+  // `mapped_axis` = where the (1-d) mapped axis sits in the global array.
+  ShardedArray(std::vector<Shard> shards, Shape mesh_shape, Runtime* runtime = nullptr, int mapped_axis = 0);
+
+  const std::vector<Shard>& shards() const { return shards_; }
+  std::vector<Device> devices() const;
+  DType dtype() const;
+  Shape shape() const;  // global shape
+  int ndim() const { return static_cast<int>(shape().size()); }
+  const Shape& mesh_shape() const { return mesh_shape_; }
+  int mapped_axis() const { return mapped_axis_; }
+  bool replicated() const { return mesh_shape_.empty(); }
+
+  // Copies every shard to the host and assembles the global array (counted as device-to-host bytes).
+  Array to_host() const;
+  // First-axis index: with a 1-d mesh this is shard i itself, still on its device, no copy.
+  Array operator[](std::int64_t index) const;
+  // First-axis slice [begin, end), read back to the host.
+  Array slice(std::int64_t begin, std::int64_t end) const;
+
+ private:
+  std::vector<Shard> shards_;
+  Shape mesh_shape_;
+  Runtime* runtime_ = nullptr;
+  int mapped_axis_ = 0;
+};
+
+// A copy of `array` committed to `device` (counted as host-to-device bytes unless already there).
+Array device_put(const Array& array, const Device& device, Runtime& runtime = Runtime::current());
+// shards[i] on devices[i], stacked on a new leading axis. Errors name both lengths / both shapes.
+ShardedArray device_put_sharded(const std::vector<Array>& shards, const std::vector<Device>& devices,
+                                Runtime& runtime = Runtime::current());
+// One full copy of `array` per device, stacked on a new leading axis.
+ShardedArray device_put_replicated(const Array& array, const std::vector<Device>& devices,
+                                   Runtime& runtime = Runtime::current());
+
+// JAX 0.3's repr: "ShardedDeviceArray([[0. , 1. ], ...], dtype=float32)".
+std::string repr(const ShardedArray& array);
+std::ostream& operator<<(std::ostream& os, const ShardedArray& array);
+
+}  // namespace weft

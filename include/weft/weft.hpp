@@ -1,0 +1,10 @@
+// The whole public API of weft.
+#pragma once
+#include "weft/array.hpp"
+#include "weft/dtype.hpp"
+#include "weft/error.hpp"
+#include "weft/groups.hpp"
+#include "weft/pmap.hpp"
+#include "weft/replica.hpp"
+#include "weft/runtime.hpp"
+#include "weft/sharded_array.hpp"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages weft needs (only those missing) and builds Release into build/.
+# Sourced by ./run and ./test.
+set -euo pipefail
+WEFT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WEFT_PACKAGES=(build-essential cmake libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev
+               nlohmann-json3-dev libopenmpi-dev openmpi-bin)
+
+weft_install_packages() {
+  local missing=()
+  for p in "${WEFT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "weft: installing missing Debian packages: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+}
+
+weft_build() {  # weft_build DIR [cmake args...]
+  local dir="$1"; shift
+  cmake -S "$WEFT_ROOT" -B "$WEFT_ROOT/$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  cmake --build "$WEFT_ROOT/$dir" -j "$(nproc)"
+}
