@@ -28,7 +28,7 @@ std::string shape_str(const Shape& shape);  // "(2, 3)", "(3,)", "()" as numpy p
 // handing them out as immutable arrays).
 class Buffer {
  public:
-  // Allocates `bytes` (uninitialised) charged to `account` (may be null = host memory).
+  // Allocates `bytes` (uninitialised) charged to `account`; null means default_memory_account() of this thread.
   Buffer(std::size_t bytes, std::shared_ptr<MemoryAccount> account);
   ~Buffer();
   Buffer(const Buffer&) = delete;

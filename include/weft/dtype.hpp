@@ -17,6 +17,9 @@ std::string_view dtype_name(DType dtype);
 DType dtype_from_name(std::string_view name);
 bool is_floating(DType dtype);
 bool is_integer(DType dtype);  // bool is not an integer here
+// The dtype two operands are computed in: the larger along bool < u8 < i8 < i32 < i64 < bf16 < f16 < f32 < f64,
+// except float16 with bfloat16 -> float32 and uint8 with int8 -> int32.
+DType promote_types(DType a, DType b);
 
 // Maps a C++ element type to its DType tag (float -> f32, ...).
 template <class T> struct dtype_of;
@@ -34,5 +37,8 @@ float half_to_float(std::uint16_t bits);
 std::uint16_t float_to_half(float value);
 float bf16_to_float(std::uint16_t bits);
 std::uint16_t float_to_bf16(float value);
+// Directly from double, rounded once (no double rounding through float).
+std::uint16_t double_to_half(double value);
+std::uint16_t double_to_bf16(double value);
 
 }  // namespace weft

@@ -3,7 +3,9 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 
 namespace weft {
 
@@ -22,6 +24,23 @@ class MemoryAccount {
   std::string owner_;
   std::int64_t capacity_;
   std::atomic<std::int64_t> used_{0};
+};
+
+// The account a Buffer is charged to when none is named: null (host memory) except on a device's worker
+// thread, where it is that device's account, so arrays a replica computes count against its device.
+std::shared_ptr<MemoryAccount>& default_memory_account();
+
+// Sets default_memory_account() for the current thread for the lifetime of the scope.
+class ScopedMemoryAccount {
+ public:
+  explicit ScopedMemoryAccount(std::shared_ptr<MemoryAccount> account)
+      : previous_(std::exchange(default_memory_account(), std::move(account))) {}
+  ~ScopedMemoryAccount() { default_memory_account() = std::move(previous_); }
+  ScopedMemoryAccount(const ScopedMemoryAccount&) = delete;
+  ScopedMemoryAccount& operator=(const ScopedMemoryAccount&) = delete;
+
+ private:
+  std::shared_ptr<MemoryAccount> previous_;
 };
 
 }  // namespace weft

@@ -1,0 +1,300 @@
+#include "collectives/algorithms.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "weft/error.hpp"
+
+namespace weft::collectives {
+namespace {
+
+// Collectives whose result is at least this large split the work among the group's members; smaller ones
+// are done by the last replica to arrive, which saves the second barrier.
+constexpr std::size_t kSplitBytes = 256 * 1024;
+// Elements per block of the reduction kernels: the accumulator stays in L1 while the inputs stream by.
+constexpr std::int64_t kBlock = 2048;
+
+std::int64_t product(const Shape& s, std::size_t begin, std::size_t end) {
+  std::int64_t p = 1;
+  for (std::size_t i = begin; i < end && i < s.size(); ++i) p *= s[i];
+  return p;
+}
+
+// ---- reduction kernels ---------------------------------------------------------------------------------
+// out[i] = in[0][i] (op) in[1][i] (op) ... in member order, so every member of a group gets bitwise the same
+// result. Load converts an input element to the accumulator type, Combine folds, Store writes the output.
+template <class In, class Acc, class Out, class Load, class Combine, class Store>
+void reduce_blocks(std::span<const std::byte* const> inputs, std::byte* output, std::int64_t count, Load load,
+                   Combine combine, Store store) {
+  Acc acc[kBlock];
+  for (std::int64_t base = 0; base < count; base += kBlock) {
+    const std::int64_t len = std::min(kBlock, count - base);
+    const In* x0 = reinterpret_cast<const In*>(inputs[0]) + base;
+    for (std::int64_t i = 0; i < len; ++i) acc[i] = load(x0[i]);
+    for (std::size_t m = 1; m < inputs.size(); ++m) {
+      const In* xm = reinterpret_cast<const In*>(inputs[m]) + base;
+      for (std::int64_t i = 0; i < len; ++i) acc[i] = combine(acc[i], load(xm[i]));
+    }
+    Out* out = reinterpret_cast<Out*>(output) + base;
+    for (std::int64_t i = 0; i < len; ++i) out[i] = store(acc[i]);
+  }
+}
+
+template <class T>
+T float_max(T a, T b) { return (a != a || a >= b) ? a : b; }  // propagates NaN like XLA
+template <class T>
+T float_min(T a, T b) { return (a != a || a <= b) ? a : b; }
+
+// Floating inputs, accumulated in Acc (float for 16-bit floats), stored back as In or divided for mean.
+template <class In, class Acc, class Load, class Store>
+void reduce_float(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n, Load load,
+                  Store store, int group_size) {
+  const Acc divisor = static_cast<Acc>(group_size);
+  switch (op) {
+    case ReduceOp::sum:
+      return reduce_blocks<In, Acc, In>(in, out, n, load, [](Acc a, Acc b) { return a + b; }, store);
+    case ReduceOp::mean:
+      return reduce_blocks<In, Acc, In>(in, out, n, load, [](Acc a, Acc b) { return a + b; },
+                                        [&](Acc a) { return store(a / divisor); });
+    case ReduceOp::prod:
+      return reduce_blocks<In, Acc, In>(in, out, n, load, [](Acc a, Acc b) { return a * b; }, store);
+    case ReduceOp::max:
+      return reduce_blocks<In, Acc, In>(in, out, n, load, float_max<Acc>, store);
+    case ReduceOp::min:
+      return reduce_blocks<In, Acc, In>(in, out, n, load, float_min<Acc>, store);
+  }
+}
+
+// Integer inputs: sums and products wrap modulo 2^bits (computed unsigned, so no undefined behaviour);
+// mean divides the wrapped sum in floating point, as JAX's psum(x) / n does.
+template <class T>
+void reduce_int(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n, int group_size) {
+  using U = std::make_unsigned_t<T>;
+  auto id = [](T v) { return v; };
+  switch (op) {
+    case ReduceOp::sum:
+      return reduce_blocks<T, T, T>(in, out, n, id, [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); }, id);
+    case ReduceOp::prod:
+      return reduce_blocks<T, T, T>(in, out, n, id, [](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); }, id);
+    case ReduceOp::max:
+      return reduce_blocks<T, T, T>(in, out, n, id, [](T a, T b) { return std::max(a, b); }, id);
+    case ReduceOp::min:
+      return reduce_blocks<T, T, T>(in, out, n, id, [](T a, T b) { return std::min(a, b); }, id);
+    case ReduceOp::mean: {
+      auto add = [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); };
+      if constexpr (std::is_same_v<T, std::int64_t>) {
+        const double d = group_size;
+        return reduce_blocks<T, T, double>(in, out, n, id, add, [d](T a) { return static_cast<double>(a) / d; });
+      } else {
+        const float d = static_cast<float>(group_size);
+        return reduce_blocks<T, T, float>(in, out, n, id, add, [d](T a) { return static_cast<float>(a) / d; });
+      }
+    }
+  }
+}
+
+// bool: JAX sums (and multiplies) bools as int32; max is "or", min is "and"; mean is a float32 fraction.
+void reduce_bool(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n, int group_size) {
+  auto load = [](std::uint8_t v) { return static_cast<std::int32_t>(v != 0); };
+  switch (op) {
+    case ReduceOp::sum:
+      return reduce_blocks<std::uint8_t, std::int32_t, std::int32_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a + b; }, [](std::int32_t a) { return a; });
+    case ReduceOp::prod:
+      return reduce_blocks<std::uint8_t, std::int32_t, std::int32_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a * b; }, [](std::int32_t a) { return a; });
+    case ReduceOp::max:
+      return reduce_blocks<std::uint8_t, std::int32_t, std::uint8_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a | b; }, [](std::int32_t a) { return static_cast<std::uint8_t>(a); });
+    case ReduceOp::min:
+      return reduce_blocks<std::uint8_t, std::int32_t, std::uint8_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a & b; }, [](std::int32_t a) { return static_cast<std::uint8_t>(a); });
+    case ReduceOp::mean: {
+      const float d = static_cast<float>(group_size);
+      return reduce_blocks<std::uint8_t, std::int32_t, float>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a + b; }, [d](std::int32_t a) { return static_cast<float>(a) / d; });
+    }
+  }
+}
+
+// Reduces `count` elements: inputs point at the first element of each member's range, `out` at the
+// output's. `out` elements have the output dtype of the request.
+void reduce_range(DType dtype, ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t count,
+                  int group_size) {
+  if (count <= 0) return;
+  auto same = [](auto v) { return v; };
+  switch (dtype) {
+    case DType::f32: return reduce_float<float, float>(op, in, out, count, same, same, group_size);
+    case DType::f64: return reduce_float<double, double>(op, in, out, count, same, same, group_size);
+    case DType::f16:
+      return reduce_float<std::uint16_t, float>(op, in, out, count, half_to_float, float_to_half, group_size);
+    case DType::bf16:
+      return reduce_float<std::uint16_t, float>(op, in, out, count, bf16_to_float, float_to_bf16, group_size);
+    case DType::i8: return reduce_int<std::int8_t>(op, in, out, count, group_size);
+    case DType::u8: return reduce_int<std::uint8_t>(op, in, out, count, group_size);
+    case DType::i32: return reduce_int<std::int32_t>(op, in, out, count, group_size);
+    case DType::i64: return reduce_int<std::int64_t>(op, in, out, count, group_size);
+    case DType::boolean: return reduce_bool(op, in, out, count, group_size);
+  }
+}
+
+// Cache-line aligned share [begin, end) of `count` elements for member `k` of `g`.
+std::pair<std::int64_t, std::int64_t> share(std::int64_t count, int k, int g) {
+  auto edge = [&](int i) { return i == g ? count : (count * i / g) & ~std::int64_t{15}; };
+  return {edge(k), edge(k + 1)};
+}
+
+struct GroupView {
+  const std::vector<int>& members;
+  int rank;  // position of the executing replica in members
+};
+
+GroupView group_view(const Request& r) {
+  const int g = r.groups->group_of(r.replica);
+  return {r.groups->members(g), r.groups->rank_in_group(r.replica)};
+}
+
+void all_reduce_part(const Plan& plan, int replica) {
+  const Request& r = *plan.requests[replica];
+  GroupView gv = group_view(r);
+  const int g = static_cast<int>(gv.members.size());
+  const Array& out = plan.outputs[replica];
+  const std::int64_t n = r.input->size();
+  auto [begin, end] = share(n, gv.rank, g);
+  if (begin >= end) return;
+  const std::size_t in_es = dtype_size(r.input->dtype()), out_es = dtype_size(out.dtype());
+  std::vector<const std::byte*> in(g);
+  for (int m = 0; m < g; ++m) in[m] = plan.requests[gv.members[m]]->input->bytes() + begin * in_es;
+  // The output buffer is shared by the group and not yet published, so writing through it is safe.
+  std::byte* dst = const_cast<std::byte*>(out.bytes()) + begin * out_es;
+  reduce_range(r.input->dtype(), r.reduce, in, dst, end - begin, g);
+}
+
+void all_gather_part(const Plan& plan, int replica) {
+  const Request& r = *plan.requests[replica];
+  GroupView gv = group_view(r);
+  const int g = static_cast<int>(gv.members.size());
+  const Shape& s = r.input->shape();
+  const int rank = static_cast<int>(s.size());
+  const int a = r.tiled ? (r.axis < 0 ? r.axis + rank : r.axis) : (r.axis < 0 ? r.axis + rank + 1 : r.axis);
+  // Output viewed as [outer, g, inner]; member k fills [:, k, :] with its input viewed as [outer, inner].
+  const std::int64_t outer = product(s, 0, a);
+  const std::size_t inner = static_cast<std::size_t>(product(s, a, s.size())) * dtype_size(r.input->dtype());
+  std::byte* dst = const_cast<std::byte*>(plan.outputs[replica].bytes());
+  const std::byte* src = r.input->bytes();
+  for (std::int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + (o * g + gv.rank) * inner, src + o * inner, inner);
+}
+
+void reduce_scatter_part(const Plan& plan, int replica) {
+  const Request& r = *plan.requests[replica];
+  GroupView gv = group_view(r);
+  const int g = static_cast<int>(gv.members.size());
+  const Shape& s = r.input->shape();
+  const int rank = static_cast<int>(s.size());
+  const int d = r.axis < 0 ? r.axis + rank : r.axis;
+  // Inputs viewed as [outer, g, inner]; member k reduces the [:, k, :] pieces.
+  const std::int64_t outer = product(s, 0, d);
+  const std::int64_t inner = (r.tiled ? s[d] / g : 1) * product(s, d + 1, s.size());
+  const std::size_t in_es = dtype_size(r.input->dtype());
+  const Array& out = plan.outputs[replica];
+  const std::size_t out_es = dtype_size(out.dtype());
+  std::vector<const std::byte*> in(g);
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (int m = 0; m < g; ++m)
+      in[m] = plan.requests[gv.members[m]]->input->bytes() + ((o * g + gv.rank) * inner) * in_es;
+    reduce_range(r.input->dtype(), r.reduce, in, const_cast<std::byte*>(out.bytes()) + o * inner * out_es, inner, g);
+  }
+}
+
+void all_to_all_part(const Plan& plan, int replica) {
+  const Request& r = *plan.requests[replica];
+  GroupView gv = group_view(r);
+  const int g = static_cast<int>(gv.members.size());
+  const Shape& s = r.input->shape();
+  const int rank = static_cast<int>(s.size());
+  const int split = r.axis < 0 ? r.axis + rank : r.axis;
+  const int concat = r.concat_axis < 0 ? r.concat_axis + rank : r.concat_axis;
+  const std::int64_t chunk = r.tiled ? s[split] / g : 1;
+  if (split == 0 && concat == 0) {
+    // Contiguous fast path: output piece s is chunk k of member s's input.
+    const std::size_t bytes = static_cast<std::size_t>(chunk * product(s, 1, s.size())) * dtype_size(r.input->dtype());
+    std::byte* dst = const_cast<std::byte*>(plan.outputs[replica].bytes());
+    for (int m = 0; m < g; ++m)
+      std::memcpy(dst + m * bytes, plan.requests[gv.members[m]]->input->bytes() + gv.rank * bytes, bytes);
+    return;
+  }
+  std::vector<Array> pieces;
+  pieces.reserve(g);
+  for (int m = 0; m < g; ++m) {
+    Array piece = plan.requests[gv.members[m]]->input->slice_axis(split, gv.rank * chunk, (gv.rank + 1) * chunk);
+    pieces.push_back(r.tiled ? piece : piece.squeeze(split));
+  }
+  Array result = r.tiled ? Array::concatenate(pieces, concat) : Array::stack(pieces, concat);
+  std::memcpy(const_cast<std::byte*>(plan.outputs[replica].bytes()), result.bytes(), result.nbytes());
+}
+
+}  // namespace
+
+std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
+                                const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of) {
+  auto plan = std::make_shared<Plan>();
+  const int n = static_cast<int>(requests.size());
+  plan->requests.assign(requests.begin(), requests.end());
+  plan->outputs.resize(n);
+  const Request& first = *requests[0];
+  const ReplicaGroups& groups = *first.groups;
+  const DType out_dtype = output_dtype(first);
+  std::size_t largest = 0;
+
+  if (first.kind == Kind::ppermute) {
+    // Arrays are immutable, so the destination simply takes the source's array: no bytes move.
+    for (int gi = 0; gi < groups.num_groups(); ++gi) {
+      const std::vector<int>& members = groups.members(gi);
+      const int g = static_cast<int>(members.size());
+      std::vector<char> received(g, 0);
+      for (auto [s, d] : *first.perm) {
+        const int ms = ((s % g) + g) % g, md = ((d % g) + g) % g;
+        plan->outputs[members[md]] = *requests[members[ms]]->input;
+        received[md] = 1;
+      }
+      for (int k = 0; k < g; ++k)
+        if (!received[k])
+          plan->outputs[members[k]] = Array::zeros(first.input->shape(), first.input->dtype());
+    }
+    return plan;
+  }
+
+  const bool shared_output = first.kind == Kind::all_reduce || first.kind == Kind::all_gather;
+  for (int gi = 0; gi < groups.num_groups(); ++gi) {
+    const std::vector<int>& members = groups.members(gi);
+    if (shared_output) {
+      // One result buffer per group, handed to every member as an immutable array.
+      const Shape shape = output_shape(*requests[members[0]]);
+      Array out = Array::empty(shape, out_dtype, account_of(members[0]));
+      largest = std::max(largest, out.nbytes());
+      for (int m : members) plan->outputs[m] = out;
+    } else {
+      for (int m : members) {
+        plan->outputs[m] = Array::empty(output_shape(*requests[m]), out_dtype, account_of(m));
+        largest = std::max(largest, plan->outputs[m].nbytes() * members.size());
+      }
+    }
+  }
+  if (first.kind == Kind::all_reduce || first.kind == Kind::reduce_scatter)
+    for (const Request* r : requests) plan->bytes_reduced += r->input->nbytes();
+
+  plan->split_work = largest >= kSplitBytes;
+  if (!plan->split_work)
+    for (int r = 0; r < n; ++r) execute_part(*plan, r);
+  return plan;
+}
+
+void execute_part(const Plan& plan, int replica) {
+  switch (plan.requests[replica]->kind) {
+    case Kind::all_reduce: return all_reduce_part(plan, replica);
+    case Kind::all_gather: return all_gather_part(plan, replica);
+    case Kind::reduce_scatter: return reduce_scatter_part(plan, replica);
+    case Kind::all_to_all: return all_to_all_part(plan, replica);
+    case Kind::ppermute: return;  // done while planning
+  }
+}
+
+}  // namespace weft::collectives

@@ -1,0 +1,48 @@
+// The one request funnel: every collective, whatever API spelled it (psum over named axes, PopXL's
+// all_reduce over a grouping, ...), becomes a Request. Requests are validated locally (shapes against the
+// group) and then compared across the replicas of a round before any data moves.
+#pragma once
+#include <memory>
+#include <source_location>
+#include <string>
+
+#include "weft/array.hpp"
+#include "weft/groups.hpp"
+#include "weft/replica.hpp"
+
+namespace weft::collectives {
+
+enum class Kind { all_reduce, all_gather, reduce_scatter, all_to_all, ppermute };
+const char* kind_name(Kind kind);
+
+struct Request {
+  Kind kind = Kind::all_reduce;
+  const char* api_name = "";   // what the user called: "psum", "all_gather", "reduce_scatter", ...
+  ReduceOp reduce = ReduceOp::sum;
+  std::shared_ptr<const ReplicaGroups> groups;
+  std::string over;            // how the groups were named, for messages: "axes (rows, cols)" / "grouping ..."
+  const Array* input = nullptr;
+  int axis = 0;                // all_gather: where the gathered dimension goes; reduce_scatter: scatter
+                               // dimension; all_to_all: split axis
+  int concat_axis = 0;         // all_to_all only
+  bool tiled = false;
+  const Permutation* perm = nullptr;  // ppermute only
+  std::source_location loc;
+  int replica = 0;             // who sent it
+};
+
+// "psum(float32[2,3], axes (i)) at file.cc:12"
+std::string describe(const Request& request);
+
+// The output dtype and shape of `request` for this replica, after checking the request against its group
+// (JAX's rules: scatter dimension equals or divides the group size, ...). Throws InvalidArgument naming the
+// op, the rule and the values; the caller prefixes the replica.
+DType output_dtype(const Request& request);
+Shape output_shape(const Request& request);
+void validate(const Request& request);
+
+// The fields in which two replicas' requests for the same round differ ("op kind differs, dtype differs"),
+// or an empty string when they agree.
+std::string differences(const Request& a, const Request& b);
+
+}  // namespace weft::collectives

@@ -1,0 +1,104 @@
+// Runtime internals shared by runtime.cc, replica.cc, pmap.cc and sharded_array.cc.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/rendezvous.hpp"
+#include "weft/groups.hpp"
+#include "weft/replica.hpp"
+#include "weft/runtime.hpp"
+
+namespace weft {
+
+// One worker thread per device: replicas placed on the device run here, one task at a time.
+class DeviceWorker {
+ public:
+  DeviceWorker(Device device, std::shared_ptr<MemoryAccount> account);
+  ~DeviceWorker();
+  void submit(std::function<void()> task);
+
+ private:
+  void loop();
+  Device device_;
+  std::shared_ptr<MemoryAccount> account_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+struct Runtime::Impl {
+  RuntimeOptions options;
+  std::vector<Device> devices;
+  std::vector<std::shared_ptr<MemoryAccount>> accounts;  // by device id
+  std::vector<std::unique_ptr<DeviceWorker>> workers;    // by device id
+  // Executions run one at a time: two executions sharing devices could otherwise each hold a device the
+  // other one waits for.
+  std::mutex launch_mutex;
+  struct {
+    std::atomic<std::uint64_t> preparations{0}, executions{0}, h2d{0}, d2h{0}, collectives{0}, bytes_reduced{0};
+  } stats;
+
+  const Device& device(int id) const;
+};
+
+namespace detail {
+
+// The groups of every (axes, axis_index_groups) a program used, computed once per prepared program.
+class GroupCache {
+ public:
+  std::shared_ptr<const ReplicaGroups> along_axes(const Mesh& mesh, const Axes& axes, const AxisIndexGroups& index_groups);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const ReplicaGroups>> groups_;
+};
+
+// One run of a program over its replicas (a pmap call).
+class Execution {
+ public:
+  Execution(Runtime::Impl& runtime, std::string name, Mesh mesh, std::vector<Device> devices, GroupCache& groups);
+
+  // Runs `body(replica_index)` once per replica, each on its device's worker, and waits for all. Throws the
+  // root cause first (the replica that failed first, then what every other replica saw).
+  void run(const std::function<void(Replica&)>& body);
+
+  std::string replica_name(int replica) const;  // "replica 3 (CpuDevice(id=3, process=0))"
+  Runtime::Impl& runtime;
+  const std::string name;
+  const Mesh mesh;
+  const std::vector<Device> devices;
+  GroupCache& groups;
+  transport::Rendezvous rendezvous;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  int remaining_ = 0;
+  int root_cause_ = -1;
+  std::vector<std::exception_ptr> errors_;
+};
+
+struct ReplicaState {
+  Execution* execution;
+  int index;
+  const Device* device;
+};
+
+// Rethrows `error` as an exception of the same weft type with `message`.
+[[noreturn]] void rethrow_with_message(std::exception_ptr error, const std::string& message);
+// "std::runtime_error: boom" for any exception, "boom" for weft errors whose text says enough.
+std::string describe_exception(std::exception_ptr error);
+
+}  // namespace detail
+}  // namespace weft

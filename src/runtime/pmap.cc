@@ -1,0 +1,250 @@
+// The pmap engine: resolves the mesh and devices from the arguments, prepares once per call signature
+// (cached), places each replica's slice on its device (or reuses shards already there), runs the replicas
+// and restacks their outputs as sharded arrays.
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "runtime/internal.hpp"
+#include "weft/error.hpp"
+#include "weft/pmap.hpp"
+
+namespace weft {
+namespace {
+
+// What stays the same between calls with the same signature.
+struct Prepared {
+  Mesh mesh;
+  std::vector<Device> devices;
+  std::vector<int> in_axes;  // per argument; -1 = broadcast
+  detail::GroupCache groups;
+};
+
+const Shape& arg_shape(const PmapArg& a, Shape& scratch) {
+  if (const Array* x = std::get_if<Array>(&a)) return x->shape();
+  scratch = std::get<ShardedArray>(a).shape();
+  return scratch;
+}
+
+DType arg_dtype(const PmapArg& a) {
+  if (const Array* x = std::get_if<Array>(&a)) return x->dtype();
+  return std::get<ShardedArray>(a).dtype();
+}
+
+std::string devices_str(const std::vector<Device>& devices) {
+  std::string s;
+  for (std::size_t i = 0; i < devices.size(); ++i) s += (i ? ", " : "") + to_string(devices[i]);
+  return s;
+}
+
+}  // namespace
+
+struct PmapProgram::Impl {
+  ReplicaFunction fn;
+  PmapOptions options;
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<Prepared>> cache;
+
+  std::shared_ptr<Prepared> prepare(Runtime& rt, const std::vector<PmapArg>& args);
+  std::vector<Array> replica_inputs(Runtime& rt, const Prepared& p, const std::vector<PmapArg>& args, int replica) const;
+};
+
+PmapProgram::PmapProgram(ReplicaFunction fn, PmapOptions options) : impl_(std::make_shared<Impl>()) {
+  impl_->fn = std::move(fn);
+  impl_->options = std::move(options);
+  if (!impl_->options.mesh.empty() && !impl_->options.axis.empty())
+    throw InvalidArgument(impl_->options.name + ": give either axis (a 1-d pmap) or mesh (nested pmap), not both");
+}
+
+std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vector<PmapArg>& args) {
+  const std::string& name = options.name;
+  const int nargs = static_cast<int>(args.size());
+  if (nargs == 0) throw InvalidArgument(name + ": a pmapped function must be passed at least one argument containing an array");
+  std::vector<int> in_axes(nargs, 0);
+  if (!options.in_axes.empty()) {
+    if (static_cast<int>(options.in_axes.size()) != nargs)
+      throw InvalidArgument(name + ": in_axes has " + std::to_string(options.in_axes.size()) + " entries but the function was called with " +
+                            std::to_string(nargs) + " arguments");
+    for (int i = 0; i < nargs; ++i) in_axes[i] = options.in_axes[i] ? *options.in_axes[i] : -1;
+  }
+  // Signature: what a cached preparation depends on.
+  std::ostringstream key;
+  Shape scratch;
+  for (int i = 0; i < nargs; ++i) {
+    key << (std::holds_alternative<Array>(args[i]) ? 'h' : 's') << dtype_name(arg_dtype(args[i]))
+        << shape_str(arg_shape(args[i], scratch)) << ';';
+  }
+  {
+    std::lock_guard lock(mutex);
+    auto it = cache.find(key.str());
+    if (it != cache.end()) return it->second;
+  }
+
+  auto p = std::make_shared<Prepared>();
+  p->in_axes = in_axes;
+  bool any_mapped = false;
+  for (int i = 0; i < nargs; ++i) {
+    if (in_axes[i] < 0) continue;
+    any_mapped = true;
+    const Shape& s = arg_shape(args[i], scratch);
+    if (in_axes[i] >= static_cast<int>(s.size()))
+      throw InvalidArgument(name + ": pmap was requested to map its argument " + std::to_string(i) + " along axis " +
+                            std::to_string(in_axes[i]) + ", which implies that its rank should be at least " +
+                            std::to_string(in_axes[i] + 1) + ", but is only " + std::to_string(s.size()) +
+                            " (its shape is " + shape_str(s) + ")");
+  }
+  if (!any_mapped) throw InvalidArgument(name + ": pmap must have at least one non-None value in in_axes");
+
+  if (!options.mesh.empty()) {
+    p->mesh = Mesh(options.mesh);
+    const Shape mesh_shape = p->mesh.shape();
+    for (int i = 0; i < nargs; ++i) {
+      if (in_axes[i] < 0) continue;
+      if (in_axes[i] != 0)
+        throw InvalidArgument(name + ": with a multi-axis mesh " + p->mesh.to_string() +
+                              " arguments are mapped along their leading dimensions; in_axes[" + std::to_string(i) +
+                              "] = " + std::to_string(in_axes[i]) + " is not supported (use 0 or broadcast)");
+      const Shape& s = arg_shape(args[i], scratch);
+      if (s.size() < mesh_shape.size() || !std::equal(mesh_shape.begin(), mesh_shape.end(), s.begin()))
+        throw InvalidArgument(name + ": argument " + std::to_string(i) + " has shape " + shape_str(s) +
+                              "; its leading dimensions must equal the mesh shape " + shape_str(mesh_shape) + " of " +
+                              p->mesh.to_string());
+    }
+  } else {
+    int size = -1, first = -1;
+    std::string sizes;
+    bool consistent = true;
+    for (int i = 0; i < nargs; ++i) {
+      if (in_axes[i] < 0) continue;
+      const int s = static_cast<int>(arg_shape(args[i], scratch)[in_axes[i]]);
+      sizes += "\n  argument " + std::to_string(i) + " of shape " + shape_str(arg_shape(args[i], scratch)) +
+               " has size " + std::to_string(s) + " along axis " + std::to_string(in_axes[i]);
+      if (size < 0) {
+        size = s;
+        first = i;
+      } else if (s != size) {
+        consistent = false;
+      }
+    }
+    (void)first;
+    if (!consistent) throw InvalidArgument(name + ": pmap got inconsistent sizes for array axes to be mapped:" + sizes);
+    if (size < 1) throw InvalidArgument(name + ": the mapped axis has size 0; pmap needs at least one replica");
+    p->mesh = Mesh({{options.axis.empty() ? std::string("_pmap_axis") : options.axis, size}});
+  }
+
+  const int size = p->mesh.size();
+  if (!options.devices.empty()) {
+    if (static_cast<int>(options.devices.size()) != size)
+      throw InvalidArgument(name + ": Leading axis size of input to pmapped function must equal the number of local "
+                            "devices passed to pmap. Got axis_size=" + std::to_string(size) + ", num_local_devices=" +
+                            std::to_string(options.devices.size()) + ".\n(Local devices available to pmap: " +
+                            devices_str(options.devices) + ")");
+    std::vector<char> seen(rt.device_count(), 0);
+    for (const Device& d : options.devices) {
+      rt.device(d.id);  // validates the id
+      if (seen[d.id]++) throw InvalidArgument(name + ": " + to_string(d) + " appears twice in devices=[" + devices_str(options.devices) + "]");
+    }
+    p->devices = options.devices;
+  } else {
+    if (size > rt.local_device_count())
+      throw InvalidArgument(name + ": compiling computation that requires " + std::to_string(size) +
+                            " logical devices, but only " + std::to_string(rt.local_device_count()) +
+                            " devices are available (num_replicas=" + std::to_string(size) +
+                            ", num_partitions=1); the mesh is " + p->mesh.to_string() +
+                            " (set WEFT_DEVICE_COUNT or RuntimeOptions::device_count for more devices)");
+    p->devices.assign(rt.devices().begin(), rt.devices().begin() + size);
+  }
+
+  rt.impl().stats.preparations++;
+  std::lock_guard lock(mutex);
+  return cache.emplace(key.str(), p).first->second;
+}
+
+std::vector<Array> PmapProgram::Impl::replica_inputs(Runtime& rt, const Prepared& p, const std::vector<PmapArg>& args,
+                                                     int replica) const {
+  auto& stats = rt.impl().stats;
+  const Device& device = p.devices[replica];
+  const int k = p.mesh.num_axes();
+  std::vector<Array> inputs;
+  inputs.reserve(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const int axis = p.in_axes[i];
+    if (const ShardedArray* s = std::get_if<ShardedArray>(&args[i])) {
+      // Already on the right device: reuse the shard as is, nothing moves.
+      if (axis == 0 && s->mapped_axis() == 0 && s->mesh_shape() == p.mesh.shape() &&
+          s->shards()[replica].device == device) {
+        inputs.push_back(s->shards()[replica].data);
+        continue;
+      }
+    }
+    Array host = std::holds_alternative<Array>(args[i]) ? std::get<Array>(args[i]) : std::get<ShardedArray>(args[i]).to_host();
+    Array slice;
+    if (axis < 0) {
+      slice = host;  // broadcast: every replica reads the same immutable value
+    } else {
+      if (axis != 0) host = host.moveaxis(axis, 0);
+      if (k > 1) {
+        Shape flat{p.mesh.size()};
+        flat.insert(flat.end(), host.shape().begin() + k, host.shape().end());
+        host = host.reshape(flat);
+      }
+      slice = host[replica];
+    }
+    if (host.device() != device.id) stats.h2d += slice.nbytes();
+    Array placed = Array::empty(slice.shape(), slice.dtype(), rt.memory_account(device), device.id);
+    std::memcpy(placed.mutable_bytes(), slice.bytes(), slice.nbytes());
+    inputs.push_back(std::move(placed));
+  }
+  return inputs;
+}
+
+std::vector<ShardedArray> PmapProgram::operator()(std::vector<PmapArg> args) const {
+  Runtime& rt = impl_->options.runtime ? *impl_->options.runtime : Runtime::current();
+  std::shared_ptr<Prepared> p = impl_->prepare(rt, args);
+  const int n = p->mesh.size();
+  std::vector<std::vector<Array>> inputs(n), outputs(n);
+  for (int r = 0; r < n; ++r) inputs[r] = impl_->replica_inputs(rt, *p, args, r);
+
+  detail::Execution execution(rt.impl(), impl_->options.name, p->mesh, p->devices, p->groups);
+  execution.run([&](Replica& replica) {
+    outputs[replica.index()] = impl_->fn(replica, inputs[replica.index()]);
+  });
+
+  // Every replica must return the same structure.
+  const std::string& name = impl_->options.name;
+  const std::size_t nout = outputs[0].size();
+  for (int r = 1; r < n; ++r) {
+    if (outputs[r].size() != nout)
+      throw InvalidArgument(name + ": " + execution.replica_name(r) + " returned " + std::to_string(outputs[r].size()) +
+                            " outputs but " + execution.replica_name(0) + " returned " + std::to_string(nout));
+    for (std::size_t j = 0; j < nout; ++j)
+      if (outputs[r][j].shape() != outputs[0][j].shape() || outputs[r][j].dtype() != outputs[0][j].dtype())
+        throw InvalidArgument(name + ": output " + std::to_string(j) + " of " + execution.replica_name(r) + " is " +
+                              std::string(dtype_name(outputs[r][j].dtype())) + shape_str(outputs[r][j].shape()) +
+                              " but " + execution.replica_name(0) + "'s is " +
+                              std::string(dtype_name(outputs[0][j].dtype())) + shape_str(outputs[0][j].shape()));
+  }
+  const auto& out_axes = impl_->options.out_axes;
+  if (!out_axes.empty() && out_axes.size() != nout)
+    throw InvalidArgument(name + ": out_axes has " + std::to_string(out_axes.size()) + " entries but the function returned " +
+                          std::to_string(nout) + " outputs");
+  std::vector<ShardedArray> result;
+  for (std::size_t j = 0; j < nout; ++j) {
+    std::optional<int> out_axis = out_axes.empty() ? std::optional<int>(0) : out_axes[j];
+    std::vector<Shard> shards;
+    for (int r = 0; r < n; ++r) shards.push_back({p->devices[r], outputs[r][j].with_device(p->devices[r].id)});
+    if (!out_axis) {
+      result.emplace_back(std::move(shards), Shape{}, &rt, 0);
+      continue;
+    }
+    const int local_rank = outputs[0][j].ndim();
+    if (*out_axis < 0 || *out_axis > local_rank || (*out_axis != 0 && p->mesh.num_axes() > 1))
+      throw InvalidArgument(name + ": out_axes[" + std::to_string(j) + "] = " + std::to_string(*out_axis) +
+                            " is out of range for an output of rank " + std::to_string(local_rank) +
+                            (p->mesh.num_axes() > 1 ? " (a multi-axis mesh supports only 0)" : ""));
+    result.emplace_back(std::move(shards), p->mesh.shape(), &rt, *out_axis);
+  }
+  return result;
+}
+
+}  // namespace weft

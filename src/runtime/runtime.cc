@@ -1,0 +1,321 @@
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <ostream>
+#include <sstream>
+
+#include "core/log.hpp"
+#include "runtime/internal.hpp"
+#include "weft/error.hpp"
+
+namespace weft {
+
+// ---- devices ---------------------------------------------------------------------------------------------
+
+std::string to_string(const Device& device) {
+  return "CpuDevice(id=" + std::to_string(device.id) + ", process=" + std::to_string(device.process_index) + ")";
+}
+std::ostream& operator<<(std::ostream& os, const Device& device) { return os << to_string(device); }
+std::ostream& operator<<(std::ostream& os, const std::vector<Device>& devices) {
+  os << "[";
+  for (std::size_t i = 0; i < devices.size(); ++i) os << (i ? ",\n " : "") << devices[i];
+  return os << "]";
+}
+
+
+// ---- options ---------------------------------------------------------------------------------------------
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+double parse_seconds(const char* name, const char* text) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(v >= 0) || std::isinf(v))
+    throw InvalidArgument(std::string(name) + "=" + text + " is not a number of seconds >= 0");
+  return v;
+}
+
+std::int64_t parse_bytes(const char* name, const char* text) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  double scale = 1;
+  std::string suffix = end ? end : "";
+  if (suffix == "K" || suffix == "k" || suffix == "KiB") scale = 1024.0;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB") scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB") scale = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty() && suffix != "B") end = const_cast<char*>(text);
+  if (end == text || !(v >= 0))
+    throw InvalidArgument(std::string(name) + "=" + text + " is not a byte count (a number with an optional K, M or G suffix)");
+  return static_cast<std::int64_t>(v * scale);
+}
+
+}  // namespace
+
+RuntimeOptions RuntimeOptions::resolved() const {
+  RuntimeOptions o = *this;
+  if (o.device_count <= 0) {
+    o.device_count = 8;
+    if (const char* v = env("WEFT_DEVICE_COUNT")) {
+      char* end = nullptr;
+      const long n = std::strtol(v, &end, 10);
+      if (end == v || *end != '\0' || n < 1 || n > 4096)
+        throw InvalidArgument(std::string("WEFT_DEVICE_COUNT=") + v + " is not a device count between 1 and 4096");
+      o.device_count = static_cast<int>(n);
+    }
+  }
+  if (o.device_memory < 0) o.device_memory = env("WEFT_DEVICE_MEMORY") ? parse_bytes("WEFT_DEVICE_MEMORY", env("WEFT_DEVICE_MEMORY")) : 0;
+  if (o.collective_warn_s < 0)
+    o.collective_warn_s = env("WEFT_COLLECTIVE_WARN") ? parse_seconds("WEFT_COLLECTIVE_WARN", env("WEFT_COLLECTIVE_WARN")) : 30;
+  if (o.collective_timeout_s < 0)
+    o.collective_timeout_s =
+        env("WEFT_COLLECTIVE_TIMEOUT") ? parse_seconds("WEFT_COLLECTIVE_TIMEOUT", env("WEFT_COLLECTIVE_TIMEOUT")) : 300;
+  if (o.collective_timeout_s > 0 && o.collective_timeout_s < o.collective_warn_s) {
+    std::ostringstream os;
+    os << "the collective timeout (WEFT_COLLECTIVE_TIMEOUT, " << o.collective_timeout_s
+       << " s) must be >= the stall warning (WEFT_COLLECTIVE_WARN, " << o.collective_warn_s
+       << " s); use 0 to disable the timeout";
+    throw InvalidArgument(os.str());
+  }
+  if (o.log_level.empty()) o.log_level = env("WEFT_LOG") ? env("WEFT_LOG") : "warn";
+  parse_log_level(o.log_level);
+  if (o.trace_path.empty() && env("WEFT_TRACE")) o.trace_path = env("WEFT_TRACE");
+  return o;
+}
+
+// ---- device workers --------------------------------------------------------------------------------------
+
+DeviceWorker::DeviceWorker(Device device, std::shared_ptr<MemoryAccount> account)
+    : device_(std::move(device)), account_(std::move(account)), thread_([this] { loop(); }) {}
+
+DeviceWorker::~DeviceWorker() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+void DeviceWorker::submit(std::function<void()> task) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void DeviceWorker::loop() {
+  // Arrays computed on this thread are charged to this device.
+  ScopedMemoryAccount on_device(account_);
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();  // tasks catch their own exceptions
+  }
+}
+
+const Device& Runtime::Impl::device(int id) const {
+  if (id < 0 || id >= static_cast<int>(devices.size()))
+    throw InvalidArgument("no device with id " + std::to_string(id) + "; this runtime has " +
+                          std::to_string(devices.size()) + " devices (ids 0.." + std::to_string(devices.size() - 1) + ")");
+  return devices[id];
+}
+
+// ---- runtime ---------------------------------------------------------------------------------------------
+namespace {
+std::mutex g_runtimes_mutex;
+std::vector<Runtime*> g_runtimes;  // live runtimes, most recent last
+}  // namespace
+
+Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options.resolved();
+  set_log_level(parse_log_level(impl_->options.log_level));
+  const int n = impl_->options.device_count;
+  for (int i = 0; i < n; ++i) {
+    Device d{i, 0, "cpu"};
+    impl_->devices.push_back(d);
+    impl_->accounts.push_back(std::make_shared<MemoryAccount>(to_string(d), impl_->options.device_memory));
+  }
+  for (int i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<DeviceWorker>(impl_->devices[i], impl_->accounts[i]));
+  std::lock_guard lock(g_runtimes_mutex);
+  g_runtimes.push_back(this);
+}
+
+Runtime::~Runtime() {
+  std::lock_guard lock(g_runtimes_mutex);
+  g_runtimes.erase(std::remove(g_runtimes.begin(), g_runtimes.end(), this), g_runtimes.end());
+}
+
+Runtime& Runtime::current() {
+  {
+    std::lock_guard lock(g_runtimes_mutex);
+    if (!g_runtimes.empty()) return *g_runtimes.back();
+  }
+  // A default runtime (options from the environment) for programs that never make one; it lives until exit.
+  static Runtime* fallback = new Runtime();
+  return *fallback;
+}
+
+std::string Runtime::platform() const { return "cpu"; }
+int Runtime::device_count() const { return static_cast<int>(impl_->devices.size()); }
+int Runtime::local_device_count() const { return device_count(); }
+int Runtime::process_index() const { return 0; }
+int Runtime::process_count() const { return 1; }
+const std::vector<Device>& Runtime::devices() const { return impl_->devices; }
+std::vector<Device> Runtime::local_devices() const { return impl_->devices; }
+const Device& Runtime::device(int id) const { return impl_->device(id); }
+std::int64_t Runtime::memory_in_use(const Device& device) const { return memory_account(device)->in_use(); }
+std::shared_ptr<MemoryAccount> Runtime::memory_account(const Device& device) const {
+  impl_->device(device.id);
+  return impl_->accounts[device.id];
+}
+const RuntimeOptions& Runtime::options() const { return impl_->options; }
+
+RuntimeStats Runtime::stats() const {
+  auto& s = impl_->stats;
+  return {s.preparations.load(), s.executions.load(), s.h2d.load(), s.d2h.load(), s.collectives.load(),
+          s.bytes_reduced.load()};
+}
+
+void Runtime::reset_stats() {
+  auto& s = impl_->stats;
+  for (auto* c : {&s.preparations, &s.executions, &s.h2d, &s.d2h, &s.collectives, &s.bytes_reduced}) c->store(0);
+}
+
+// ---- executions ------------------------------------------------------------------------------------------
+namespace detail {
+
+std::shared_ptr<const ReplicaGroups> GroupCache::along_axes(const Mesh& mesh, const Axes& axes,
+                                                            const AxisIndexGroups& index_groups) {
+  std::string key;
+  for (const std::string& a : axes.names) key += a + '\x1f';
+  key += '\x1e';
+  for (const auto& g : index_groups) {
+    for (int i : g) key += std::to_string(i) + ',';
+    key += ';';
+  }
+  std::lock_guard lock(mutex_);
+  auto it = groups_.find(key);
+  if (it != groups_.end()) return it->second;
+  ReplicaGroups groups = ReplicaGroups::along_axes(mesh, axes.names);
+  if (!index_groups.empty()) {
+    if (axes.names.size() != 1)
+      throw InvalidArgument("axis_index_groups only apply to a single named axis, got " + std::to_string(axes.names.size()) + " axes");
+    groups = groups.subdivide(index_groups);
+  }
+  auto shared = std::make_shared<const ReplicaGroups>(std::move(groups));
+  groups_.emplace(key, shared);
+  return shared;
+}
+
+Execution::Execution(Runtime::Impl& rt, std::string execution_name, Mesh m, std::vector<Device> devs,
+                     GroupCache& group_cache)
+    : runtime(rt),
+      name(std::move(execution_name)),
+      mesh(std::move(m)),
+      devices(std::move(devs)),
+      groups(group_cache),
+      rendezvous(static_cast<int>(devices.size()),
+                 transport::Deadlines{rt.options.collective_warn_s, rt.options.collective_timeout_s}, name,
+                 [this](int r) { return replica_name(r); }) {}
+
+std::string Execution::replica_name(int replica) const {
+  return "replica " + std::to_string(replica) + " (" + to_string(devices[replica]) + ")";
+}
+
+namespace {
+thread_local Execution* t_current_execution = nullptr;
+}
+
+void Execution::run(const std::function<void(Replica&)>& body) {
+  if (t_current_execution)
+    throw InvalidArgument(name + ": cannot start a program from inside " + t_current_execution->name +
+                          " (a replica's function); use one program over a multi-axis mesh instead");
+  std::lock_guard launch(runtime.launch_mutex);
+  const int n = static_cast<int>(devices.size());
+  remaining_ = n;
+  errors_.assign(n, nullptr);
+  runtime.stats.executions++;
+  for (int r = 0; r < n; ++r) {
+    runtime.workers[devices[r].id]->submit([this, r, &body] {
+      ReplicaState state{this, r, &devices[r]};
+      Replica replica(&state);
+      t_current_execution = this;
+      std::exception_ptr error;
+      try {
+        body(replica);
+        rendezvous.depart(r);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      t_current_execution = nullptr;
+      if (error) {
+        // The first failure poisons the execution; the others' pending waits end with its cause.
+        const bool first = rendezvous.abort(r, describe_exception(error));
+        std::lock_guard lock(mutex_);
+        errors_[r] = error;
+        if (first) root_cause_ = r;
+      }
+      std::lock_guard lock(mutex_);
+      if (--remaining_ == 0) done_cv_.notify_all();
+    });
+  }
+  std::unique_lock lock(mutex_);
+  done_cv_.wait(lock, [&] { return remaining_ == 0; });
+  if (root_cause_ < 0) return;
+  std::string message = name + ": " + replica_name(root_cause_) + " failed: " + describe_exception(errors_[root_cause_]);
+  for (int r = 0; r < n; ++r)
+    if (r != root_cause_ && errors_[r]) message += "\n  " + replica_name(r) + ": " + describe_exception(errors_[r]);
+  rethrow_with_message(errors_[root_cause_], message);
+}
+
+std::string describe_exception(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+    std::string type = status == 0 && demangled ? demangled : typeid(e).name();
+    std::free(demangled);
+    return type + ": " + e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+void rethrow_with_message(std::exception_ptr error, const std::string& message) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const InvalidArgument&) {
+    throw InvalidArgument(message);
+  } catch (const MismatchError&) {
+    throw MismatchError(message);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(message);
+  } catch (const AbortedError&) {
+    throw AbortedError(message);
+  } catch (const PeerLostError&) {
+    throw PeerLostError(message);
+  } catch (const OutOfMemoryError&) {
+    throw OutOfMemoryError(message);
+  } catch (...) {
+    throw Error(message);
+  }
+}
+
+}  // namespace detail
+}  // namespace weft

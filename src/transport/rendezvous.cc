@@ -1,0 +1,189 @@
+#include "transport/rendezvous.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <thread>
+
+#include "core/log.hpp"
+#include "weft/error.hpp"
+
+namespace weft::transport {
+namespace {
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point after(Clock::time_point start, double seconds) {
+  if (seconds <= 0) return Clock::time_point::max();
+  return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+std::string seconds_str(double s) {
+  std::ostringstream os;
+  os.precision(3);
+  os << s << " s";
+  return os.str();
+}
+}  // namespace
+
+Rendezvous::Rendezvous(int participants, Deadlines deadlines, std::string execution_name,
+                       std::function<std::string(int)> participant_name)
+    : n_(participants),
+      deadlines_(deadlines),
+      execution_name_(std::move(execution_name)),
+      participant_name_(std::move(participant_name)),
+      has_arrived_(participants, 0),
+      has_finished_(participants, 0),
+      rounds_done_(participants, 0),
+      departed_(participants, 0),
+      doing_(participants) {
+  for (Slot& s : slots_) s.payloads.assign(participants, nullptr);
+}
+
+std::uint64_t Rendezvous::completed_rounds(int rank) const {
+  std::lock_guard lock(mutex_);
+  return rounds_done_[rank];
+}
+
+std::shared_ptr<void> Rendezvous::arrive(int rank, const void* payload, const Complete& complete,
+                                         const Describe& what) {
+  std::unique_lock lock(mutex_);
+  if (aborted_) throw_aborted(rank);
+  const std::uint64_t generation = arrive_generation_.load(std::memory_order_relaxed);
+  Slot& slot = slots_[generation % 2];
+  if (arrived_ == 0) {
+    // The slot last served round generation-2, which every participant has left (they all arrived at
+    // generation-1 since), so it can be reused.
+    slot.plan.reset();
+    slot.error = nullptr;
+    warned_ = false;
+  }
+  slot.payloads[rank] = payload;
+  has_arrived_[rank] = 1;
+  doing_[rank].clear();
+  if (++arrived_ == n_) {
+    completing_ = true;
+    lock.unlock();
+    std::shared_ptr<void> plan;
+    std::exception_ptr error;
+    try {
+      plan = complete(std::span<const void* const>(slot.payloads));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    completing_ = false;
+    slot.plan = std::move(plan);
+    slot.error = error;
+    arrived_ = 0;
+    std::fill(has_arrived_.begin(), has_arrived_.end(), 0);
+    arrive_generation_.store(generation + 1, std::memory_order_release);
+    cv_.notify_all();
+  } else {
+    doing_[rank] = what ? what() : std::string();
+    wait_for(lock, rank, Phase::arrive, generation, what);
+  }
+  ++rounds_done_[rank];
+  if (slot.error) std::rethrow_exception(slot.error);
+  return slot.plan;
+}
+
+void Rendezvous::finish(int rank, const Describe& what) {
+  std::unique_lock lock(mutex_);
+  const std::uint64_t generation = finish_generation_.load(std::memory_order_relaxed);
+  has_finished_[rank] = 1;
+  if (++finished_ == n_) {
+    finished_ = 0;
+    std::fill(has_finished_.begin(), has_finished_.end(), 0);
+    finish_generation_.store(generation + 1, std::memory_order_release);
+    cv_.notify_all();
+  } else {
+    wait_for(lock, rank, Phase::finish, generation, what);
+  }
+  if (aborted_) throw_aborted(rank);
+}
+
+bool Rendezvous::abort(int rank, const std::string& cause) {
+  std::lock_guard lock(mutex_);
+  if (aborted_) return false;
+  abort_rank_ = rank;
+  abort_cause_ = cause;
+  aborted_.store(true, std::memory_order_release);
+  cv_.notify_all();
+  return true;
+}
+
+void Rendezvous::depart(int rank) {
+  std::lock_guard lock(mutex_);
+  departed_[rank] = 1;
+  cv_.notify_all();
+}
+
+void Rendezvous::throw_aborted(int rank) const {
+  throw AbortedError(participant_name_(rank) + " aborted because " + participant_name_(abort_rank_) +
+                     " failed: " + abort_cause_);
+}
+
+std::string Rendezvous::missing_report(Phase phase) const {
+  const std::vector<char>& present = phase == Phase::arrive ? has_arrived_ : has_finished_;
+  std::ostringstream arrived, missing;
+  bool first_a = true, first_m = true;
+  std::ostringstream details;
+  for (int p = 0; p < n_; ++p) {
+    if (present[p]) {
+      arrived << (first_a ? "" : ", ") << p;
+      first_a = false;
+    } else {
+      missing << (first_m ? "" : ", ") << p;
+      first_m = false;
+      details << "\n  " << participant_name_(p) << ": last completed seq=" << rounds_done_[p];
+      if (departed_[p]) details << " (returned from its function)";
+    }
+  }
+  return "arrived: [" + arrived.str() + "]; missing: [" + missing.str() + "]" + details.str();
+}
+
+void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase phase, std::uint64_t generation,
+                          const Describe& what) {
+  const std::atomic<std::uint64_t>& gen = phase == Phase::arrive ? arrive_generation_ : finish_generation_;
+  // A short yield phase catches partners that are a few microseconds behind without a futex round trip;
+  // after it we block, so oversubscribed replicas burn no CPU.
+  lock.unlock();
+  for (int i = 0; i < 8 && gen.load(std::memory_order_acquire) == generation && !aborted_; ++i)
+    std::this_thread::yield();
+  lock.lock();
+
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point warn_at = after(start, deadlines_.warn_s);
+  const Clock::time_point fail_at = after(start, deadlines_.timeout_s);
+  auto describe = [&] { return what ? what() : std::string("a collective"); };
+  while (gen.load(std::memory_order_relaxed) == generation) {
+    if (aborted_) {
+      // Partners may still be reading our inputs (the last arriver completing the round, or everyone
+      // doing their part before finish): leave only once that bounded work is done.
+      if (phase == Phase::arrive && !completing_) throw_aborted(rank);
+    } else if (phase == Phase::arrive) {
+      for (int p = 0; p < n_; ++p) {
+        if (departed_[p] && !has_arrived_[p])
+          throw PeerLostError(participant_name_(p) + " returned from its function while " +
+                              participant_name_(rank) + " waits for it at " + describe() + " (seq " +
+                              std::to_string(generation) + " of " + execution_name_ + ")");
+      }
+    }
+    const Clock::time_point now = Clock::now();
+    if (!aborted_ && now >= fail_at) {
+      throw TimeoutError(execution_name_ + ": " + participant_name_(rank) + " timed out after " +
+                         seconds_str(deadlines_.timeout_s) + " (WEFT_COLLECTIVE_TIMEOUT) at " + describe() +
+                         ", seq " + std::to_string(generation) + "; " + missing_report(phase));
+    }
+    if (!aborted_ && now >= warn_at && !warned_) {
+      warned_ = true;
+      log(LogLevel::warn, execution_name_ + ": stalled for " + seconds_str(deadlines_.warn_s) +
+                              " (WEFT_COLLECTIVE_WARN) at " + describe() + ", seq " + std::to_string(generation) +
+                              "; " + missing_report(phase));
+    }
+    Clock::time_point next = aborted_ ? now + std::chrono::milliseconds(50) : fail_at;
+    if (!warned_ && !aborted_) next = std::min(next, warn_at);
+    cv_.wait_until(lock, next);
+  }
+}
+
+}  // namespace weft::transport

@@ -1,0 +1,99 @@
+// The in-process rendezvous: the place where the N replicas of one execution (a pmap call, a session run)
+// meet at every collective, XLA-style. SPMD programs issue the same collectives in the same order on every
+// replica, so one execution-wide meeting point per collective sequence number suffices; the groups of a
+// collective partition the replicas and the data movement happens within groups.
+//
+// Guarantees (docs/reliability.md): every wait has a deadline (warn, then fail); the first failure poisons
+// the execution and ends every pending wait with the root cause; a replica that returned from its function
+// while others wait for it is named; waits block (futex via condition variable) after a short yield phase,
+// so more replicas than cores burn no CPU.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace weft::transport {
+
+struct Deadlines {
+  double warn_s = 30;     // a stall warning naming who is missing
+  double timeout_s = 300; // then a TimeoutError; 0 = never
+};
+
+// What a participant is doing at a rendezvous, for diagnostics ("psum(float32[3]) at a.cc:10").
+using Describe = std::function<std::string()>;
+
+class Rendezvous {
+ public:
+  // `participant_name(i)` names participant i in messages ("replica 3 (CpuDevice(id=3, process=0))").
+  Rendezvous(int participants, Deadlines deadlines, std::string execution_name,
+             std::function<std::string(int)> participant_name);
+
+  int participants() const { return n_; }
+
+  // Called once all payloads of a round are posted, by the last participant to arrive. Returns the round's
+  // shared result (a plan), or throws to fail the round for everyone (e.g. a mismatch).
+  using Complete = std::function<std::shared_ptr<void>(std::span<const void* const> payloads)>;
+
+  // Posts `payload` as participant `rank`'s contribution to its next round and waits until every
+  // participant has posted. Returns the plan made by `complete`. The payloads stay readable by all until
+  // every participant has called finish() for this round (or the next round starts, if finish is unused).
+  std::shared_ptr<void> arrive(int rank, const void* payload, const Complete& complete, const Describe& what);
+
+  // Second barrier of a round whose work is split among participants: returns once all have finished
+  // their part, so inputs and outputs may be released.
+  void finish(int rank, const Describe& what);
+
+  // Participant `rank` failed with `cause`: every pending and future wait raises AbortedError naming it.
+  // The first call wins; later ones are ignored. Returns true if this call was the first.
+  bool abort(int rank, const std::string& cause);
+  // Participant `rank` returned from its function: waits that need it raise PeerLostError naming it.
+  void depart(int rank);
+
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  std::uint64_t completed_rounds(int rank) const;
+
+ private:
+  struct Slot {
+    std::vector<const void*> payloads;
+    std::shared_ptr<void> plan;
+    std::exception_ptr error;
+  };
+  enum class Phase { arrive, finish };
+  void wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase phase, std::uint64_t generation,
+                const Describe& what);
+  std::string missing_report(Phase phase) const;
+  [[noreturn]] void throw_aborted(int rank) const;
+
+  const int n_;
+  const Deadlines deadlines_;
+  const std::string execution_name_;
+  const std::function<std::string(int)> participant_name_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::atomic<std::uint64_t> arrive_generation_{0};  // rounds fully gathered
+  std::atomic<std::uint64_t> finish_generation_{0};  // rounds fully finished
+  int arrived_ = 0;
+  int finished_ = 0;
+  std::vector<char> has_arrived_;   // for the gathering round
+  std::vector<char> has_finished_;  // for the finishing round
+  std::vector<std::uint64_t> rounds_done_;  // per participant: rounds completed
+  std::vector<char> departed_;
+  std::vector<std::string> doing_;  // per participant: what it waits at (for reports)
+  Slot slots_[2];
+  bool warned_ = false;
+  bool completing_ = false;  // the last arriver is running `complete` on everyone's payloads
+  std::atomic<bool> aborted_{false};
+  int abort_rank_ = -1;
+  std::string abort_cause_;
+};
+
+}  // namespace weft::transport
