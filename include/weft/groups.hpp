@@ -22,7 +22,7 @@ class Mesh {
   int num_axes() const { return static_cast<int>(axes_.size()); }
   int size() const;  // product of axis sizes = number of replicas
   std::vector<std::int64_t> shape() const;
-  // Position of `name` among the axes; throws InvalidArgument ("unbound axis name: x; the mesh has ...").
+  // Position of `name` among the axes; throws InvalidArgument ("unbound axis name: x (the mesh has axes {...})").
   int axis_position(const std::string& name) const;
   bool has_axis(const std::string& name) const;
   // Replica `replica`'s coordinate along `name`.
