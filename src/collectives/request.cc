@@ -9,14 +9,22 @@ namespace {
 
 std::string dims(const Shape& shape) {
   std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(shape[i]);
+  }
   return s + "]";
 }
 
 std::string perm_str(const Permutation& perm) {
   std::string s = "[";
-  for (std::size_t i = 0; i < perm.size(); ++i)
-    s += (i ? ", (" : "(") + std::to_string(perm[i].first) + ", " + std::to_string(perm[i].second) + ")";
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    s += i ? ", (" : "(";
+    s += std::to_string(perm[i].first);
+    s += ", ";
+    s += std::to_string(perm[i].second);
+    s += ')';
+  }
   return s + "]";
 }
 
@@ -176,7 +184,10 @@ Shape output_shape(const Request& r) {
 
 std::string differences(const Request& a, const Request& b) {
   std::string out;
-  auto add = [&](const char* what) { out += (out.empty() ? "" : ", ") + std::string(what); };
+  auto add = [&](const char* what) {
+    if (!out.empty()) out += ", ";
+    out += what;
+  };
   if (a.kind != b.kind || std::string_view(a.api_name) != b.api_name) add("op kind differs");
   if (a.kind == b.kind && (a.kind == Kind::all_reduce || a.kind == Kind::reduce_scatter) && a.reduce != b.reduce)
     add("reduce op differs");

@@ -1,6 +1,7 @@
 // Runtime internals shared by runtime.cc, replica.cc, pmap.cc and sharded_array.cc.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -37,8 +38,32 @@ class DeviceWorker {
   std::thread thread_;
 };
 
+// WEFT_TRACE: a Chrome-trace (Trace Event Format) timeline of collectives, written when the runtime ends.
+// pid = process, tid = replica; one span per collective plus a "wait" sub-span for the rendezvous.
+class Tracer {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Tracer(std::string path) : path_(std::move(path)), start_(Clock::now()) {}
+  bool enabled() const { return !path_.empty(); }
+  void span(std::string name, int replica, Clock::time_point begin, Clock::time_point end, std::string args_json);
+  void write() const;  // errors are logged, never thrown: tracing must not fail a program
+
+ private:
+  struct Event {
+    std::string name;
+    int replica;
+    double begin_us, duration_us;
+    std::string args_json;
+  };
+  std::string path_;
+  Clock::time_point start_;
+  mutable std::mutex mutex_;
+  std::vector<Event> events_;
+};
+
 struct Runtime::Impl {
   RuntimeOptions options;
+  std::unique_ptr<Tracer> tracer;
   std::vector<Device> devices;
   std::vector<std::shared_ptr<MemoryAccount>> accounts;  // by device id
   std::vector<std::unique_ptr<DeviceWorker>> workers;    // by device id

@@ -33,7 +33,10 @@ DType arg_dtype(const PmapArg& a) {
 
 std::string devices_str(const std::vector<Device>& devices) {
   std::string s;
-  for (std::size_t i = 0; i < devices.size(); ++i) s += (i ? ", " : "") + to_string(devices[i]);
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    if (i) s += ", ";
+    s += to_string(devices[i]);
+  }
   return s;
 }
 

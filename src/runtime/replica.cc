@@ -25,7 +25,10 @@ using collectives::Request;
 
 std::string axes_str(const Axes& axes) {
   std::string s = "axes (";
-  for (std::size_t i = 0; i < axes.names.size(); ++i) s += (i ? ", " : "") + axes.names[i];
+  for (std::size_t i = 0; i < axes.names.size(); ++i) {
+    if (i) s += ", ";
+    s += axes.names[i];
+  }
   return s + ")";
 }
 
@@ -57,7 +60,10 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
     ex.runtime.stats.bytes_reduced += plan->bytes_reduced;
     return plan;
   };
+  Tracer& tracer = *ex.runtime.tracer;
+  const auto begin = tracer.enabled() ? Tracer::Clock::now() : Tracer::Clock::time_point{};
   auto plan = std::static_pointer_cast<collectives::Plan>(ex.rendezvous.arrive(st.index, &req, complete, describe));
+  const auto met = tracer.enabled() ? Tracer::Clock::now() : Tracer::Clock::time_point{};
   if (plan->split_work) {
     // Always reach the second barrier, even if our part failed: partners may be reading our input.
     std::exception_ptr error;
@@ -68,6 +74,13 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
     }
     ex.rendezvous.finish(st.index, describe);
     if (error) std::rethrow_exception(error);
+  }
+  if (tracer.enabled()) {
+    const std::string args = "{\"seq\": " + std::to_string(ex.rendezvous.completed_rounds(st.index)) +
+                             ", \"bytes\": " + std::to_string(req.input->nbytes()) + ", \"group\": \"" +
+                             req.groups->to_string() + "\", \"execution\": \"" + ex.name + "\"}";
+    tracer.span(req.api_name, st.index, begin, Tracer::Clock::now(), args);
+    tracer.span("wait", st.index, begin, met, "{}");
   }
   return plan->outputs[st.index].with_device(st.device->id);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <ostream>
 #include <sstream>
@@ -141,6 +142,7 @@ std::vector<Runtime*> g_runtimes;  // live runtimes, most recent last
 
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options.resolved();
+  impl_->tracer = std::make_unique<Tracer>(impl_->options.trace_path);
   set_log_level(parse_log_level(impl_->options.log_level));
   const int n = impl_->options.device_count;
   for (int i = 0; i < n; ++i) {
@@ -154,8 +156,37 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
 }
 
 Runtime::~Runtime() {
-  std::lock_guard lock(g_runtimes_mutex);
-  g_runtimes.erase(std::remove(g_runtimes.begin(), g_runtimes.end(), this), g_runtimes.end());
+  {
+    std::lock_guard lock(g_runtimes_mutex);
+    g_runtimes.erase(std::remove(g_runtimes.begin(), g_runtimes.end(), this), g_runtimes.end());
+  }
+  if (impl_->tracer->enabled()) impl_->tracer->write();
+}
+
+// ---- trace -----------------------------------------------------------------------------------------------
+
+void Tracer::span(std::string name, int replica, Clock::time_point begin, Clock::time_point end, std::string args_json) {
+  auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - start_).count(); };
+  std::lock_guard lock(mutex_);
+  events_.push_back({std::move(name), replica, us(begin), us(end) - us(begin), std::move(args_json)});
+}
+
+void Tracer::write() const {
+  std::lock_guard lock(mutex_);
+  std::FILE* f = std::fopen(path_.c_str(), "w");
+  if (!f) {
+    log(LogLevel::error, "WEFT_TRACE: cannot write " + path_);
+    return;
+  }
+  std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", f);
+  for (std::size_t i = 0; i < events_.size(); ++i) {
+    const Event& e = events_[i];
+    std::fprintf(f, "%s{\"name\": \"%s\", \"ph\": \"X\", \"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": %s}",
+                 i ? ",\n" : "", e.name.c_str(), e.replica, e.begin_us, e.duration_us,
+                 e.args_json.empty() ? "{}" : e.args_json.c_str());
+  }
+  std::fputs("\n]}\n", f);
+  std::fclose(f);
 }
 
 Runtime& Runtime::current() {

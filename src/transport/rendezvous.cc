@@ -155,24 +155,37 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
   const Clock::time_point warn_at = after(start, deadlines_.warn_s);
   const Clock::time_point fail_at = after(start, deadlines_.timeout_s);
   auto describe = [&] { return what ? what() : std::string("a collective"); };
+  // Leaving the arrive phase early takes our payload back, so a partner completing the round later never
+  // reads an input we are about to release.
+  auto leave = [&](auto&& error) {
+    if (phase == Phase::arrive) {
+      has_arrived_[rank] = 0;
+      slots_[generation % 2].payloads[rank] = nullptr;
+      --arrived_;
+    }
+    throw error;
+  };
   while (gen.load(std::memory_order_relaxed) == generation) {
     if (aborted_) {
       // Partners may still be reading our inputs (the last arriver completing the round, or everyone
       // doing their part before finish): leave only once that bounded work is done.
-      if (phase == Phase::arrive && !completing_) throw_aborted(rank);
+      if (phase == Phase::arrive && !completing_)
+        leave(AbortedError(participant_name_(rank) + " aborted because " + participant_name_(abort_rank_) +
+                           " failed: " + abort_cause_));
     } else if (phase == Phase::arrive) {
       for (int p = 0; p < n_; ++p) {
         if (departed_[p] && !has_arrived_[p])
-          throw PeerLostError(participant_name_(p) + " returned from its function while " +
+          leave(PeerLostError(participant_name_(p) + " returned from its function while " +
                               participant_name_(rank) + " waits for it at " + describe() + " (seq " +
-                              std::to_string(generation) + " of " + execution_name_ + ")");
+                              std::to_string(generation) + " of " + execution_name_ + ")"));
       }
     }
     const Clock::time_point now = Clock::now();
     if (!aborted_ && now >= fail_at) {
-      throw TimeoutError(execution_name_ + ": " + participant_name_(rank) + " timed out after " +
+      const std::string report = missing_report(phase);
+      leave(TimeoutError(execution_name_ + ": " + participant_name_(rank) + " timed out after " +
                          seconds_str(deadlines_.timeout_s) + " (WEFT_COLLECTIVE_TIMEOUT) at " + describe() +
-                         ", seq " + std::to_string(generation) + "; " + missing_report(phase));
+                         ", seq " + std::to_string(generation) + "; " + report));
     }
     if (!aborted_ && now >= warn_at && !warned_) {
       warned_ = true;

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# bench/compare.sh: weft's in-process allreduce against an Open MPI baseline on the same machine, plus the
+# host copy bandwidth that bounds both and weft's peak RSS. Results and raw JSON lines go to $OUT.
+#
+#   bench/compare.sh                 # after building weft (cmake --build build)
+#   BUILD=build-rel RUNS=5 bench/compare.sh
+#
+# Knobs (environment): BUILD (weft build dir, default build), OUT (default $BUILD/bench), SIZES (default
+# 4K,1M,64M), DEVICES (replicas = MPI ranks, default 8), RUNS (alternating runs of each, default 3).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${BUILD:-$ROOT/build}"
+OUT="${OUT:-$BUILD/bench}"
+SIZES="${SIZES:-4K,1M,64M}"
+DEVICES="${DEVICES:-8}"
+RUNS="${RUNS:-3}"
+WEFT_BENCH="$BUILD/bin/weft-bench"
+MPI_BENCH="$OUT/mpi_allreduce"
+
+# Open MPI refuses to run as root without these (containers usually run as root).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# 8 ranks on however many cores: oversubscribed ranks must yield instead of spinning on each other.
+MPIRUN=(mpirun -np "$DEVICES" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+
+log() { echo "compare.sh: $*" >&2; }
+
+build() {
+  if [ ! -x "$WEFT_BENCH" ]; then
+    log "building weft-bench in $BUILD"
+    cmake --build "$BUILD" --target weft-bench
+  fi
+  mkdir -p "$OUT"
+  log "building the MPI baseline: $MPI_BENCH"
+  mpicc -O2 -std=c11 -Wall -Wextra -o "$MPI_BENCH" "$ROOT/bench/mpi_allreduce.c"
+}
+
+# Alternates weft and MPI so slow drifts of the machine (other load, thermal) hit both alike.
+run_allreduce() {
+  : >"$OUT/weft.jsonl"
+  : >"$OUT/mpi.jsonl"
+  for run in $(seq "$RUNS"); do
+    log "run $run/$RUNS: weft-bench --op allreduce --devices $DEVICES --sizes $SIZES"
+    "$WEFT_BENCH" --op allreduce --devices "$DEVICES" --sizes "$SIZES" --json >>"$OUT/weft.jsonl"
+    log "run $run/$RUNS: ${MPIRUN[*]} mpi_allreduce --sizes $SIZES"
+    "${MPIRUN[@]}" "$MPI_BENCH" --sizes "$SIZES" --json >>"$OUT/mpi.jsonl"
+  done
+}
+
+run_membw() {
+  : >"$OUT/membw.jsonl"
+  for run in $(seq "$RUNS"); do
+    log "run $run/$RUNS: weft-bench --op membw"
+    "$WEFT_BENCH" --op membw --json >>"$OUT/membw.jsonl"
+  done
+}
+
+# Peak RSS in KiB of one 64 MiB allreduce run: GNU time if there (installed if we can), else the
+# benchmark's own getrusage report (--verbose).
+measure_rss() {
+  local cmd=("$WEFT_BENCH" --op allreduce --devices "$DEVICES" --sizes 64M --json)
+  if [ ! -x /usr/bin/time ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    log "installing GNU time"
+    (apt-get install -y -qq time >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq time; }) >&2 || true
+  fi
+  if [ -x /usr/bin/time ]; then
+    /usr/bin/time -v "${cmd[@]}" 2>"$OUT/rss.txt" >/dev/null
+    awk -F': ' '/Maximum resident set size/ {print $2}' "$OUT/rss.txt"
+  else
+    "${cmd[@]}" --verbose 2>"$OUT/rss.txt" >/dev/null
+    awk '/max RSS/ {print $(NF-1)}' "$OUT/rss.txt"
+  fi
+}
+
+# Medians per size, ratios against the targets, bandwidth as % of membw, RSS: a markdown report.
+summarize() {
+  local rss_kib="$1"
+  awk -v rss_kib="$rss_kib" -v devices="$DEVICES" '
+    function field(line, key,    start) {
+      if (!match(line, "\"" key "\":[^,}]*")) return ""
+      start = length(key) + 3
+      value = substr(line, RSTART + start, RLENGTH - start)
+      gsub(/"/, "", value)
+      return value
+    }
+    function median(list,    n, a, i, j, t) {
+      n = split(list, a, " ")
+      for (i = 2; i <= n; ++i) for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; --j) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    function human(bytes) {
+      if (bytes >= 1048576) return bytes / 1048576 " MiB"
+      if (bytes >= 1024) return bytes / 1024 " KiB"
+      return bytes " B"
+    }
+    FNR == 1 { source = FILENAME; sub(/.*\//, "", source); sub(/\.jsonl$/, "", source) }
+    {
+      bytes = field($0, "bytes") + 0; t = field($0, "time_us") + 0
+      if (field($0, "wrong") != 0) wrong[source] += field($0, "wrong")
+      times[source, bytes] = times[source, bytes] " " t
+      if (source == "weft" && !(bytes in seen)) { seen[bytes] = 1; order[++nsizes] = bytes }
+    }
+    END {
+      target[4096] = 5; target[1048576] = 5; target[67108864] = 4.5
+      print "| size | weft median (us) | MPI median (us) | MPI/weft | target | met |"
+      print "| ---: | ---: | ---: | ---: | ---: | :---: |"
+      for (i = 1; i <= nsizes; ++i) {
+        b = order[i]; w = median(times["weft", b]); m = median(times["mpi", b])
+        ratio = m / w; goal = (b in target) ? target[b] : 0
+        printf "| %s | %.1f | %.1f | %.2fx | %s | %s |\n", human(b), w, m, ratio,
+               (goal ? ">= " goal "x" : "-"), (goal ? (ratio >= goal ? "yes" : "no") : "-")
+        if (b == 67108864) big_time = w
+      }
+      membw = median(times["membw", 536870912])
+      membw_GBps = 2 * 536870912 / (membw * 1e3)
+      print ""
+      printf "membw (2 threads, 512 MiB, bytes read + written): median %.1f us per copy = %.2f GB/s\n", membw, membw_GBps
+      if (big_time) {
+        eff = 2 * devices * 67108864 / (big_time * 1e3)
+        printf "allreduce 64 MiB effective bandwidth 2*%d*size/time: %.2f GB/s = %.1f%% of membw (target >= 75%%: %s)\n",
+               devices, eff, 100 * eff / membw_GBps, (100 * eff / membw_GBps >= 75 ? "met" : "missed")
+      }
+      if (rss_kib != "")
+        printf "peak RSS of weft-bench --op allreduce --devices %d --sizes 64M: %.1f MiB (target < 1.3 GiB = 1331.2 MiB: %s)\n",
+               devices, rss_kib / 1024, (rss_kib / 1024 < 1331.2 ? "met" : "missed")
+      printf "wrong elements: weft %d, MPI %d, membw %d\n", wrong["weft"], wrong["mpi"], wrong["membw"]
+    }' "$OUT/weft.jsonl" "$OUT/mpi.jsonl" "$OUT/membw.jsonl"
+}
+
+machine() {
+  echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)," \
+       "$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo) RAM; $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "mpirun: $(mpirun --version 2>/dev/null | head -n 1)"
+  echo "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+main() {
+  build
+  # Timings on a shared machine are only as good as its idleness: record the load next to the results.
+  LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
+  run_allreduce
+  run_membw
+  local rss
+  rss="$(measure_rss)"
+  {
+    machine
+    echo "runs: $RUNS alternating, sizes $SIZES, $DEVICES replicas / ranks"
+    echo
+    summarize "$rss"
+  } | tee "$OUT/summary.md"
+}
+
+main "$@"

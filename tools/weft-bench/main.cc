@@ -1,0 +1,546 @@
+// weft-bench: collective bandwidth benchmarks in the style of nccl-tests.
+//
+//   weft-bench --op allreduce --devices 8 --sizes 4K,1M,64M [--iters 20] [--warmup 5] [--dtype float32]
+//              [--no-check] [--json] [--verbose]
+//   weft-bench --op membw [--devices 2]     (host copy bandwidth, the ceiling for in-process collectives)
+//
+// Per size: every replica's input is placed on its device before timing; ONE pmap call then runs, in every
+// replica, warmup collectives, a barrier, and `iters` back-to-back collectives timed by replica 0. So the
+// number is the collective itself, not pmap launch, placement or readback (docs/benchmarks.md explains
+// why replica 0's clock is enough). The last iteration's outputs are then compared, element by element and
+// for every replica, with values computed independently here on the host; any wrong element makes the
+// exit status non-zero.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <array>
+#include <barrier>
+#include <cctype>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <weft/weft.hpp>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using weft::Array;
+using weft::DType;
+using weft::Replica;
+
+constexpr const char* kAxis = "i";
+// Input values are (replica + 1) + (index % kPeriod): small integers, so float sums are exact, and a chunk
+// put at the wrong offset or taken from the wrong replica shows up as a wrong value.
+constexpr int kPeriod = 97;
+constexpr std::int64_t kMembwDefaultBytes = std::int64_t{512} << 20;
+constexpr int kMembwDefaultThreads = 2;
+
+// ---- command line ------------------------------------------------------------------------------------
+
+enum class Op { allreduce, all_gather, reduce_scatter, all_to_all, ppermute, membw };
+
+const std::map<std::string, Op> kOpNames = {
+    {"allreduce", Op::allreduce},   {"all_gather", Op::all_gather}, {"reduce_scatter", Op::reduce_scatter},
+    {"all_to_all", Op::all_to_all}, {"ppermute", Op::ppermute},     {"membw", Op::membw},
+};
+
+std::string op_name(Op op) {
+  for (const auto& [name, value] : kOpNames)
+    if (value == op) return name;
+  return "?";
+}
+
+struct Options {
+  Op op = Op::allreduce;
+  int devices = 8;
+  std::vector<std::int64_t> sizes;  // bytes of one replica's input buffer
+  int iters = 20;
+  int warmup = 5;
+  DType dtype = DType::f32;
+  bool check = true;
+  bool json = false;
+  bool verbose = false;
+};
+
+// "4K" -> 4096, "64M" -> 67108864, "1G", "100" (binary multiples, as nccl-tests' -b/-e).
+std::int64_t parse_size(const std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || text.size() - digits > 1 || digits > 15)
+    throw CLI::ValidationError("--sizes", "bad size '" + text + "' (expected a number with an optional K, M or G)");
+  std::int64_t value = std::stoll(text.substr(0, digits));
+  if (digits < text.size()) {
+    switch (std::toupper(static_cast<unsigned char>(text[digits]))) {
+      case 'K': value <<= 10; break;
+      case 'M': value <<= 20; break;
+      case 'G': value <<= 30; break;
+      default:
+        throw CLI::ValidationError("--sizes", "bad size suffix in '" + text + "' (use K, M or G)");
+    }
+  }
+  if (value <= 0) throw CLI::ValidationError("--sizes", "sizes must be positive, got '" + text + "'");
+  return value;
+}
+
+std::vector<std::int64_t> parse_sizes(const std::string& list) {
+  std::vector<std::int64_t> sizes;
+  std::stringstream stream(list);
+  for (std::string item; std::getline(stream, item, ',');)
+    if (!item.empty()) sizes.push_back(parse_size(item));
+  if (sizes.empty()) throw CLI::ValidationError("--sizes", "no sizes given");
+  return sizes;
+}
+
+// ---- element codecs: how a value (a small integer, as double) is stored in each dtype ------------------
+
+// Integers wrap modulo 2^bits, exactly as the runtime's integer sums do, so the host expectation of a
+// reduction that overflows (int8 with many replicas) is still exact.
+template <class T>
+struct NumericCodec {
+  using Storage = T;
+  static T encode(double v) {
+    if constexpr (std::is_floating_point_v<T>)
+      return static_cast<T>(v);
+    else
+      return static_cast<T>(static_cast<std::make_unsigned_t<T>>(static_cast<std::int64_t>(v)));
+  }
+  static double decode(T v) { return static_cast<double>(v); }
+};
+
+struct HalfCodec {
+  using Storage = std::uint16_t;
+  static Storage encode(double v) { return weft::double_to_half(v); }
+  static double decode(Storage v) { return weft::half_to_float(v); }
+};
+
+struct BFloat16Codec {
+  using Storage = std::uint16_t;
+  static Storage encode(double v) { return weft::double_to_bf16(v); }
+  static double decode(Storage v) { return weft::bf16_to_float(v); }
+};
+
+// Calls f(Codec{}) for the codec of `dtype`.
+template <class F>
+decltype(auto) visit_codec(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(NumericCodec<float>{});
+    case DType::f64: return f(NumericCodec<double>{});
+    case DType::f16: return f(HalfCodec{});
+    case DType::bf16: return f(BFloat16Codec{});
+    case DType::i8: return f(NumericCodec<std::int8_t>{});
+    case DType::i32: return f(NumericCodec<std::int32_t>{});
+    case DType::i64: return f(NumericCodec<std::int64_t>{});
+    case DType::u8: return f(NumericCodec<std::uint8_t>{});
+    case DType::boolean: break;
+  }
+  // bool sums change dtype (to int32) and every input would be `true`: nothing useful to measure.
+  throw weft::InvalidArgument("weft-bench does not support dtype bool");
+}
+
+// Encoded input values and reduction results, indexed by (index % kPeriod). Rows 0..n-1: replica r's
+// inputs; row n: the sum over all replicas, computed from the *stored* inputs (so rounding of 16-bit floats
+// is accounted for) and rounded once, as the runtime accumulates in a wider type and rounds once.
+template <class Codec>
+struct ValueTable {
+  using S = typename Codec::Storage;
+  std::vector<std::array<S, kPeriod>> rows;
+
+  explicit ValueTable(int replicas) : rows(replicas + 1) {
+    for (int q = 0; q < kPeriod; ++q) {
+      double sum = 0;
+      for (int r = 0; r < replicas; ++r) {
+        rows[r][q] = Codec::encode((r + 1) + q);
+        sum += Codec::decode(rows[r][q]);
+      }
+      rows[replicas][q] = Codec::encode(sum);
+    }
+  }
+  int sum_row() const { return static_cast<int>(rows.size()) - 1; }
+};
+
+// Writes row[(first + i) % kPeriod] to out[i] for i in [0, count).
+template <class S>
+void fill_periodic(S* out, std::int64_t count, const std::array<S, kPeriod>& row, std::int64_t first) {
+  int q = static_cast<int>(first % kPeriod);
+  for (std::int64_t i = 0; i < count; ++i) {
+    out[i] = row[q];
+    if (++q == kPeriod) q = 0;
+  }
+}
+
+// Counts i in [0, count) with out[i] != row[(first + i) % kPeriod].
+template <class S>
+std::int64_t count_periodic_mismatches(const S* out, std::int64_t count, const std::array<S, kPeriod>& row,
+                                       std::int64_t first) {
+  std::int64_t wrong = 0;
+  int q = static_cast<int>(first % kPeriod);
+  for (std::int64_t i = 0; i < count; ++i) {
+    wrong += out[i] != row[q];
+    if (++q == kPeriod) q = 0;
+  }
+  return wrong;
+}
+
+// ---- what each op computes, described independently of the runtime ----------------------------------
+
+// nccl-tests' factor from algorithm bandwidth to bus bandwidth (PERFORMANCE.md).
+double bus_factor(Op op, int n) {
+  switch (op) {
+    case Op::allreduce: return 2.0 * (n - 1) / n;
+    case Op::all_gather:
+    case Op::reduce_scatter:
+    case Op::all_to_all: return static_cast<double>(n - 1) / n;
+    case Op::ppermute:
+    case Op::membw: return 1.0;
+  }
+  return 1.0;
+}
+
+// Ops whose input is viewed as [n, count / n]: one chunk per group member.
+bool chunked(Op op) { return op == Op::reduce_scatter || op == Op::all_to_all; }
+
+// The benchmark's geometry for one requested size.
+struct Geometry {
+  int n = 0;                // replicas
+  std::int64_t count = 0;   // elements of one replica's input
+  weft::Shape input_shape;
+  std::int64_t reported_bytes = 0;  // nccl-tests' "size" (see docs/benchmarks.md)
+};
+
+Geometry geometry(Op op, int n, std::int64_t bytes, DType dtype) {
+  Geometry g;
+  g.n = n;
+  const auto element = static_cast<std::int64_t>(weft::dtype_size(dtype));
+  g.count = bytes / element;
+  if (chunked(op)) g.count -= g.count % n;  // as nccl-tests rounds counts to a multiple of nranks
+  if (g.count <= 0)
+    throw weft::InvalidArgument("size " + std::to_string(bytes) + " B holds no whole " +
+                                (chunked(op) ? std::to_string(n) + " elements" : std::string("element")) + " of " +
+                                std::string(weft::dtype_name(dtype)));
+  g.input_shape = chunked(op) ? weft::Shape{n, g.count / n} : weft::Shape{g.count};
+  // all_gather: nccl-tests reports the gathered (output) buffer, n times one rank's input; every other op
+  // reports one rank's input buffer.
+  g.reported_bytes = g.count * element * (op == Op::all_gather ? n : 1);
+  return g;
+}
+
+// One contiguous run of a replica's output: `length` elements equal to row `source` of the value table
+// (a replica, or the sum row) starting at input index `first`.
+struct Segment {
+  std::int64_t length;
+  int source;
+  std::int64_t first;
+};
+
+// Replica k's expected output, as segments, for the collectives run_op issues.
+std::vector<Segment> expected_segments(Op op, const Geometry& g, int k, int sum_row) {
+  const std::int64_t chunk = g.count / g.n;
+  std::vector<Segment> segments;
+  switch (op) {
+    case Op::allreduce:  // everyone gets the elementwise sum
+      segments.push_back({g.count, sum_row, 0});
+      break;
+    case Op::all_gather:  // [n, count]: row m is replica m's input
+      for (int m = 0; m < g.n; ++m) segments.push_back({g.count, m, 0});
+      break;
+    case Op::reduce_scatter:  // chunk k of the sum
+      segments.push_back({chunk, sum_row, k * chunk});
+      break;
+    case Op::all_to_all:  // [n, chunk]: row m is chunk k of replica m's input
+      for (int m = 0; m < g.n; ++m) segments.push_back({chunk, m, k * chunk});
+      break;
+    case Op::ppermute:  // ring shift: replica k receives replica k-1's input
+      segments.push_back({g.count, (k + g.n - 1) % g.n, 0});
+      break;
+    case Op::membw:
+      break;
+  }
+  return segments;
+}
+
+// The collective under test, in the replica. Shapes match geometry(): see expected_segments.
+Array run_op(Op op, Replica& r, const Array& x, const weft::Permutation& ring) {
+  switch (op) {
+    case Op::allreduce: return r.psum(x, kAxis);
+    case Op::all_gather: return r.all_gather(x, kAxis);
+    case Op::reduce_scatter: return r.psum_scatter(x, kAxis);
+    case Op::all_to_all: return r.all_to_all(x, kAxis, /*split_axis=*/0, /*concat_axis=*/0);
+    case Op::ppermute: return r.ppermute(x, kAxis, ring);
+    case Op::membw: break;
+  }
+  throw weft::InvalidArgument("membw is not a collective");
+}
+
+// Every replica waits here until all have arrived: a psum of a scalar completes only once every replica
+// posted its input.
+void barrier(Replica& r) { r.psum(Array::scalar(0.0, DType::f32), kAxis); }
+
+// ---- one measurement ---------------------------------------------------------------------------------
+
+struct Result {
+  std::int64_t bytes = 0;
+  std::int64_t count = 0;
+  double time_us = 0;  // mean per iteration
+  std::int64_t wrong = 0;
+};
+
+// Replica inputs, placed on their devices one at a time so the host staging copy never exceeds one shard
+// (peak RSS then reflects the runtime, not the benchmark).
+template <class Codec>
+weft::ShardedArray place_inputs(weft::Runtime& rt, const Geometry& g, DType dtype, const ValueTable<Codec>& table) {
+  using S = typename Codec::Storage;
+  std::vector<weft::Shard> shards;
+  for (int r = 0; r < g.n; ++r) {
+    Array host = Array::empty(g.input_shape, dtype);
+    fill_periodic(reinterpret_cast<S*>(host.mutable_bytes()), g.count, table.rows[r], 0);
+    const weft::Device& device = rt.devices()[r];
+    shards.push_back({device, weft::device_put(host, device, rt)});
+  }
+  return weft::ShardedArray(std::move(shards), weft::Shape{g.n}, &rt);
+}
+
+template <class Codec>
+std::int64_t count_wrong(Op op, const Geometry& g, const weft::ShardedArray& out, const ValueTable<Codec>& table) {
+  using S = typename Codec::Storage;
+  std::int64_t wrong = 0;
+  for (int k = 0; k < g.n; ++k) {
+    const Array& shard = out.shards()[k].data;
+    const S* values = reinterpret_cast<const S*>(shard.bytes());
+    std::int64_t offset = 0;
+    for (const Segment& s : expected_segments(op, g, k, table.sum_row())) {
+      wrong += count_periodic_mismatches(values + offset, s.length, table.rows[s.source], s.first);
+      offset += s.length;
+    }
+    if (offset != shard.size()) {
+      // The output has the wrong shape: count every element we did not (or could not) compare.
+      wrong += std::max(offset, shard.size()) - std::min(offset, shard.size());
+    }
+  }
+  return wrong;
+}
+
+// Runs one pmap: warmup, barrier, `iters` timed collectives. Replica 0's clock gives the time: every
+// collective is a rendezvous that completes only when all replicas arrived and (for large ones) all
+// finished their share, so when replica 0 leaves the last one, every replica's work is done.
+template <class Codec>
+Result measure_collective(weft::Runtime& rt, const Options& opt, std::int64_t bytes) {
+  const Geometry g = geometry(opt.op, opt.devices, bytes, opt.dtype);
+  const ValueTable<Codec> table(g.n);
+  weft::ShardedArray inputs = place_inputs(rt, g, opt.dtype, table);
+
+  weft::Permutation ring;
+  for (int k = 0; k < g.n; ++k) ring.emplace_back(k, (k + 1) % g.n);
+
+  Clock::duration elapsed{};
+  auto body = [&](Replica& r, const Array& x) {
+    Array y;
+    for (int i = 0; i < opt.warmup; ++i) y = run_op(opt.op, r, x, ring);
+    barrier(r);
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < opt.iters; ++i) y = run_op(opt.op, r, x, ring);
+    if (r.index() == 0) elapsed = Clock::now() - start;
+    return y;
+  };
+  weft::PmapOptions options;  // (designated initializers would trip -Wmissing-field-initializers on g++ 12)
+  options.axis = kAxis;
+  options.runtime = &rt;
+  options.name = "weft-bench " + op_name(opt.op);
+  auto program = weft::pmap(body, options);
+  const weft::ShardedArray outputs = program(inputs);
+
+  Result result;
+  result.bytes = g.reported_bytes;
+  result.count = g.reported_bytes / static_cast<std::int64_t>(weft::dtype_size(opt.dtype));
+  result.time_us = std::chrono::duration<double, std::micro>(elapsed).count() / opt.iters;
+  if (opt.check) result.wrong = count_wrong(opt.op, g, outputs, table);
+  return result;
+}
+
+// Host copy bandwidth: `threads` threads each copy their share of a `bytes` source into a `bytes`
+// destination, `iters` times. Both buffers are written once first, so page faults are not timed.
+Result measure_membw(int threads, std::int64_t bytes, int iters, int warmup, bool check) {
+  const auto size = static_cast<std::size_t>(bytes);
+  std::unique_ptr<std::byte[]> src(new std::byte[size]);
+  std::unique_ptr<std::byte[]> dst(new std::byte[size]);
+  for (std::size_t i = 0; i < size; ++i) src[i] = static_cast<std::byte>(i % 251);
+  std::memset(dst.get(), 0, size);
+
+  std::barrier sync(threads);
+  Clock::duration elapsed{};
+  auto worker = [&](int t) {
+    const std::size_t begin = size * t / threads, end = size * (t + 1) / threads;
+    for (int i = 0; i < warmup; ++i) std::memcpy(dst.get() + begin, src.get() + begin, end - begin);
+    sync.arrive_and_wait();
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < iters; ++i) std::memcpy(dst.get() + begin, src.get() + begin, end - begin);
+    sync.arrive_and_wait();  // the time is that of the slowest thread
+    if (t == 0) elapsed = Clock::now() - start;
+  };
+  std::vector<std::jthread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(worker, t);
+  pool.clear();  // joins
+
+  Result result;
+  result.bytes = bytes;
+  result.count = bytes;
+  result.time_us = std::chrono::duration<double, std::micro>(elapsed).count() / iters;
+  if (check && std::memcmp(src.get(), dst.get(), size) != 0)
+    for (std::size_t i = 0; i < size; ++i) result.wrong += src[i] != dst[i];
+  return result;
+}
+
+// ---- output ------------------------------------------------------------------------------------------
+
+// Bytes moved per second, in GB/s (1e9, as nccl-tests). membw counts bytes read plus bytes written.
+double algbw_GBps(Op op, const Result& r) {
+  const double moved = static_cast<double>(r.bytes) * (op == Op::membw ? 2 : 1);
+  return r.time_us > 0 ? moved / (r.time_us * 1e3) : 0.0;
+}
+
+// Rounds for printing: JSON numbers stay short and the table and JSON agree.
+double round_to(double value, int decimals) {
+  double scale = 1;
+  for (int i = 0; i < decimals; ++i) scale *= 10;
+  return static_cast<double>(static_cast<std::int64_t>(value * scale + 0.5)) / scale;
+}
+
+void print_json(const Options& opt, int devices, const Result& r) {
+  const double algbw = algbw_GBps(opt.op, r);
+  nlohmann::ordered_json line;
+  line["op"] = op_name(opt.op);
+  line["devices"] = devices;
+  line["instances"] = 1;
+  line["bytes"] = r.bytes;
+  line["time_us"] = round_to(r.time_us, 3);
+  line["algbw_GBps"] = round_to(algbw, 3);
+  line["busbw_GBps"] = round_to(algbw * bus_factor(opt.op, devices), 3);
+  line["wrong"] = r.wrong;
+  std::cout << line.dump() << std::endl;
+}
+
+void print_table_header(const Options& opt, int devices) {
+  std::cout << "# weft-bench: op " << op_name(opt.op) << ", " << devices
+            << (opt.op == Op::membw ? " threads" : " devices") << ", dtype "
+            << (opt.op == Op::membw ? "byte" : weft::dtype_name(opt.dtype)) << ", " << opt.iters
+            << " iterations (+" << opt.warmup << " warmup), check " << (opt.check ? "on" : "off") << "\n#\n"
+            << "#" << std::setw(11) << "size" << std::setw(14) << "count" << std::setw(10) << "type"
+            << std::setw(12) << "time" << std::setw(10) << "algbw" << std::setw(10) << "busbw" << std::setw(9)
+            << "#wrong" << "\n"
+            << "#" << std::setw(11) << "(B)" << std::setw(14) << "(elements)" << std::setw(10) << ""
+            << std::setw(12) << "(us)" << std::setw(10) << "(GB/s)" << std::setw(10) << "(GB/s)" << "\n";
+}
+
+void print_table_row(const Options& opt, int devices, const Result& r) {
+  const double algbw = algbw_GBps(opt.op, r);
+  std::cout << std::fixed << std::setw(12) << r.bytes << std::setw(14) << r.count << std::setw(10)
+            << (opt.op == Op::membw ? "byte" : weft::dtype_name(opt.dtype)) << std::setprecision(2)
+            << std::setw(12) << r.time_us << std::setw(10) << algbw << std::setw(10)
+            << algbw * bus_factor(opt.op, devices) << std::setw(9) << r.wrong << std::endl;
+}
+
+long max_rss_kib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;  // KiB on Linux
+}
+
+// Runs every size, prints as it goes; returns the total number of wrong elements.
+std::int64_t run(const Options& opt) {
+  const bool membw = opt.op == Op::membw;
+  const int devices = opt.devices;
+  if (!opt.json) print_table_header(opt, devices);
+
+  std::unique_ptr<weft::Runtime> runtime;
+  if (!membw) {
+    weft::RuntimeOptions options;
+    options.device_count = devices;
+    runtime = std::make_unique<weft::Runtime>(options);
+  }
+
+  std::int64_t wrong = 0;
+  double busbw_sum = 0;
+  for (std::int64_t bytes : opt.sizes) {
+    const Result r = membw ? measure_membw(devices, bytes, opt.iters, opt.warmup, opt.check)
+                           : visit_codec(opt.dtype, [&](auto codec) {
+                               return measure_collective<decltype(codec)>(*runtime, opt, bytes);
+                             });
+    wrong += r.wrong;
+    busbw_sum += algbw_GBps(opt.op, r) * bus_factor(opt.op, devices);
+    if (opt.json)
+      print_json(opt, devices, r);
+    else
+      print_table_row(opt, devices, r);
+  }
+  if (!opt.json) {
+    std::cout << "# Out of bounds values : " << wrong << (wrong == 0 ? " OK" : " FAILED") << "\n"
+              << "# Avg bus bandwidth    : " << std::setprecision(3)
+              << busbw_sum / static_cast<double>(opt.sizes.size()) << "\n#" << std::endl;
+  }
+  if (opt.verbose) std::cerr << "weft-bench: max RSS " << max_rss_kib() << " KiB" << std::endl;
+  return wrong;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"weft-bench: nccl-tests style collective benchmarks on weft's in-process devices"};
+  Options opt;
+  std::string sizes = "4K,1M,64M";
+  std::string dtype = "float32";
+  bool no_check = false;
+  app.add_option("--op", opt.op, "collective to measure, or membw for host copy bandwidth")
+      ->transform(CLI::CheckedTransformer(kOpNames, CLI::ignore_case));
+  auto* devices = app.add_option("--devices", opt.devices, "replicas (membw: copy threads, default 2)")
+                      ->check(CLI::PositiveNumber);
+  auto* sizes_option = app.add_option("--sizes", sizes, "bytes of one replica's buffer, comma separated, K/M/G suffixes"
+                                                        " (membw: default 512M)");
+  app.add_option("--iters", opt.iters, "timed iterations per size")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", opt.warmup, "untimed iterations before timing")->check(CLI::NonNegativeNumber);
+  app.add_option("--dtype", dtype, "element type: float32, float64, float16, bfloat16, int8, int32, int64, uint8");
+  app.add_flag("--no-check", no_check, "skip the comparison of outputs with host-computed values");
+  app.add_flag("--json", opt.json, "one JSON object per size instead of the table");
+  app.add_flag("--verbose", opt.verbose, "print the peak resident set size to stderr at the end");
+
+  try {
+    app.parse(argc, argv);
+    opt.check = !no_check;
+    if (opt.op == Op::membw) {
+      if (devices->count() == 0) opt.devices = kMembwDefaultThreads;
+      opt.sizes = sizes_option->count() ? parse_sizes(sizes) : std::vector<std::int64_t>{kMembwDefaultBytes};
+    } else {
+      opt.sizes = parse_sizes(sizes);
+      opt.dtype = weft::dtype_from_name(dtype);
+    }
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const weft::Error& e) {
+    std::cerr << "weft-bench: " << e.what() << std::endl;
+    return 2;
+  }
+
+  try {
+    const std::int64_t wrong = run(opt);
+    if (wrong != 0) {
+      std::cerr << "weft-bench: " << wrong << " wrong elements" << std::endl;
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "weft-bench: " << e.what() << std::endl;
+    return 2;
+  }
+  return 0;
+}
