@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <source_location>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,13 @@ const char* reduce_op_name(ReduceOp op);
 namespace detail {
 struct ReplicaState;
 }
+class Variable;
+class RemoteBuffer;
+class HostStream;
+
+// PopXL's reduction names: "add", "mean", "mul" (a true product; PopXL itself maps "mul" to mean by
+// mistake), "min", "max". Anything else is an InvalidArgument naming the value.
+ReduceOp reduce_op_from_name(std::string_view name);
 
 class Replica {
  public:
@@ -72,6 +80,31 @@ class Replica {
                    bool tiled = false, Loc loc = Loc::current());
   Array ppermute(const Array& x, const ReplicaGroups& groups, const Permutation& perm,
                  Loc loc = Loc::current());
+
+  // ---- PopXL-style collectives on flattened tensors ---------------------------------------------------
+  // Flattens x, zero-pads it to a multiple of the group size G and reduces it over the group; member k
+  // gets chunk k, a 1-d array of ceil(size / G) elements.
+  Array replicated_reduce_scatter(const Array& x, const ReplicaGroups& groups, ReduceOp op = ReduceOp::sum,
+                                  Loc loc = Loc::current());
+  // Like replicated_reduce_scatter without reduction: member k takes chunk k of its own value.
+  Array replica_sharded_slice(const Array& x, const ReplicaGroups& groups, Loc loc = Loc::current());
+  // All-gathers 1-d shards over the group (member order), drops the zero padding and reshapes to
+  // `full_shape`: the inverse of replicated_reduce_scatter / replica_sharded_slice.
+  Array gather_shards(const Array& shard, const ReplicaGroups& groups, const Shape& full_shape,
+                      Loc loc = Loc::current());
+
+  // ---- inside Session::run ----------------------------------------------------------------------------
+  // This replica's value of an on-device variable (its shard for a replica-sharded one). In-place ops on
+  // it (+=, ...) update the variable.
+  Array& value(const Variable& variable);
+  // Remote buffers live in host memory, one copy per replica; `entry` may be a device scalar.
+  Array remote_load(const RemoteBuffer& buffer, int entry = 0);
+  Array remote_load(const RemoteBuffer& buffer, const Array& entry);
+  void remote_store(const RemoteBuffer& buffer, int entry, const Array& value);
+  void remote_store(const RemoteBuffer& buffer, const Array& entry, const Array& value);
+  // The next transfer of an h2d stream (this replica's slice of Session::run's input) / into a d2h stream.
+  Array host_load(const HostStream& stream);
+  void host_store(const HostStream& stream, const Array& value);
 
   explicit Replica(detail::ReplicaState* state) : state_(state) {}
   detail::ReplicaState& state() const { return *state_; }

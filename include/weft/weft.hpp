@@ -7,4 +7,5 @@
 #include "weft/pmap.hpp"
 #include "weft/replica.hpp"
 #include "weft/runtime.hpp"
+#include "weft/session.hpp"
 #include "weft/sharded_array.hpp"

@@ -66,6 +66,7 @@ struct Runtime::Impl {
   std::unique_ptr<Tracer> tracer;
   std::vector<Device> devices;
   std::vector<std::shared_ptr<MemoryAccount>> accounts;  // by device id
+  std::shared_ptr<MemoryAccount> host_account = std::make_shared<MemoryAccount>("host", 0);
   std::vector<std::unique_ptr<DeviceWorker>> workers;    // by device id
   // Executions run one at a time: two executions sharing devices could otherwise each hold a device the
   // other one waits for.
@@ -105,6 +106,7 @@ class Execution {
   const std::vector<Device> devices;
   GroupCache& groups;
   transport::Rendezvous rendezvous;
+  struct SessionState* session = nullptr;  // set when a Session runs the program
 
  private:
   std::mutex mutex_;

@@ -3,8 +3,12 @@
 // the in-process algorithm.
 #include "collectives/algorithms.hpp"
 #include "collectives/request.hpp"
+#include <cstring>
+
 #include "runtime/internal.hpp"
+#include "runtime/session_state.hpp"
 #include "weft/error.hpp"
+#include "weft/session.hpp"
 
 namespace weft {
 
@@ -223,6 +227,191 @@ Array Replica::ppermute(const Array& x, const ReplicaGroups& groups, const Permu
   Request r = make(Kind::ppermute, "ppermute", x, groups, loc);
   r.perm = &perm;
   return run_collective(*state_, r);
+}
+
+}  // namespace weft
+
+// ---- PopXL-style collectives and session operations -------------------------------------------------------
+namespace weft {
+
+ReduceOp reduce_op_from_name(std::string_view name) {
+  if (name == "add") return ReduceOp::sum;
+  if (name == "mean") return ReduceOp::mean;
+  if (name == "mul") return ReduceOp::prod;
+  if (name == "min") return ReduceOp::min;
+  if (name == "max") return ReduceOp::max;
+  throw InvalidArgument("unknown reduce op \"" + std::string(name) + "\"; use add, mean, mul, min or max");
+}
+
+namespace {
+
+// x flattened and zero-padded to a multiple of `parts` elements.
+Array flat_padded(const Array& x, int parts) {
+  const std::int64_t n = x.size();
+  const std::int64_t padded = (n + parts - 1) / parts * parts;
+  if (padded == n) return x.reshape({n});
+  Array out = Array::zeros({padded}, x.dtype());
+  std::memcpy(out.mutable_bytes(), x.bytes(), x.nbytes());
+  return out;
+}
+
+int group_size_for(const detail::ReplicaState& st, const ReplicaGroups& groups, const char* api) {
+  if (groups.num_replicas() != static_cast<int>(st.execution->devices.size()))
+    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + ": the groups " + groups.to_string() + " are for " +
+                          std::to_string(groups.num_replicas()) + " replicas but " + st.execution->name + " runs " +
+                          std::to_string(st.execution->devices.size()));
+  return static_cast<int>(groups.members(groups.group_of(st.index)).size());
+}
+
+detail::SessionState& session_of(const detail::ReplicaState& st, const char* api) {
+  if (!st.execution->session)
+    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + " is only available inside Session::run (" +
+                          st.execution->name + " is not a session)");
+  return *st.execution->session;
+}
+
+template <class State>
+void check_session_owner(const detail::ReplicaState& st, const detail::SessionState& s, const State& handle, const char* api,
+                         const char* what) {
+  if (handle.owner != &s)
+    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + ": this " + what + " belongs to another session");
+}
+
+int entry_index(const detail::ReplicaState& st, const detail::RemoteBufferState& b, std::int64_t entry, const char* api) {
+  if (entry < 0 || entry >= b.entries)
+    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + ": entry " + std::to_string(entry) +
+                          " is out of range for remote buffer " + std::to_string(b.id) + " with " + std::to_string(b.entries) +
+                          " entries");
+  return static_cast<int>(entry);
+}
+
+std::int64_t scalar_entry(const detail::ReplicaState& st, const Array& entry, const char* api) {
+  if (entry.size() != 1 || is_floating(entry.dtype()))
+    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + ": the entry must be an integer scalar, got " +
+                          std::string(dtype_name(entry.dtype())) + shape_str(entry.shape()));
+  return static_cast<std::int64_t>(entry.value_at(0));
+}
+
+}  // namespace
+
+Array Replica::replicated_reduce_scatter(const Array& x, const ReplicaGroups& groups, ReduceOp op, Loc loc) {
+  const int g = group_size_for(*state_, groups, "replicated_reduce_scatter");
+  Array flat = flat_padded(x, g);
+  Request r = make(Kind::reduce_scatter, "replicated_reduce_scatter", flat, groups, loc);
+  r.reduce = op;
+  r.tiled = true;
+  return run_collective(*state_, r);
+}
+
+Array Replica::replica_sharded_slice(const Array& x, const ReplicaGroups& groups, Loc) {
+  const int g = group_size_for(*state_, groups, "replica_sharded_slice");
+  const int k = groups.rank_in_group(state_->index);
+  Array flat = flat_padded(x, g);
+  const std::int64_t per = flat.size() / g;
+  return flat.slice(k * per, (k + 1) * per).copy().with_device(state_->device->id);
+}
+
+Array Replica::gather_shards(const Array& shard, const ReplicaGroups& groups, const Shape& full_shape, Loc loc) {
+  if (shard.ndim() != 1)
+    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": gather_shards: a shard is 1-d, got shape " +
+                          shape_str(shard.shape()));
+  const int g = group_size_for(*state_, groups, "gather_shards");
+  const std::int64_t n = num_elements(full_shape);
+  if (shard.size() * g < n)
+    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": gather_shards: " + std::to_string(g) +
+                          " shards of " + std::to_string(shard.size()) + " elements cannot hold a tensor of shape " +
+                          shape_str(full_shape));
+  Request r = make(Kind::all_gather, "gather_shards", shard, groups, loc);
+  r.tiled = true;
+  Array gathered = run_collective(*state_, r);
+  return gathered.slice(0, n).reshape(full_shape);
+}
+
+Array& Replica::value(const Variable& variable) {
+  detail::SessionState& s = session_of(*state_, "value");
+  const detail::VariableState& v = *variable.state;
+  check_session_owner(*state_, s, v, "value", "variable");
+  if (v.buffer)
+    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": value(" + v.name + "): the variable lives in remote buffer " +
+                          std::to_string(v.buffer->id) + "; read it with remote_load");
+  return variable.state->values[state_->index];
+}
+
+Array Replica::remote_load(const RemoteBuffer& buffer, int entry) {
+  detail::SessionState& s = session_of(*state_, "remote_load");
+  const detail::RemoteBufferState& b = *buffer.state;
+  check_session_owner(*state_, s, b, "remote_load", "remote buffer");
+  const Array& stored = b.data[state_->index][entry_index(*state_, b, entry, "remote_load")];
+  s.runtime->impl().stats.h2d += stored.nbytes();
+  Array loaded = Array::empty(stored.shape(), stored.dtype(), nullptr, state_->device->id);  // on this device
+  std::memcpy(loaded.mutable_bytes(), stored.bytes(), stored.nbytes());
+  return loaded;
+}
+
+Array Replica::remote_load(const RemoteBuffer& buffer, const Array& entry) {
+  return remote_load(buffer, static_cast<int>(scalar_entry(*state_, entry, "remote_load")));
+}
+
+void Replica::remote_store(const RemoteBuffer& buffer, int entry, const Array& value) {
+  detail::SessionState& s = session_of(*state_, "remote_store");
+  detail::RemoteBufferState& b = *buffer.state;
+  check_session_owner(*state_, s, b, "remote_store", "remote buffer");
+  const int e = entry_index(*state_, b, entry, "remote_store");
+  if (value.shape() != b.shape || value.dtype() != b.dtype)
+    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": remote_store: remote buffer " + std::to_string(b.id) +
+                          " holds " + std::string(dtype_name(b.dtype)) + shape_str(b.shape) + " entries, got " +
+                          std::string(dtype_name(value.dtype())) + shape_str(value.shape()));
+  s.runtime->impl().stats.d2h += value.nbytes();
+  Array stored = Array::empty(value.shape(), value.dtype(), s.runtime->impl().host_account);  // host memory
+  std::memcpy(stored.mutable_bytes(), value.bytes(), value.nbytes());
+  b.data[state_->index][e] = std::move(stored);
+}
+
+void Replica::remote_store(const RemoteBuffer& buffer, const Array& entry, const Array& value) {
+  remote_store(buffer, static_cast<int>(scalar_entry(*state_, entry, "remote_store")), value);
+}
+
+namespace {
+// Byte offset of (transfer, replica) in a stream's run() array, and the transfer index (counted per replica).
+std::size_t transfer_offset(const detail::ReplicaState& st, detail::SessionState& s, const detail::HostStreamState& h,
+                            const char* api) {
+  auto& io = s.io.at(&h);
+  const int transfer = io.transfers[st.index]++;
+  if (transfer >= s.options.num_host_transfers)
+    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + "(" + h.name + ") called " +
+                          std::to_string(transfer + 1) + " times in one run, but num_host_transfers is " +
+                          std::to_string(s.options.num_host_transfers));
+  const std::size_t item = static_cast<std::size_t>(num_elements(h.shape)) * dtype_size(h.dtype);
+  return (static_cast<std::size_t>(transfer) * s.replicas + st.index) * item;
+}
+}  // namespace
+
+Array Replica::host_load(const HostStream& stream) {
+  detail::SessionState& s = session_of(*state_, "host_load");
+  const detail::HostStreamState& h = *stream.state;
+  check_session_owner(*state_, s, h, "host_load", "host stream");
+  if (!h.h2d)
+    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": host_load(" + h.name + "): a device-to-host stream");
+  const std::size_t offset = transfer_offset(*state_, s, h, "host_load");
+  Array loaded = Array::empty(h.shape, h.dtype, nullptr, state_->device->id);
+  std::memcpy(loaded.mutable_bytes(), s.io.at(&h).input->bytes() + offset, loaded.nbytes());
+  s.runtime->impl().stats.h2d += loaded.nbytes();
+  return loaded;
+}
+
+void Replica::host_store(const HostStream& stream, const Array& value) {
+  detail::SessionState& s = session_of(*state_, "host_store");
+  const detail::HostStreamState& h = *stream.state;
+  check_session_owner(*state_, s, h, "host_store", "host stream");
+  if (h.h2d)
+    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": host_store(" + h.name + "): a host-to-device stream");
+  if (value.shape() != h.shape || value.dtype() != h.dtype)
+    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": host_store(" + h.name + "): the stream carries " +
+                          std::string(dtype_name(h.dtype)) + shape_str(h.shape) + ", got " +
+                          std::string(dtype_name(value.dtype())) + shape_str(value.shape()));
+  const std::size_t offset = transfer_offset(*state_, s, h, "host_store");
+  std::memcpy(s.io.at(&h).output_bytes + offset, value.bytes(), value.nbytes());
+  s.runtime->impl().stats.d2h += value.nbytes();
 }
 
 }  // namespace weft

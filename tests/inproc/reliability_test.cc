@@ -288,6 +288,73 @@ TEST(R3StuckReplica, TimeoutReportNamesMissingReplicaAndLastCompletedSeq) {
   ExpectContains(err, {"missing: [2]", "last completed seq=1"});
 }
 
+// The window between a waiter's timeout and the abort (which happens only once the TimeoutError has left
+// the replica's function) is widened on purpose: replica 0 releases the straggler from its catch handler
+// and then lingers. The straggler must be aborted, not matched with replica 0's abandoned request.
+// (Before the rendezvous retracted a leaving waiter's payload, the straggler completed the round with
+// replica 0's destroyed Request: garbage such as "unknown dtype tag 80" became the root cause.)
+TEST(R3StuckReplica, StragglerArrivingJustAfterATimeoutIsAborted) {
+  Runtime rt({.device_count = 2, .collective_warn_s = 0.5, .collective_timeout_s = 0.5, .log_level = "error"});
+  Gate release;
+  std::mutex m;
+  std::vector<std::string> seen(2, "none");
+  auto step = pmap(
+      [&](Replica& r, const Array& x) {
+        if (r.index() == 1) release.wait(10s);
+        try {
+          return r.psum(Array::full({64}, 1.0) * x, "i");
+        } catch (const Error& e) {
+          {
+            std::lock_guard lock(m);
+            seen[r.index()] = ErrorType(e);
+          }
+          if (r.index() == 0) {
+            release.open();
+            std::this_thread::sleep_for(200ms);  // the straggler arrives while this replica still unwinds
+          }
+          throw;
+        }
+      },
+      {.axis = "i", .runtime = &rt});
+  const Outcome o = Timed([&] { step(Array::arange(2)); });
+  ASSERT_TRUE(o.threw);
+  EXPECT_LT(o.seconds, 2.0);
+  EXPECT_EQ(o.type, "TimeoutError") << o.message;
+  ExpectContains(FirstLine(o.message), {"pmap: replica 0 (CpuDevice(id=0, process=0)) failed", "timed out after 0.5 s",
+                                        "missing: [1]"});
+  EXPECT_EQ(seen[0], "TimeoutError");
+  EXPECT_EQ(seen[1], "AbortedError") << o.message;
+  ExpectContains(o.message, {"\n  replica 1 (CpuDevice(id=1, process=0)): replica 1 (CpuDevice(id=1, process=0)) "
+                             "aborted because replica 0 (CpuDevice(id=0, process=0)) failed"});
+}
+
+// A replica that catches its TimeoutError and calls the collective again must never be paired with stale
+// state: either the retry meets the late partner (correct values) or it fails with a typed error.
+TEST(R3StuckReplica, RetryAfterATimeoutIsSafe) {
+  Runtime rt({.device_count = 2, .collective_warn_s = 0.5, .collective_timeout_s = 0.5, .log_level = "error"});
+  Gate release;
+  auto step = pmap(
+      [&](Replica& r, const Array& x) {
+        const Array y = Array::full({64}, 1.0) * x;
+        if (r.index() == 1) release.wait(10s);
+        try {
+          return r.psum(y, "i");
+        } catch (const TimeoutError&) {
+          release.open();
+          return r.psum(y, "i");  // retry once, now that the partner is coming
+        }
+      },
+      {.axis = "i", .runtime = &rt});
+  Array result;
+  const Outcome o = Timed([&] { result = step(Array::arange(2)).to_host(); });
+  EXPECT_LT(o.seconds, 3.0);
+  if (o.threw) {
+    EXPECT_TRUE(o.type == "TimeoutError" || o.type == "AbortedError") << o.type << ": " << o.message;
+  } else {
+    EXPECT_EQ(result.to_doubles(), std::vector<double>(128, 1.0));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // R4: timeouts do not fire early, and slow-but-alive is not an error.
 
@@ -450,6 +517,31 @@ TEST(R7EveryWaitHasADeadline, EachCollectiveApiTimesOut) {
     EXPECT_LT(o.seconds, 2.0);
     ExpectContains(FirstLine(o.message), {"replica 0", "timed out after 0.5 s", api.name, "missing: [1]"});
   }
+}
+
+TEST(R7EveryWaitHasADeadline, OutOfMemoryInsideACollectiveReachesEveryReplica) {
+  // 1 MiB per device; each replica holds 400 KB, the gathered result would need 1.6 MB.
+  Runtime rt({.device_count = 4, .device_memory = 1 << 20, .collective_warn_s = 30, .collective_timeout_s = 30});
+  ErrorLog seen(4);
+  auto step = pmap(
+      [&](Replica& r, const Array& x) {
+        const Array big = Array::full({100000}, 1.0) * x;
+        try {
+          return r.all_gather(big, "i");
+        } catch (const Error& e) {
+          seen.record(r.index(), 0, ErrorType(e));
+          throw;
+        }
+      },
+      {.axis = "i", .runtime = &rt});
+  const Outcome o = Timed([&] { step(Array::arange(4)); });
+  ASSERT_TRUE(o.threw);
+  EXPECT_LT(o.seconds, 2.0);
+  EXPECT_EQ(o.type, "OutOfMemoryError") << o.message;
+  ExpectContains(FirstLine(o.message), {"device memory exhausted on CpuDevice(id=", "asked 1600000 bytes", "of 1048576"});
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(seen.what(r), "OutOfMemoryError") << "replica " << r;
+  // Nothing leaks: once the failed execution is over, the devices hold nothing.
+  for (const Device& d : rt.devices()) EXPECT_EQ(rt.memory_in_use(d), 0) << to_string(d);
 }
 
 // ---------------------------------------------------------------------------------------------------
