@@ -9,10 +9,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/error_kind.hpp"
 #include "transport/rendezvous.hpp"
 #include "weft/groups.hpp"
 #include "weft/replica.hpp"
@@ -113,7 +115,7 @@ class Execution {
   std::condition_variable done_cv_;
   int remaining_ = 0;
   int root_cause_ = -1;
-  std::vector<std::exception_ptr> errors_;
+  std::vector<std::optional<ErrorRecord>> errors_;
 };
 
 struct ReplicaState {
@@ -121,11 +123,6 @@ struct ReplicaState {
   int index;
   const Device* device;
 };
-
-// Rethrows `error` as an exception of the same weft type with `message`.
-[[noreturn]] void rethrow_with_message(std::exception_ptr error, const std::string& message);
-// "std::runtime_error: boom" for any exception, "boom" for weft errors whose text says enough.
-std::string describe_exception(std::exception_ptr error);
 
 }  // namespace detail
 }  // namespace weft

@@ -1,5 +1,3 @@
-#include <cxxabi.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -277,26 +275,26 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   std::lock_guard launch(runtime.launch_mutex);
   const int n = static_cast<int>(devices.size());
   remaining_ = n;
-  errors_.assign(n, nullptr);
+  errors_.assign(n, std::nullopt);
   runtime.stats.executions++;
   for (int r = 0; r < n; ++r) {
     runtime.workers[devices[r].id]->submit([this, r, &body] {
       ReplicaState state{this, r, &devices[r]};
       Replica replica(&state);
       t_current_execution = this;
-      std::exception_ptr error;
+      std::optional<ErrorRecord> error;
       try {
         body(replica);
         rendezvous.depart(r);
       } catch (...) {
-        error = std::current_exception();
+        error = current_error();
       }
       t_current_execution = nullptr;
       if (error) {
         // The first failure poisons the execution; the others' pending waits end with its cause.
-        const bool first = rendezvous.abort(r, describe_exception(error));
+        const bool first = rendezvous.abort(r, error->message);
         std::lock_guard lock(mutex_);
-        errors_[r] = error;
+        errors_[r] = std::move(error);
         if (first) root_cause_ = r;
       }
       std::lock_guard lock(mutex_);
@@ -306,46 +304,10 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   std::unique_lock lock(mutex_);
   done_cv_.wait(lock, [&] { return remaining_ == 0; });
   if (root_cause_ < 0) return;
-  std::string message = name + ": " + replica_name(root_cause_) + " failed: " + describe_exception(errors_[root_cause_]);
+  std::string message = name + ": " + replica_name(root_cause_) + " failed: " + errors_[root_cause_]->message;
   for (int r = 0; r < n; ++r)
-    if (r != root_cause_ && errors_[r]) message += "\n  " + replica_name(r) + ": " + describe_exception(errors_[r]);
-  rethrow_with_message(errors_[root_cause_], message);
-}
-
-std::string describe_exception(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    int status = 0;
-    char* demangled = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
-    std::string type = status == 0 && demangled ? demangled : typeid(e).name();
-    std::free(demangled);
-    return type + ": " + e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
-
-void rethrow_with_message(std::exception_ptr error, const std::string& message) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const InvalidArgument&) {
-    throw InvalidArgument(message);
-  } catch (const MismatchError&) {
-    throw MismatchError(message);
-  } catch (const TimeoutError&) {
-    throw TimeoutError(message);
-  } catch (const AbortedError&) {
-    throw AbortedError(message);
-  } catch (const PeerLostError&) {
-    throw PeerLostError(message);
-  } catch (const OutOfMemoryError&) {
-    throw OutOfMemoryError(message);
-  } catch (...) {
-    throw Error(message);
-  }
+    if (r != root_cause_ && errors_[r]) message += "\n  " + replica_name(r) + ": " + errors_[r]->message;
+  throw_error(errors_[root_cause_]->kind, message);
 }
 
 }  // namespace detail

@@ -53,7 +53,7 @@ std::shared_ptr<void> Rendezvous::arrive(int rank, const void* payload, const Co
     // The slot last served round generation-2, which every participant has left (they all arrived at
     // generation-1 since), so it can be reused.
     slot.plan.reset();
-    slot.error = nullptr;
+    slot.error.reset();
     warned_ = false;
   }
   slot.payloads[rank] = payload;
@@ -63,16 +63,16 @@ std::shared_ptr<void> Rendezvous::arrive(int rank, const void* payload, const Co
     completing_ = true;
     lock.unlock();
     std::shared_ptr<void> plan;
-    std::exception_ptr error;
+    std::optional<ErrorRecord> error;
     try {
       plan = complete(std::span<const void* const>(slot.payloads));
     } catch (...) {
-      error = std::current_exception();
+      error = current_error();
     }
     lock.lock();
     completing_ = false;
     slot.plan = std::move(plan);
-    slot.error = error;
+    slot.error = std::move(error);
     arrived_ = 0;
     std::fill(has_arrived_.begin(), has_arrived_.end(), 0);
     arrive_generation_.store(generation + 1, std::memory_order_release);
@@ -82,7 +82,7 @@ std::shared_ptr<void> Rendezvous::arrive(int rank, const void* payload, const Co
     wait_for(lock, rank, Phase::arrive, generation, what);
   }
   ++rounds_done_[rank];
-  if (slot.error) std::rethrow_exception(slot.error);
+  if (slot.error) throw_error(slot.error->kind, slot.error->message);
   return slot.plan;
 }
 

@@ -18,7 +18,10 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <optional>
 #include <vector>
+
+#include "core/error_kind.hpp"
 
 namespace weft::transport {
 
@@ -64,7 +67,8 @@ class Rendezvous {
   struct Slot {
     std::vector<const void*> payloads;
     std::shared_ptr<void> plan;
-    std::exception_ptr error;
+    // A failed round: every participant throws its own copy (exception objects never cross threads).
+    std::optional<ErrorRecord> error;
   };
   enum class Phase { arrive, finish };
   void wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase phase, std::uint64_t generation,
