@@ -234,19 +234,28 @@ void all_to_all_part(const Plan& plan, int replica) {
 }  // namespace
 
 std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
-                                const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of) {
+                                const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
+                                const std::vector<char>* group_mask) {
   auto plan = std::make_shared<Plan>();
   const int n = static_cast<int>(requests.size());
   plan->requests.assign(requests.begin(), requests.end());
   plan->outputs.resize(n);
-  const Request& first = *requests[0];
+  const Request* first_ptr = nullptr;
+  for (const Request* r : requests)
+    if (r) {
+      first_ptr = r;
+      break;
+    }
+  const Request& first = *first_ptr;
   const ReplicaGroups& groups = *first.groups;
   const DType out_dtype = output_dtype(first);
+  auto planned = [&](int g) { return !group_mask || (*group_mask)[g]; };
   std::size_t largest = 0;
 
   if (first.kind == Kind::ppermute) {
     // Arrays are immutable, so the destination simply takes the source's array: no bytes move.
     for (int gi = 0; gi < groups.num_groups(); ++gi) {
+      if (!planned(gi)) continue;
       const std::vector<int>& members = groups.members(gi);
       const int g = static_cast<int>(members.size());
       std::vector<char> received(g, 0);
@@ -256,14 +265,14 @@ std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
         received[md] = 1;
       }
       for (int k = 0; k < g; ++k)
-        if (!received[k])
-          plan->outputs[members[k]] = Array::zeros(first.input->shape(), first.input->dtype());
+        if (!received[k]) plan->outputs[members[k]] = Array::zeros(first.input->shape(), first.input->dtype());
     }
     return plan;
   }
 
   const bool shared_output = first.kind == Kind::all_reduce || first.kind == Kind::all_gather;
   for (int gi = 0; gi < groups.num_groups(); ++gi) {
+    if (!planned(gi)) continue;
     const std::vector<int>& members = groups.members(gi);
     if (shared_output) {
       // One result buffer per group, handed to every member as an immutable array.
@@ -277,14 +286,21 @@ std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
         largest = std::max(largest, plan->outputs[m].nbytes() * members.size());
       }
     }
+    if (first.kind == Kind::all_reduce || first.kind == Kind::reduce_scatter)
+      for (int m : members) plan->bytes_reduced += requests[m]->input->nbytes();
   }
-  if (first.kind == Kind::all_reduce || first.kind == Kind::reduce_scatter)
-    for (const Request* r : requests) plan->bytes_reduced += r->input->nbytes();
 
-  plan->split_work = largest >= kSplitBytes;
+  plan->split_work = !group_mask && largest >= kSplitBytes;
   if (!plan->split_work)
-    for (int r = 0; r < n; ++r) execute_part(*plan, r);
+    for (int gi = 0; gi < groups.num_groups(); ++gi)
+      if (planned(gi))
+        for (int m : groups.members(gi)) execute_part(*plan, m);
   return plan;
+}
+
+void reduce_inputs(DType dtype, ReduceOp op, std::span<const std::byte* const> inputs, std::byte* out, std::int64_t count,
+                   int group_size) {
+  reduce_range(dtype, op, inputs, out, count, group_size);
 }
 
 void execute_part(const Plan& plan, int replica) {

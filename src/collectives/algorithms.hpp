@@ -10,20 +10,39 @@
 #include <vector>
 
 #include "collectives/request.hpp"
+#include "transport/interprocess.hpp"
 
 namespace weft::collectives {
 
 struct Plan {
-  std::vector<const Request*> requests;  // per replica, valid until every replica finished the round
+  std::vector<const Request*> requests;  // per global replica (null for replicas of other processes)
   std::vector<Array> outputs;            // per replica (members of a group may share one buffer)
   bool split_work = false;               // true: each replica runs execute_part then the second barrier
   std::uint64_t bytes_reduced = 0;       // input bytes entering reductions (statistics)
+  // Stand-ins for other processes' replicas (their inputs, received over the transport).
+  std::vector<std::unique_ptr<Request>> remote_requests;
+  std::vector<std::unique_ptr<Array>> remote_inputs;
 };
 
 // Allocates the outputs for one round. When the work is small, does all of it right away.
 // `account_of(replica)` gives the memory account the replica's output is charged to.
+// With `group_mask`, only the groups marked non-zero are planned, and all their work is done right away.
 std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
-                                const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of);
+                                const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
+                                const std::vector<char>* group_mask = nullptr);
+
+// A round whose replicas live in several processes (the hierarchical path): replicas of this process are
+// combined in shared memory, one call per group goes over the transport between the processes holding
+// the group's members, and the results fan out to the local members. `requests` holds this process's
+// requests at their global indices; every process of `processes` calls this for the same round.
+std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& requests,
+                                            const std::vector<int>& process_of, transport::Interprocess& job,
+                                            const std::vector<int>& processes,
+                                            const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
+                                            const transport::PollContext& poll);
+// out[i] = inputs[0][i] (op) inputs[1][i] (op) ..., in order; `out` has the request's output dtype.
+void reduce_inputs(DType dtype, ReduceOp op, std::span<const std::byte* const> inputs, std::byte* out, std::int64_t count,
+                   int group_size);
 // Replica `replica`'s share of a split plan.
 void execute_part(const Plan& plan, int replica);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error_kind.hpp"
+#include "transport/interprocess.hpp"
 #include "transport/rendezvous.hpp"
 #include "weft/groups.hpp"
 #include "weft/replica.hpp"
@@ -69,7 +70,11 @@ struct Runtime::Impl {
   std::vector<Device> devices;
   std::vector<std::shared_ptr<MemoryAccount>> accounts;  // by device id
   std::shared_ptr<MemoryAccount> host_account = std::make_shared<MemoryAccount>("host", 0);
-  std::vector<std::unique_ptr<DeviceWorker>> workers;    // by device id
+  transport::Interprocess* job = nullptr;  // null when this process runs alone
+  int process_index = 0;
+  int process_count = 1;
+  int local_device_count = 0;
+  std::vector<std::unique_ptr<DeviceWorker>> workers;    // by device id; null for other processes' devices
   // Executions run one at a time: two executions sharing devices could otherwise each hold a device the
   // other one waits for.
   std::mutex launch_mutex;
@@ -79,6 +84,9 @@ struct Runtime::Impl {
 
   const Device& device(int id) const;
 };
+
+// 0, 1, ..., count-1
+std::vector<int> all_processes(int count);
 
 namespace detail {
 
@@ -92,22 +100,30 @@ class GroupCache {
   std::map<std::string, std::shared_ptr<const ReplicaGroups>> groups_;
 };
 
-// One run of a program over its replicas (a pmap call).
+// One run of a program over its replicas (a pmap call, a session run). Replicas are numbered globally
+// (row-major over the mesh); this process runs the ones whose devices it owns, and meets the others'
+// processes through the job's transport inside collectives.
 class Execution {
  public:
   Execution(Runtime::Impl& runtime, std::string name, Mesh mesh, std::vector<Device> devices, GroupCache& groups);
 
-  // Runs `body(replica_index)` once per replica, each on its device's worker, and waits for all. Throws the
-  // root cause first (the replica that failed first, then what every other replica saw).
+  // Runs `body` once per local replica, each on its device's worker, and waits for all. Throws the root
+  // cause first (the replica that failed first, then what every other local replica saw).
   void run(const std::function<void(Replica&)>& body);
 
   std::string replica_name(int replica) const;  // "replica 3 (CpuDevice(id=3, process=0))"
+  int num_replicas() const { return static_cast<int>(devices.size()); }
+  bool spans_processes() const { return processes.size() > 1; }
+
   Runtime::Impl& runtime;
   const std::string name;
   const Mesh mesh;
-  const std::vector<Device> devices;
+  const std::vector<Device> devices;   // per global replica
+  std::vector<int> local_replicas;     // global indices of this process's replicas
+  std::vector<int> local_index;        // per global replica: its index among local_replicas, or -1
+  std::vector<int> processes;          // sorted processes holding the replicas
   GroupCache& groups;
-  transport::Rendezvous rendezvous;
+  transport::Rendezvous rendezvous;    // among the local replicas
   struct SessionState* session = nullptr;  // set when a Session runs the program
 
  private:
@@ -115,12 +131,13 @@ class Execution {
   std::condition_variable done_cv_;
   int remaining_ = 0;
   int root_cause_ = -1;
-  std::vector<std::optional<ErrorRecord>> errors_;
+  std::vector<std::optional<ErrorRecord>> errors_;  // per local replica
 };
 
 struct ReplicaState {
   Execution* execution;
-  int index;
+  int index;        // global replica index
+  int local;        // index among the execution's local replicas (its rendezvous rank)
   const Device* device;
 };
 

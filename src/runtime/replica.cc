@@ -28,48 +28,63 @@ std::string axes_str(const Axes& axes) {
 Array run_collective(detail::ReplicaState& st, Request& req) {
   detail::Execution& ex = *st.execution;
   req.replica = st.index;
-  if (req.groups->num_replicas() != static_cast<int>(ex.devices.size()))
+  if (req.groups->num_replicas() != ex.num_replicas())
     throw InvalidArgument(ex.replica_name(st.index) + ": " + req.api_name + " over " + req.over + ": the groups " +
                           req.groups->to_string() + " are for " + std::to_string(req.groups->num_replicas()) +
-                          " replicas but " + ex.name + " runs " + std::to_string(ex.devices.size()));
+                          " replicas but " + ex.name + " runs " + std::to_string(ex.num_replicas()));
   try {
     collectives::validate(req);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(ex.replica_name(st.index) + ": " + e.what());
   }
   auto describe = [&req] { return collectives::describe(req); };
-  auto complete = [&ex](std::span<const void* const> payloads) -> std::shared_ptr<void> {
-    std::vector<const Request*> requests(payloads.size());
-    for (std::size_t i = 0; i < payloads.size(); ++i) requests[i] = static_cast<const Request*>(payloads[i]);
-    for (std::size_t i = 1; i < requests.size(); ++i) {
-      const std::string diff = collectives::differences(*requests[0], *requests[i]);
+  auto account_of = [&ex](int r) { return ex.runtime.accounts[ex.devices[r].id]; };
+  auto complete = [&](std::span<const void* const> payloads) -> std::shared_ptr<void> {
+    // The requests of this process's replicas, placed at their global indices.
+    std::vector<const Request*> requests(ex.num_replicas(), nullptr);
+    const Request* first = static_cast<const Request*>(payloads[0]);
+    for (std::size_t li = 0; li < payloads.size(); ++li) {
+      const Request* r = static_cast<const Request*>(payloads[li]);
+      const std::string diff = collectives::differences(*first, *r);
       if (!diff.empty())
-        throw MismatchError("collective mismatch in " + ex.name + ": " + ex.replica_name(0) + " called " +
-                            collectives::describe(*requests[0]) + " but " + ex.replica_name(static_cast<int>(i)) +
-                            " called " + collectives::describe(*requests[i]) + ": " + diff);
+        throw MismatchError("collective mismatch in " + ex.name + ": " + ex.replica_name(first->replica) + " called " +
+                            collectives::describe(*first) + " but " + ex.replica_name(r->replica) + " called " +
+                            collectives::describe(*r) + ": " + diff);
+      requests[r->replica] = r;
     }
-    auto plan = collectives::make_plan(requests, [&ex](int r) { return ex.runtime.accounts[ex.devices[r].id]; });
+    std::shared_ptr<collectives::Plan> plan;
+    if (ex.spans_processes()) {
+      std::vector<int> process_of(ex.num_replicas());
+      for (int r = 0; r < ex.num_replicas(); ++r) process_of[r] = ex.devices[r].process_index;
+      const std::uint64_t seq = ex.rendezvous.completed_rounds(st.local);
+      transport::PollContext poll{ex.runtime.options.collective_timeout_s,
+                                  [&ex] { return ex.rendezvous.aborted(); },
+                                  [&, seq] { return collectives::describe(*first) + ", seq " + std::to_string(seq) + " of " + ex.name; }};
+      plan = collectives::plan_across_processes(requests, process_of, *ex.runtime.job, ex.processes, account_of, poll);
+    } else {
+      plan = collectives::make_plan(requests, account_of);
+    }
     ex.runtime.stats.collectives++;
     ex.runtime.stats.bytes_reduced += plan->bytes_reduced;
     return plan;
   };
   Tracer& tracer = *ex.runtime.tracer;
   const auto begin = tracer.enabled() ? Tracer::Clock::now() : Tracer::Clock::time_point{};
-  auto plan = std::static_pointer_cast<collectives::Plan>(ex.rendezvous.arrive(st.index, &req, complete, describe));
+  auto plan = std::static_pointer_cast<collectives::Plan>(ex.rendezvous.arrive(st.local, &req, complete, describe));
   const auto met = tracer.enabled() ? Tracer::Clock::now() : Tracer::Clock::time_point{};
   if (plan->split_work) {
     // Always reach the second barrier, even if our part failed: partners may be reading our input.
-    std::exception_ptr error;
+    std::optional<ErrorRecord> error;
     try {
       collectives::execute_part(*plan, st.index);
     } catch (...) {
-      error = std::current_exception();
+      error = current_error();
     }
-    ex.rendezvous.finish(st.index, describe);
-    if (error) std::rethrow_exception(error);
+    ex.rendezvous.finish(st.local, describe);
+    if (error) throw_error(error->kind, error->message);
   }
   if (tracer.enabled()) {
-    const std::string args = "{\"seq\": " + std::to_string(ex.rendezvous.completed_rounds(st.index)) +
+    const std::string args = "{\"seq\": " + std::to_string(ex.rendezvous.completed_rounds(st.local)) +
                              ", \"bytes\": " + std::to_string(req.input->nbytes()) + ", \"group\": \"" +
                              req.groups->to_string() + "\", \"execution\": \"" + ex.name + "\"}";
     tracer.span(req.api_name, st.index, begin, Tracer::Clock::now(), args);
@@ -275,7 +290,7 @@ int entry_index(const detail::ReplicaState& st, const detail::RemoteBufferState&
 }
 
 std::int64_t scalar_entry(const detail::ReplicaState& st, const Array& entry, const char* api) {
-  if (entry.size() != 1 || is_floating(entry.dtype()))
+  if (entry.size() != 1 || !is_integer(entry.dtype()))
     throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + ": the entry must be an integer scalar, got " +
                           std::string(dtype_name(entry.dtype())) + shape_str(entry.shape()));
   return static_cast<std::int64_t>(entry.value_at(0));
@@ -326,39 +341,53 @@ Array& Replica::value(const Variable& variable) {
   return variable.state->values[state_->index];
 }
 
-Array Replica::remote_load(const RemoteBuffer& buffer, int entry) {
-  detail::SessionState& s = session_of(*state_, "remote_load");
+namespace {
+Array remote_load_at(detail::ReplicaState& st, const RemoteBuffer& buffer, std::int64_t entry);
+void remote_store_at(detail::ReplicaState& st, const RemoteBuffer& buffer, std::int64_t entry, const Array& value);
+}  // namespace
+
+Array Replica::remote_load(const RemoteBuffer& buffer, int entry) { return remote_load_at(*state_, buffer, entry); }
+
+Array Replica::remote_load(const RemoteBuffer& buffer, const Array& entry) {
+  return remote_load_at(*state_, buffer, scalar_entry(*state_, entry, "remote_load"));
+}
+
+void Replica::remote_store(const RemoteBuffer& buffer, int entry, const Array& value) {
+  remote_store_at(*state_, buffer, entry, value);
+}
+
+void Replica::remote_store(const RemoteBuffer& buffer, const Array& entry, const Array& value) {
+  remote_store_at(*state_, buffer, scalar_entry(*state_, entry, "remote_store"), value);
+}
+
+namespace {
+Array remote_load_at(detail::ReplicaState& st, const RemoteBuffer& buffer, std::int64_t entry) {
+  detail::SessionState& s = session_of(st, "remote_load");
   const detail::RemoteBufferState& b = *buffer.state;
-  check_session_owner(*state_, s, b, "remote_load", "remote buffer");
-  const Array& stored = b.data[state_->index][entry_index(*state_, b, entry, "remote_load")];
+  check_session_owner(st, s, b, "remote_load", "remote buffer");
+  const Array& stored = b.data[st.index][entry_index(st, b, entry, "remote_load")];
   s.runtime->impl().stats.h2d += stored.nbytes();
-  Array loaded = Array::empty(stored.shape(), stored.dtype(), nullptr, state_->device->id);  // on this device
+  Array loaded = Array::empty(stored.shape(), stored.dtype(), nullptr, st.device->id);  // on this device
   std::memcpy(loaded.mutable_bytes(), stored.bytes(), stored.nbytes());
   return loaded;
 }
 
-Array Replica::remote_load(const RemoteBuffer& buffer, const Array& entry) {
-  return remote_load(buffer, static_cast<int>(scalar_entry(*state_, entry, "remote_load")));
-}
-
-void Replica::remote_store(const RemoteBuffer& buffer, int entry, const Array& value) {
-  detail::SessionState& s = session_of(*state_, "remote_store");
+void remote_store_at(detail::ReplicaState& st, const RemoteBuffer& buffer, std::int64_t entry, const Array& value) {
+  detail::SessionState& s = session_of(st, "remote_store");
   detail::RemoteBufferState& b = *buffer.state;
-  check_session_owner(*state_, s, b, "remote_store", "remote buffer");
-  const int e = entry_index(*state_, b, entry, "remote_store");
+  check_session_owner(st, s, b, "remote_store", "remote buffer");
+  const int e = entry_index(st, b, entry, "remote_store");
   if (value.shape() != b.shape || value.dtype() != b.dtype)
-    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": remote_store: remote buffer " + std::to_string(b.id) +
+    throw InvalidArgument(st.execution->replica_name(st.index) + ": remote_store: remote buffer " + std::to_string(b.id) +
                           " holds " + std::string(dtype_name(b.dtype)) + shape_str(b.shape) + " entries, got " +
                           std::string(dtype_name(value.dtype())) + shape_str(value.shape()));
   s.runtime->impl().stats.d2h += value.nbytes();
   Array stored = Array::empty(value.shape(), value.dtype(), s.runtime->impl().host_account);  // host memory
   std::memcpy(stored.mutable_bytes(), value.bytes(), value.nbytes());
-  b.data[state_->index][e] = std::move(stored);
+  b.data[st.index][e] = std::move(stored);
 }
+}  // namespace
 
-void Replica::remote_store(const RemoteBuffer& buffer, const Array& entry, const Array& value) {
-  remote_store(buffer, static_cast<int>(scalar_entry(*state_, entry, "remote_store")), value);
-}
 
 namespace {
 // Byte offset of (transfer, replica) in a stream's run() array, and the transfer index (counted per replica).

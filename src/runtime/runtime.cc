@@ -5,7 +5,10 @@
 #include <ostream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "core/log.hpp"
+#include "transport/interprocess.hpp"
 #include "runtime/internal.hpp"
 #include "weft/error.hpp"
 
@@ -136,19 +139,73 @@ const Device& Runtime::Impl::device(int id) const {
 namespace {
 std::mutex g_runtimes_mutex;
 std::vector<Runtime*> g_runtimes;  // live runtimes, most recent last
+
+// Every instance must see the same configuration (reliability R27): devices per process, and the replica
+// count weftrun announced.
+void check_job_configuration(Runtime::Impl& rt) {
+  transport::PollContext poll{rt.options.collective_timeout_s, nullptr, [] { return std::string("start-up"); }};
+  const int processes = rt.job->size();
+  std::vector<int> counts(processes);
+  rt.job->allgatherv(all_processes(processes), &rt.local_device_count, std::vector<std::size_t>(processes, sizeof(int)),
+                     counts.data(), poll);
+  for (int p = 0; p < processes; ++p)
+    if (counts[p] != counts[0]) {
+      std::string list;
+      for (int q = 0; q < processes; ++q) {
+        if (q) list += ", ";
+        list += "instance " + std::to_string(q) + ": " + std::to_string(counts[q]);
+      }
+      throw InvalidArgument("the instances of this job disagree on their device count (WEFT_DEVICE_COUNT): " + list);
+    }
+  if (const char* r = std::getenv("WEFT_NUM_REPLICAS")) {
+    if (std::atoi(r) != processes * rt.local_device_count)
+      throw InvalidArgument(std::string("WEFT_NUM_REPLICAS=") + r + " but this job has " + std::to_string(processes) +
+                            " instances x " + std::to_string(rt.local_device_count) + " devices (WEFT_DEVICE_COUNT)");
+  }
+}
+
+// Tells the launcher this instance started (reliability R26): $WEFT_JOB_DIR/instance-<i>.registered.
+void register_instance(const Runtime::Impl& rt) {
+  const char* dir = std::getenv("WEFT_JOB_DIR");
+  if (!dir) return;
+  const std::string path = std::string(dir) + "/instance-" + std::to_string(rt.process_index) + ".registered";
+  if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+    std::fprintf(f, "%d %s\n", static_cast<int>(getpid()), rt.job->host().c_str());
+    std::fclose(f);
+  }
+}
 }  // namespace
+
+std::vector<int> all_processes(int count) {
+  std::vector<int> procs(count);
+  for (int p = 0; p < count; ++p) procs[p] = p;
+  return procs;
+}
 
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options.resolved();
   impl_->tracer = std::make_unique<Tracer>(impl_->options.trace_path);
   set_log_level(parse_log_level(impl_->options.log_level));
-  const int n = impl_->options.device_count;
-  for (int i = 0; i < n; ++i) {
-    Device d{i, 0, "cpu"};
-    impl_->devices.push_back(d);
-    impl_->accounts.push_back(std::make_shared<MemoryAccount>(to_string(d), impl_->options.device_memory));
+  // Under weftrun / mpirun this process is one instance of a job; its devices are a slice of the global ones.
+  impl_->job = transport::Interprocess::job();
+  const int local = impl_->options.device_count;
+  const int processes = impl_->job ? impl_->job->size() : 1;
+  impl_->process_index = impl_->job ? impl_->job->rank() : 0;
+  impl_->process_count = processes;
+  impl_->local_device_count = local;
+  if (impl_->job) check_job_configuration(*impl_);
+  for (int p = 0; p < processes; ++p)
+    for (int k = 0; k < local; ++k) {
+      Device d{p * local + k, p, "cpu"};
+      impl_->devices.push_back(d);
+      impl_->accounts.push_back(std::make_shared<MemoryAccount>(to_string(d), impl_->options.device_memory));
+    }
+  impl_->workers.resize(impl_->devices.size());
+  for (int k = 0; k < local; ++k) {
+    const int id = impl_->process_index * local + k;
+    impl_->workers[id] = std::make_unique<DeviceWorker>(impl_->devices[id], impl_->accounts[id]);
   }
-  for (int i = 0; i < n; ++i) impl_->workers.push_back(std::make_unique<DeviceWorker>(impl_->devices[i], impl_->accounts[i]));
+  if (impl_->job) register_instance(*impl_);
   std::lock_guard lock(g_runtimes_mutex);
   g_runtimes.push_back(this);
 }
@@ -199,11 +256,14 @@ Runtime& Runtime::current() {
 
 std::string Runtime::platform() const { return "cpu"; }
 int Runtime::device_count() const { return static_cast<int>(impl_->devices.size()); }
-int Runtime::local_device_count() const { return device_count(); }
-int Runtime::process_index() const { return 0; }
-int Runtime::process_count() const { return 1; }
+int Runtime::local_device_count() const { return impl_->local_device_count; }
+int Runtime::process_index() const { return impl_->process_index; }
+int Runtime::process_count() const { return impl_->process_count; }
 const std::vector<Device>& Runtime::devices() const { return impl_->devices; }
-std::vector<Device> Runtime::local_devices() const { return impl_->devices; }
+std::vector<Device> Runtime::local_devices() const {
+  const int first = impl_->process_index * impl_->local_device_count;
+  return {impl_->devices.begin() + first, impl_->devices.begin() + first + impl_->local_device_count};
+}
 const Device& Runtime::device(int id) const { return impl_->device(id); }
 std::int64_t Runtime::memory_in_use(const Device& device) const { return memory_account(device)->in_use(); }
 std::shared_ptr<MemoryAccount> Runtime::memory_account(const Device& device) const {
@@ -249,16 +309,32 @@ std::shared_ptr<const ReplicaGroups> GroupCache::along_axes(const Mesh& mesh, co
   return shared;
 }
 
+namespace {
+std::vector<int> local_replicas_of(const Runtime::Impl& rt, const std::vector<Device>& devices) {
+  std::vector<int> local;
+  for (std::size_t r = 0; r < devices.size(); ++r)
+    if (devices[r].process_index == rt.process_index) local.push_back(static_cast<int>(r));
+  return local;
+}
+}  // namespace
+
 Execution::Execution(Runtime::Impl& rt, std::string execution_name, Mesh m, std::vector<Device> devs,
                      GroupCache& group_cache)
     : runtime(rt),
       name(std::move(execution_name)),
       mesh(std::move(m)),
       devices(std::move(devs)),
+      local_replicas(local_replicas_of(rt, devices)),
+      local_index(devices.size(), -1),
       groups(group_cache),
-      rendezvous(static_cast<int>(devices.size()),
+      rendezvous(static_cast<int>(local_replicas.size()),
                  transport::Deadlines{rt.options.collective_warn_s, rt.options.collective_timeout_s}, name,
-                 [this](int r) { return replica_name(r); }) {}
+                 [this](int local) { return replica_name(local_replicas[local]); }) {
+  for (std::size_t i = 0; i < local_replicas.size(); ++i) local_index[local_replicas[i]] = static_cast<int>(i);
+  for (const Device& d : devices) processes.push_back(d.process_index);
+  std::sort(processes.begin(), processes.end());
+  processes.erase(std::unique(processes.begin(), processes.end()), processes.end());
+}
 
 std::string Execution::replica_name(int replica) const {
   return "replica " + std::to_string(replica) + " (" + to_string(devices[replica]) + ")";
@@ -266,36 +342,53 @@ std::string Execution::replica_name(int replica) const {
 
 namespace {
 thread_local Execution* t_current_execution = nullptr;
+
+// In a job of several instances, the launcher shows the root cause first: announce it on stderr and in
+// $WEFT_JOB_DIR/instance-<i>.error before the error travels up this process's stack.
+void report_to_launcher(const Runtime::Impl& rt, const std::string& message) {
+  if (rt.process_count <= 1) return;
+  const std::string line = "instance " + std::to_string(rt.process_index) + ": " + message;
+  log(LogLevel::error, line);
+  if (const char* dir = std::getenv("WEFT_JOB_DIR")) {
+    const std::string path = std::string(dir) + "/instance-" + std::to_string(rt.process_index) + ".error";
+    if (std::FILE* f = std::fopen(path.c_str(), "a")) {
+      std::fprintf(f, "%s\n", line.c_str());
+      std::fclose(f);
+    }
+  }
 }
+}  // namespace
 
 void Execution::run(const std::function<void(Replica&)>& body) {
   if (t_current_execution)
     throw InvalidArgument(name + ": cannot start a program from inside " + t_current_execution->name +
                           " (a replica's function); use one program over a multi-axis mesh instead");
   std::lock_guard launch(runtime.launch_mutex);
-  const int n = static_cast<int>(devices.size());
+  const int n = static_cast<int>(local_replicas.size());
+  if (n == 0) return;  // none of this program's devices belongs to this process
   remaining_ = n;
   errors_.assign(n, std::nullopt);
   runtime.stats.executions++;
-  for (int r = 0; r < n; ++r) {
-    runtime.workers[devices[r].id]->submit([this, r, &body] {
-      ReplicaState state{this, r, &devices[r]};
+  for (int li = 0; li < n; ++li) {
+    const int r = local_replicas[li];
+    runtime.workers[devices[r].id]->submit([this, r, li, &body] {
+      ReplicaState state{this, r, li, &devices[r]};
       Replica replica(&state);
       t_current_execution = this;
       std::optional<ErrorRecord> error;
       try {
         body(replica);
-        rendezvous.depart(r);
+        rendezvous.depart(li);
       } catch (...) {
         error = current_error();
       }
       t_current_execution = nullptr;
       if (error) {
         // The first failure poisons the execution; the others' pending waits end with its cause.
-        const bool first = rendezvous.abort(r, error->message);
+        const bool first = rendezvous.abort(li, error->message);
         std::lock_guard lock(mutex_);
-        errors_[r] = std::move(error);
-        if (first) root_cause_ = r;
+        errors_[li] = std::move(error);
+        if (first) root_cause_ = li;
       }
       std::lock_guard lock(mutex_);
       if (--remaining_ == 0) done_cv_.notify_all();
@@ -304,9 +397,11 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   std::unique_lock lock(mutex_);
   done_cv_.wait(lock, [&] { return remaining_ == 0; });
   if (root_cause_ < 0) return;
-  std::string message = name + ": " + replica_name(root_cause_) + " failed: " + errors_[root_cause_]->message;
-  for (int r = 0; r < n; ++r)
-    if (r != root_cause_ && errors_[r]) message += "\n  " + replica_name(r) + ": " + errors_[r]->message;
+  const int root = local_replicas[root_cause_];
+  std::string message = name + ": " + replica_name(root) + " failed: " + errors_[root_cause_]->message;
+  report_to_launcher(runtime, message);
+  for (int li = 0; li < n; ++li)
+    if (li != root_cause_ && errors_[li]) message += "\n  " + replica_name(local_replicas[li]) + ": " + errors_[li]->message;
   throw_error(errors_[root_cause_]->kind, message);
 }
 

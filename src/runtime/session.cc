@@ -152,19 +152,30 @@ void check_owner(const SessionState& s, const void* owner, const char* what) {
   if (owner != &s) throw InvalidArgument(s.options.name + ": this " + std::string(what) + " belongs to another session");
 }
 
-// Host rows -> replicas (values or remote buffer entries).
+// Host rows -> replicas (values or remote buffer entries). A replica's old value is released before its
+// new one is allocated, so rewriting a variable never needs two device copies; if an allocation fails, the
+// variable holds no device memory at all (its host copy stays, and a later weights_from_host retries).
 void upload(SessionState& s, VariableState& v) {
   auto& rt = s.runtime->impl();
-  if (!v.buffer) v.values.resize(s.replicas);
-  for (int r = 0; r < s.replicas; ++r) {
-    const int g = v.grouping.group_of(r);
-    Array row = host_row(v, g);
-    if (v.shard_over > 0) row = shard_of(row, v.grouping.rank_in_group(r) % v.shard_over, v.shard_over, rt.host_account);
-    if (v.buffer)
-      v.buffer->data[r][v.entry] = copy_to(row, rt.host_account, -1);
-    else
-      v.values[r] = copy_to(row, rt.accounts[s.devices[r].id], s.devices[r].id);
+  std::vector<Array> values = std::move(v.values);
+  values.resize(s.replicas);
+  try {
+    for (int r = 0; r < s.replicas; ++r) {
+      const int g = v.grouping.group_of(r);
+      Array row = host_row(v, g);
+      if (v.shard_over > 0) row = shard_of(row, v.grouping.rank_in_group(r) % v.shard_over, v.shard_over, rt.host_account);
+      if (v.buffer) {
+        v.buffer->data[r][v.entry] = copy_to(row, rt.host_account, -1);
+      } else {
+        values[r] = Array();
+        values[r] = copy_to(row, rt.accounts[s.devices[r].id], s.devices[r].id);
+      }
+    }
+  } catch (...) {
+    v.values.clear();
+    throw;
   }
+  if (!v.buffer) v.values = std::move(values);
 }
 
 // Replicas -> host rows (one per group).
@@ -189,8 +200,8 @@ void download(SessionState& s, VariableState& v) {
 
 Variable Session::variable(const Array& host, std::optional<ReplicaGroups> grouping, Retrieval retrieval, std::string name) {
   auto v = new_variable(*state, host, grouping, retrieval, std::move(name));
-  state->variables.push_back(v);
   if (state->weights_on_device) upload(*state, *v);
+  state->variables.push_back(v);
   return Variable{v};
 }
 
@@ -233,8 +244,8 @@ Variable Session::remote_variable(const Array& host, const RemoteBuffer& buffer,
                           type_str(buffer.dtype(), buffer.shape()) + " entries");
   v->buffer = buffer.state;
   v->entry = entry;
-  s.variables.push_back(v);
   if (s.weights_on_device) upload(s, *v);
+  s.variables.push_back(v);
   return Variable{v};
 }
 
@@ -289,8 +300,8 @@ Variable Session::remote_replica_sharded_variable(const Array& host, const Remot
   v->buffer = buffer.state;
   v->entry = entry;
   v->shard_over = b.shard_over;
-  s.variables.push_back(v);
   if (s.weights_on_device) upload(s, *v);
+  s.variables.push_back(v);
   return Variable{v};
 }
 
@@ -307,8 +318,8 @@ Variable Session::replica_sharded_variable(const Array& host, std::optional<Repl
     throw InvalidArgument(s.options.name + ": variable " + v->name + ": shard_over " + std::to_string(shard_over) +
                           " must divide the group size " + std::to_string(size) + " (it defaults to the group size)");
   v->shard_over = shard_over;
-  s.variables.push_back(v);
   if (s.weights_on_device) upload(s, *v);
+  s.variables.push_back(v);
   return Variable{v};
 }
 
@@ -409,8 +420,8 @@ std::map<HostStream, Array> Session::run(const std::function<void(Replica&)>& pr
   }
   detail::Execution execution(s.runtime->impl(), s.options.name, s.mesh, s.devices, s.groups);
   execution.session = &s;
+  s.host_stale = true;  // even a failed run may have changed the devices' values
   execution.run(program);
-  s.host_stale = true;
   for (const auto& h : s.streams)
     if (!h->h2d) outputs.emplace(HostStream{h}, s.io.at(h.get()).output);
   s.io.clear();

@@ -1,0 +1,167 @@
+// The hierarchical path for rounds whose replicas live in several processes. Per group, in group order
+// (the same on every process, so no two processes wait on each other in opposite orders):
+//  - all members in this process: computed in shared memory as usual;
+//  - all-reduce with a dtype/op the transport reduces natively: the local members are reduced in member
+//    order into one buffer, the processes holding the group reduce those partials over the transport
+//    (one call on the communicator cached for that process set), and every local member shares the result;
+//  - everything else: the processes holding the group exchange their members' inputs (one allgatherv),
+//    after which each process computes its members' outputs exactly as in one process.
+// Before any data moves, the processes check that they all issue the same collective (a fingerprint).
+#include <cstring>
+
+#include "collectives/algorithms.hpp"
+#include "weft/error.hpp"
+
+namespace weft::collectives {
+namespace {
+
+std::uint64_t fingerprint(const Request& r) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  mix(static_cast<std::uint64_t>(r.kind));
+  for (const char* c = r.api_name; *c; ++c) mix(static_cast<unsigned char>(*c));
+  mix(static_cast<std::uint64_t>(r.reduce));
+  mix(static_cast<std::uint64_t>(r.input->dtype()));
+  for (std::int64_t d : r.input->shape()) mix(static_cast<std::uint64_t>(d));
+  mix(0xfeed);
+  for (const auto& g : r.groups->groups()) {
+    for (int m : g) mix(static_cast<std::uint64_t>(m));
+    mix(0xbeef);
+  }
+  mix(static_cast<std::uint64_t>(r.axis));
+  mix(static_cast<std::uint64_t>(r.concat_axis));
+  mix(r.tiled);
+  if (r.perm)
+    for (auto [s, d] : *r.perm) mix((static_cast<std::uint64_t>(s) << 32) ^ static_cast<std::uint32_t>(d));
+  return h;
+}
+
+[[noreturn]] void report_mismatch(const Request& first, transport::Interprocess& job, const std::vector<int>& processes,
+                                  const transport::PollContext& poll) {
+  // Every process learned of the disagreement at once; exchange descriptions so each names both sides.
+  constexpr std::size_t kWidth = 480;
+  std::string mine = describe(first);
+  mine.resize(kWidth, '\0');
+  std::vector<char> all(kWidth * processes.size());
+  job.allgatherv(processes, mine.data(), std::vector<std::size_t>(processes.size(), kWidth), all.data(), poll);
+  std::string message = "collective mismatch across processes at " + (poll.what ? poll.what() : std::string("a collective")) + ":";
+  for (std::size_t i = 0; i < processes.size(); ++i)
+    message += "\n  process " + std::to_string(processes[i]) + " called " + std::string(all.data() + i * kWidth).c_str();
+  throw MismatchError(message);
+}
+
+}  // namespace
+
+std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& requests,
+                                            const std::vector<int>& process_of, transport::Interprocess& job,
+                                            const std::vector<int>& processes,
+                                            const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
+                                            const transport::PollContext& poll) {
+  const Request* first = nullptr;
+  for (const Request* r : requests)
+    if (r) {
+      first = r;
+      break;
+    }
+  if (!job.agree(processes, fingerprint(*first), poll)) report_mismatch(*first, job, processes, poll);
+
+  const int me = job.rank();
+  const ReplicaGroups& groups = *first->groups;
+  const DType dtype = first->input->dtype();
+  const ReduceOp wire_op = first->reduce == ReduceOp::mean ? ReduceOp::sum : first->reduce;
+  const bool native_reduce = first->kind == Kind::all_reduce && job.can_reduce(dtype, wire_op) &&
+                             (first->reduce != ReduceOp::mean || is_floating(dtype)) && output_dtype(*first) == dtype;
+  std::vector<const Request*> full = requests;
+  std::vector<char> mask(groups.num_groups(), 0);
+  std::vector<std::unique_ptr<Request>> remote_requests;
+  std::vector<std::unique_ptr<Array>> remote_inputs;
+  std::vector<std::pair<int, Array>> reduced;  // (group, result) from the native path
+  std::uint64_t bytes_reduced = 0;
+
+  for (int g = 0; g < groups.num_groups(); ++g) {
+    const std::vector<int>& members = groups.members(g);
+    std::vector<int> procs;
+    for (int m : members) procs.push_back(process_of[m]);
+    std::sort(procs.begin(), procs.end());
+    procs.erase(std::unique(procs.begin(), procs.end()), procs.end());
+    if (!std::binary_search(procs.begin(), procs.end(), me)) continue;
+    if (procs.size() == 1) {
+      mask[g] = 1;
+      continue;
+    }
+    std::vector<int> local;
+    for (int m : members)
+      if (process_of[m] == me) local.push_back(m);
+
+    if (native_reduce) {
+      const std::int64_t n = first->input->size();
+      Array partial = Array::empty(first->input->shape(), dtype, account_of(local[0]));
+      std::vector<const std::byte*> in;
+      for (int m : local) in.push_back(requests[m]->input->bytes());
+      reduce_inputs(dtype, wire_op, in, partial.mutable_bytes(), n, static_cast<int>(in.size()));
+      job.allreduce(procs, partial.mutable_bytes(), n, dtype, wire_op, poll);
+      if (first->reduce == ReduceOp::mean) {
+        const double size = static_cast<double>(members.size());
+        if (dtype == DType::f32)
+          for (float& v : partial.mutable_data<float>()) v = static_cast<float>(v / static_cast<float>(size));
+        else
+          for (double& v : partial.mutable_data<double>()) v /= size;
+      }
+      bytes_reduced += static_cast<std::uint64_t>(members.size()) * first->input->nbytes();
+      reduced.emplace_back(g, std::move(partial));
+      continue;
+    }
+
+    // Exchange the members' inputs among the processes holding the group.
+    const std::size_t item = first->input->nbytes();
+    std::vector<std::size_t> bytes(procs.size(), 0);
+    for (int m : members) bytes[std::lower_bound(procs.begin(), procs.end(), process_of[m]) - procs.begin()] += item;
+    std::vector<std::byte> send;
+    send.reserve(local.size() * item);
+    for (int m : local) send.insert(send.end(), requests[m]->input->bytes(), requests[m]->input->bytes() + item);
+    std::vector<std::byte> recv;
+    std::size_t total = 0;
+    for (std::size_t b : bytes) total += b;
+    recv.resize(total);
+    job.allgatherv(procs, send.data(), bytes, recv.data(), poll);
+    // Member m's input sits in its process's block, at its position among that process's members.
+    std::vector<std::size_t> cursor(procs.size(), 0);
+    std::size_t block = 0;
+    std::vector<std::size_t> block_start(procs.size(), 0);
+    for (std::size_t i = 0; i < procs.size(); ++i) {
+      block_start[i] = block;
+      block += bytes[i];
+    }
+    for (int m : members) {
+      const std::size_t i = std::lower_bound(procs.begin(), procs.end(), process_of[m]) - procs.begin();
+      const std::size_t offset = block_start[i] + cursor[i];
+      cursor[i] += item;
+      if (process_of[m] == me) continue;
+      auto input = std::make_unique<Array>(Array::from_bytes(dtype, first->input->shape(), recv.data() + offset));
+      auto request = std::make_unique<Request>(*first);
+      request->replica = m;
+      request->input = input.get();
+      full[m] = request.get();
+      remote_inputs.push_back(std::move(input));
+      remote_requests.push_back(std::move(request));
+    }
+    mask[g] = 1;
+  }
+
+  std::shared_ptr<Plan> plan = make_plan(full, account_of, &mask);
+  for (auto& [g, result] : reduced)
+    for (int m : groups.members(g))
+      if (process_of[m] == me) plan->outputs[m] = result;
+  plan->bytes_reduced += bytes_reduced;
+  plan->remote_requests = std::move(remote_requests);
+  plan->remote_inputs = std::move(remote_inputs);
+  plan->requests = requests;  // stand-ins are only valid inside this call's plan
+  return plan;
+}
+
+}  // namespace weft::collectives

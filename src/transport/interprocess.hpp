@@ -1,0 +1,47 @@
+// Collectives between processes (instances) of one job. The interface has no MPI types: the only file that
+// includes <mpi.h> is transport/mpi/mpi_interprocess.cc. Every operation is non-blocking underneath and
+// polled, so it honours a deadline and a local abort; calls are serialized by the caller (one collective
+// at a time per process), which is all MPI_THREAD_SERIALIZED requires.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "weft/dtype.hpp"
+#include "weft/replica.hpp"
+
+namespace weft::transport {
+
+struct PollContext {
+  double timeout_s = 300;           // 0 = wait forever
+  std::function<bool()> aborted;    // polled: true ends the wait with AbortedError
+  std::function<std::string()> what;  // for messages: "psum(...) seq 3"
+};
+
+class Interprocess {
+ public:
+  // The job this process belongs to, initialising MPI on first use; null when the process runs alone
+  // (not started by weftrun / mpirun / srun). Throws Error when MPI cannot provide the thread level needed.
+  static Interprocess* job();
+
+  virtual ~Interprocess() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string host() const = 0;
+
+  // Collective over `procs` (sorted process indices including rank()); communicators are cached per set.
+  // True when this dtype/op pair reduces natively (else callers gather and reduce themselves).
+  virtual bool can_reduce(DType dtype, ReduceOp op) const = 0;
+  virtual void allreduce(const std::vector<int>& procs, void* data, std::int64_t count, DType dtype, ReduceOp op,
+                         const PollContext& poll) = 0;
+  // Gathers `bytes[i]` bytes from procs[i] into `recv` (concatenated in procs order).
+  virtual void allgatherv(const std::vector<int>& procs, const void* send, const std::vector<std::size_t>& bytes,
+                          void* recv, const PollContext& poll) = 0;
+  // Every process of `procs` passes a fingerprint; returns false (on every process) when any differs.
+  virtual bool agree(const std::vector<int>& procs, std::uint64_t fingerprint, const PollContext& poll) = 0;
+};
+
+}  // namespace weft::transport

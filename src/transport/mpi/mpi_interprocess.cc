@@ -1,0 +1,229 @@
+// The MPI transport: the only place that includes <mpi.h>.
+// The deprecated MPI C++ bindings are not used; keep <mpi.h> to the C API.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/log.hpp"
+#include "transport/interprocess.hpp"
+#include "weft/error.hpp"
+
+namespace weft::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool env_int_above_one(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::atoi(v) > 1;
+}
+
+std::string procs_str(const std::vector<int>& procs) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < procs.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(procs[i]);
+  }
+  return s + "]";
+}
+
+class MpiInterprocess final : public Interprocess {
+ public:
+  MpiInterprocess() {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    if (provided < MPI_THREAD_SERIALIZED) {
+      MPI_Finalize();
+      throw Error("MPI provides thread level " + std::to_string(provided) +
+                  " but weft needs MPI_THREAD_SERIALIZED (" + std::to_string(MPI_THREAD_SERIALIZED) +
+                  "): collectives are issued by whichever replica thread completes a rendezvous; use an MPI "
+                  "library built with thread support (Debian's Open MPI has it)");
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &world_);
+    MPI_Comm_rank(world_, &rank_);
+    MPI_Comm_size(world_, &size_);
+    char name[MPI_MAX_PROCESSOR_NAME] = {};
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    host_.assign(name, static_cast<std::size_t>(len));
+    // MPI errors come back as codes, which we turn into weft errors naming the operation.
+    MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
+  }
+
+  ~MpiInterprocess() override {
+    for (auto& [procs, comm] : comms_)
+      if (comm != world_) MPI_Comm_free(&comm);
+    MPI_Comm_free(&world_);
+    MPI_Finalize();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string host() const override { return host_; }
+
+  bool can_reduce(DType dtype, ReduceOp op) const override {
+    return datatype(dtype) != MPI_DATATYPE_NULL && op != ReduceOp::mean;
+  }
+
+  void allreduce(const std::vector<int>& procs, void* data, std::int64_t count, DType dtype, ReduceOp op,
+                 const PollContext& poll) override {
+    MPI_Comm comm = comm_for(procs);
+    MPI_Request request;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), datatype(dtype), mpi_op(op), comm, &request),
+          "MPI_Iallreduce", poll);
+    wait(request, procs, poll);
+  }
+
+  void allgatherv(const std::vector<int>& procs, const void* send, const std::vector<std::size_t>& bytes, void* recv,
+                  const PollContext& poll) override {
+    MPI_Comm comm = comm_for(procs);
+    std::vector<int> counts(procs.size()), displs(procs.size());
+    std::size_t offset = 0;
+    int me = -1;
+    for (std::size_t i = 0; i < procs.size(); ++i) {
+      counts[i] = static_cast<int>(bytes[i]);
+      displs[i] = static_cast<int>(offset);
+      offset += bytes[i];
+      if (procs[i] == rank_) me = static_cast<int>(i);
+    }
+    MPI_Request request;
+    check(MPI_Iallgatherv(send, counts[me], MPI_BYTE, recv, counts.data(), displs.data(), MPI_BYTE, comm, &request),
+          "MPI_Iallgatherv", poll);
+    wait(request, procs, poll);
+  }
+
+  bool agree(const std::vector<int>& procs, std::uint64_t fingerprint, const PollContext& poll) override {
+    // max(f) == -max(-f) exactly when every process passed the same value.
+    std::int64_t values[2] = {static_cast<std::int64_t>(fingerprint >> 1), -static_cast<std::int64_t>(fingerprint >> 1)};
+    MPI_Comm comm = comm_for(procs);
+    MPI_Request request;
+    check(MPI_Iallreduce(MPI_IN_PLACE, values, 2, MPI_INT64_T, MPI_MAX, comm, &request), "MPI_Iallreduce", poll);
+    wait(request, procs, poll);
+    return values[0] == -values[1];
+  }
+
+ private:
+  static MPI_Datatype datatype(DType dtype) {
+    switch (dtype) {
+      case DType::f32: return MPI_FLOAT;
+      case DType::f64: return MPI_DOUBLE;
+      case DType::i8: return MPI_INT8_T;
+      case DType::u8: return MPI_UINT8_T;
+      case DType::i32: return MPI_INT32_T;
+      case DType::i64: return MPI_INT64_T;
+      default: return MPI_DATATYPE_NULL;
+    }
+  }
+
+  static MPI_Op mpi_op(ReduceOp op) {
+    switch (op) {
+      case ReduceOp::sum: return MPI_SUM;
+      case ReduceOp::prod: return MPI_PROD;
+      case ReduceOp::max: return MPI_MAX;
+      case ReduceOp::min: return MPI_MIN;
+      case ReduceOp::mean: break;
+    }
+    return MPI_SUM;
+  }
+
+  void check(int code, const char* call, const PollContext& poll) const {
+    if (code == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int len = 0;
+    MPI_Error_string(code, text, &len);
+    throw PeerLostError("process " + std::to_string(rank_) + ": " + call + " failed during " +
+                        (poll.what ? poll.what() : std::string("a collective")) + ": " + std::string(text, len));
+  }
+
+  // Communicators per process set, made lazily: MPI_Comm_create_group is collective over the set only.
+  MPI_Comm comm_for(const std::vector<int>& procs) {
+    auto it = comms_.find(procs);
+    if (it != comms_.end()) return it->second;
+    MPI_Comm comm;
+    if (static_cast<int>(procs.size()) == size_) {
+      comm = world_;
+    } else {
+      MPI_Group world_group, group;
+      MPI_Comm_group(world_, &world_group);
+      MPI_Group_incl(world_group, static_cast<int>(procs.size()), procs.data(), &group);
+      int tag = 0;
+      for (int p : procs) tag = (tag * 31 + p + 1) & 0x7fff;
+      MPI_Comm_create_group(world_, group, tag, &comm);
+      MPI_Group_free(&group);
+      MPI_Group_free(&world_group);
+      MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    }
+    comms_.emplace(procs, comm);
+    return comm;
+  }
+
+  // Polls `request` until done: yields while the partners are likely close (MPI progresses only inside MPI
+  // calls), then sleeps with a growing backoff so a long wait burns no CPU; honours abort and deadline.
+  void wait(MPI_Request& request, const std::vector<int>& procs, const PollContext& poll) {
+    const Clock::time_point start = Clock::now();
+    auto sleep_for = std::chrono::microseconds(20);
+    for (long iteration = 0;; ++iteration) {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", poll);
+      if (done) return;
+      if ((iteration & 63) == 0) {
+        if (poll.aborted && poll.aborted())
+          throw AbortedError("process " + std::to_string(rank_) + " stopped waiting for processes " + procs_str(procs) +
+                             " at " + (poll.what ? poll.what() : std::string("a collective")) + ": the execution was aborted");
+        const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+        if (poll.timeout_s > 0 && waited >= poll.timeout_s)
+          throw TimeoutError("process " + std::to_string(rank_) + " (" + host_ + ", pid " + std::to_string(getpid()) +
+                             ") timed out after " + std::to_string(poll.timeout_s) +
+                             " s (WEFT_COLLECTIVE_TIMEOUT) waiting for processes " + procs_str(procs) + " at " +
+                             (poll.what ? poll.what() : std::string("a collective")));
+        if (waited > 0.05) {
+          std::this_thread::sleep_for(sleep_for);
+          if (sleep_for < std::chrono::milliseconds(2)) sleep_for *= 2;
+          continue;
+        }
+      }
+      sched_yield();
+    }
+  }
+
+  MPI_Comm world_;
+  int rank_ = 0, size_ = 1;
+  std::string host_;
+  std::map<std::vector<int>, MPI_Comm> comms_;
+};
+
+}  // namespace
+
+Interprocess* Interprocess::job() {
+  static std::once_flag once;
+  static std::unique_ptr<Interprocess> instance;
+  static std::string failure;
+  std::call_once(once, [] {
+    const bool launched = env_int_above_one("WEFT_NUM_INSTANCES") || env_int_above_one("OMPI_COMM_WORLD_SIZE") ||
+                          env_int_above_one("PMI_SIZE") || env_int_above_one("PMIX_SIZE");
+    if (!launched) return;
+    if (env_int_above_one("WEFT_NUM_INSTANCES") && !std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMI_SIZE") &&
+        !std::getenv("PMIX_RANK")) {
+      failure = std::string("WEFT_NUM_INSTANCES=") + std::getenv("WEFT_NUM_INSTANCES") +
+                " but this process was not started by weftrun or mpirun: start it with weftrun --num-instances N";
+      return;
+    }
+    try {
+      instance = std::make_unique<MpiInterprocess>();
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+  });
+  if (!failure.empty()) throw InvalidArgument(failure);
+  return instance.get();
+}
+
+}  // namespace weft::transport
