@@ -4,7 +4,7 @@
 //
 //   Session s(rt, {.replicas = 8});
 //   ReplicaGroups g = s.replica_grouping(/*stride=*/2, /*group_size=*/4);
-//   RemoteBuffer buf = s.replica_sharded_buffer({2, 16}, DType::i32, g);
+//   RemoteBuffer buf = s.replica_sharded_buffer({2, 16}, DType::i32, g, /*shard_over=*/2);
 //   Variable w = s.remote_replica_sharded_variable(w_host, buf, 0, g, Retrieval::all_replicas);
 //   HostStream out = s.d2h_stream({16}, DType::i32);
 //   auto outs = s.run([&](Replica& r) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -83,28 +84,34 @@ Host Take(const Host& h, int axis, std::int64_t k) {
   return out;
 }
 
-Host Concat(const std::vector<Host>& parts, int axis) {
+// Joins `parts` along `axis`; with `stack`, each part gets a new size-1 axis there first.
+Host Join(const std::vector<const Host*>& parts, int axis, bool stack) {
   const std::size_t a = static_cast<std::size_t>(axis);
+  const Shape& s0 = parts[0]->shape;
   Host out;
-  out.shape = parts[0].shape;
-  out.shape[a] = 0;
-  for (const Host& p : parts) out.shape[a] += p.shape[a];
-  const std::int64_t outer = Prod(parts[0].shape, 0, a), inner = Prod(parts[0].shape, a + 1, parts[0].shape.size());
+  out.shape = s0;
+  if (stack) {
+    out.shape.insert(out.shape.begin() + axis, static_cast<std::int64_t>(parts.size()));
+  } else {
+    out.shape[a] = 0;
+    for (const Host* p : parts) out.shape[a] += p->shape[a];
+  }
+  const std::int64_t outer = Prod(s0, 0, a);
+  const std::size_t n = static_cast<std::size_t>(Count(out.shape));
+  out.v.reserve(n);
+  out.tol.reserve(n);
   for (std::int64_t o = 0; o < outer; ++o)
-    for (const Host& p : parts) {
-      const std::int64_t chunk = p.shape[a] * inner;
-      for (std::int64_t i = 0; i < chunk; ++i) {
-        out.v.push_back(p.v[static_cast<std::size_t>(o * chunk + i)]);
-        out.tol.push_back(p.tol[static_cast<std::size_t>(o * chunk + i)]);
-      }
+    for (const Host* p : parts) {
+      const std::int64_t chunk = Prod(p->shape, a, p->shape.size());  // the part's [axis:] block
+      const auto begin = static_cast<std::ptrdiff_t>(o * chunk), end = static_cast<std::ptrdiff_t>((o + 1) * chunk);
+      out.v.insert(out.v.end(), p->v.begin() + begin, p->v.begin() + end);
+      out.tol.insert(out.tol.end(), p->tol.begin() + begin, p->tol.begin() + end);
     }
   return out;
 }
 
-Host Stack(std::vector<Host> parts, int axis) {
-  for (Host& p : parts) p.shape.insert(p.shape.begin() + axis, 1);
-  return Concat(parts, axis);
-}
+Host Concat(const std::vector<const Host*>& parts, int axis) { return Join(parts, axis, false); }
+Host Stack(const std::vector<const Host*>& parts, int axis) { return Join(parts, axis, true); }
 
 // ---------------------------------------------------------------------------------------------------
 // Inputs: a pure function of (dtype, replica, index). Values for 16-bit floats are multiples of 1/4 in
@@ -230,13 +237,13 @@ double Reduce(DType in, ReduceOp op, const std::vector<double>& vals, double* to
   return 0;
 }
 
-Host ReduceHosts(const std::vector<Host>& inputs, DType in, ReduceOp op) {
+Host ReduceHosts(const std::vector<const Host*>& inputs, DType in, ReduceOp op) {
   Host out;
-  out.shape = inputs[0].shape;
-  const std::size_t n = inputs[0].v.size();
+  out.shape = inputs[0]->shape;
+  const std::size_t n = inputs[0]->v.size();
   std::vector<double> vals(inputs.size());
   for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t m = 0; m < inputs.size(); ++m) vals[m] = inputs[m].v[i];
+    for (std::size_t m = 0; m < inputs.size(); ++m) vals[m] = inputs[m]->v[i];
     double tol = 0;
     out.v.push_back(Reduce(in, op, vals, &tol));
     out.tol.push_back(tol);
@@ -407,19 +414,39 @@ Array Apply(const Case& c, Replica& r, const Array& x) {
   return x;
 }
 
-// What replica `r` must hold after the case's collective.
-Host Expected(const Case& c, int r, DType* dtype) {
-  const std::vector<int>* group = nullptr;
-  int k = 0;
-  for (const std::vector<int>& g : c.ref_groups)
-    for (std::size_t i = 0; i < g.size(); ++i)
-      if (g[i] == r) {
-        group = &g;
+// The reference for one case: every replica's input computed once, reductions once per group.
+class Reference {
+ public:
+  explicit Reference(const Case& c) : c_(c) {
+    for (int r = 0; r < kReplicas; ++r) inputs_.push_back(InputHost(c.dtype, c.small(), c.shape, r));
+  }
+  // What replica `r` must hold after the case's collective.
+  Host Expected(int r, DType* dtype);
+
+ private:
+  const Host& Reduced(int group_index, const std::vector<const Host*>& in) {
+    auto it = reduced_.find(group_index);
+    if (it == reduced_.end()) it = reduced_.emplace(group_index, ReduceHosts(in, c_.dtype, c_.reduce)).first;
+    return it->second;
+  }
+  const Case& c_;
+  std::vector<Host> inputs_;
+  std::map<int, Host> reduced_;
+};
+
+Host Reference::Expected(int r, DType* dtype) {
+  const Case& c = c_;
+  int group_index = -1, k = 0;
+  for (std::size_t gi = 0; gi < c.ref_groups.size(); ++gi)
+    for (std::size_t i = 0; i < c.ref_groups[gi].size(); ++i)
+      if (c.ref_groups[gi][i] == r) {
+        group_index = static_cast<int>(gi);
         k = static_cast<int>(i);
       }
-  const int size = static_cast<int>(group->size());
-  std::vector<Host> in;
-  for (int m : *group) in.push_back(InputHost(c.dtype, c.small(), c.shape, m));
+  const std::vector<int>& group = c.ref_groups[static_cast<std::size_t>(group_index)];
+  const int size = static_cast<int>(group.size());
+  std::vector<const Host*> in;
+  for (int m : group) in.push_back(&inputs_[static_cast<std::size_t>(m)]);
   const int rank = static_cast<int>(c.shape.size());
   *dtype = c.reduces() ? ReducedDtype(c.dtype, c.reduce) : c.dtype;
   switch (c.op) {
@@ -428,14 +455,14 @@ Host Expected(const Case& c, int r, DType* dtype) {
     case Op::pmax:
     case Op::pmin:
     case Op::g_all_reduce:
-      return ReduceHosts(in, c.dtype, c.reduce);
+      return Reduced(group_index, in);
     case Op::all_gather:
     case Op::g_all_gather:
       if (c.tiled) return Concat(in, c.axis < 0 ? c.axis + rank : c.axis);
       return Stack(in, c.axis < 0 ? c.axis + rank + 1 : c.axis);
     case Op::psum_scatter:
     case Op::g_reduce_scatter: {
-      const Host sum = ReduceHosts(in, c.dtype, c.reduce);
+      const Host& sum = Reduced(group_index, in);
       const int d = c.axis < 0 ? c.axis + rank : c.axis;
       if (!c.tiled) return Take(sum, d, k);
       const std::int64_t chunk = c.shape[static_cast<std::size_t>(d)] / size;
@@ -446,25 +473,23 @@ Host Expected(const Case& c, int r, DType* dtype) {
       const int s = c.axis < 0 ? c.axis + rank : c.axis;
       const int cat = c.concat_axis < 0 ? c.concat_axis + rank : c.concat_axis;
       std::vector<Host> pieces;
-      if (!c.tiled) {
-        for (const Host& h : in) pieces.push_back(Take(h, s, k));
-        return Stack(pieces, cat);
-      }
-      const std::int64_t chunk = c.shape[static_cast<std::size_t>(s)] / size;
-      for (const Host& h : in) pieces.push_back(Slice(h, s, k * chunk, (k + 1) * chunk));
-      return Concat(pieces, cat);
+      const std::int64_t chunk = c.tiled ? c.shape[static_cast<std::size_t>(s)] / size : 1;
+      for (const Host* h : in) pieces.push_back(c.tiled ? Slice(*h, s, k * chunk, (k + 1) * chunk) : Take(*h, s, k));
+      std::vector<const Host*> views;
+      for (const Host& p : pieces) views.push_back(&p);
+      return c.tiled ? Concat(views, cat) : Stack(views, cat);
     }
     case Op::ppermute:
     case Op::g_ppermute: {
       for (auto [src, dst] : c.perm) {
-        if (((dst % size) + size) % size == k) return in[static_cast<std::size_t>(((src % size) + size) % size)];
+        if (((dst % size) + size) % size == k) return *in[static_cast<std::size_t>(((src % size) + size) % size)];
       }
-      Host zeros = in[0];
+      Host zeros = *in[0];
       std::fill(zeros.v.begin(), zeros.v.end(), 0.0);
       return zeros;
     }
   }
-  return in[0];
+  return *in[0];
 }
 
 // Runs `c` on 8 replicas; returns each replica's result.
@@ -492,9 +517,10 @@ bool Check(const Case& c, const std::vector<Array>& got) {
     ADD_FAILURE() << c.str() << ": " << got.size() << " results";
     return false;
   }
+  Reference reference(c);
   for (int r = 0; r < kReplicas; ++r) {
     DType dtype{};
-    const Host want = Expected(c, r, &dtype);
+    const Host want = reference.Expected(r, &dtype);
     const Array& a = got[static_cast<std::size_t>(r)];
     if (a.dtype() != dtype || a.shape() != want.shape) {
       ADD_FAILURE() << c.str() << "\nreplica " << r << ": got " << dtype_name(a.dtype()) << shape_str(a.shape())
