@@ -28,11 +28,11 @@
 namespace weft {
 
 struct PmapOptions {
-  std::string axis;                          // 1-d pmap: the axis name (JAX's axis_name); may be empty
-  std::vector<MeshAxis> mesh;                // several axes = nested pmap, outermost first
-  std::vector<Device> devices;               // explicit devices (default: the first ones of the runtime)
-  std::vector<std::optional<int>> in_axes;   // per argument: mapped axis, or nullopt = broadcast; empty = all 0
-  std::vector<std::optional<int>> out_axes;  // per output: where the mapped axis goes, nullopt = replicated
+  std::string axis{};                        // 1-d pmap: the axis name (JAX's axis_name); may be empty
+  std::vector<MeshAxis> mesh{};              // several axes = nested pmap, outermost first
+  std::vector<Device> devices{};             // explicit devices (default: the first ones of the runtime)
+  std::vector<std::optional<int>> in_axes{}; // per argument: mapped axis, or nullopt = broadcast; empty = all 0
+  std::vector<std::optional<int>> out_axes{};  // per output: where the mapped axis goes, nullopt = replicated
   Runtime* runtime = nullptr;                // default Runtime::current()
   std::string name = "pmap";                 // used in error messages
 };

@@ -29,8 +29,8 @@ struct RuntimeOptions {
   std::int64_t device_memory = -1;      // WEFT_DEVICE_MEMORY bytes (K/M/G), default 0 = unlimited
   double collective_warn_s = -1;        // WEFT_COLLECTIVE_WARN seconds, default 30
   double collective_timeout_s = -1;     // WEFT_COLLECTIVE_TIMEOUT seconds, default 300; 0 disables
-  std::string log_level;                // WEFT_LOG: error|warn|info|debug, default warn
-  std::string trace_path;               // WEFT_TRACE, default off
+  std::string log_level{};              // WEFT_LOG: error|warn|info|debug, default warn
+  std::string trace_path{};             // WEFT_TRACE, default off
 
   // Fills every unset field from the environment or the default, and validates (throws InvalidArgument).
   RuntimeOptions resolved() const;

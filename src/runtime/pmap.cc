@@ -17,6 +17,10 @@ struct Prepared {
   Mesh mesh;
   std::vector<Device> devices;
   std::vector<int> in_axes;  // per argument; -1 = broadcast
+  // In a job of several processes, JAX's convention: each process passes arrays whose mapped size is its
+  // local device count, and the global mapped size is that times the process count.
+  bool process_local_args = false;
+  int first_local = 0;  // global index of this process's first replica
   detail::GroupCache groups;
 };
 
@@ -132,6 +136,10 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
     (void)first;
     if (!consistent) throw InvalidArgument(name + ": pmap got inconsistent sizes for array axes to be mapped:" + sizes);
     if (size < 1) throw InvalidArgument(name + ": the mapped axis has size 0; pmap needs at least one replica");
+    if (rt.process_count() > 1 && options.devices.empty() && size == rt.local_device_count()) {
+      p->process_local_args = true;
+      size *= rt.process_count();
+    }
     p->mesh = Mesh({{options.axis.empty() ? std::string("_pmap_axis") : options.axis, size}});
   }
 
@@ -149,15 +157,20 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
     }
     p->devices = options.devices;
   } else {
-    if (size > rt.local_device_count())
+    if (size > rt.device_count())
       throw InvalidArgument(name + ": compiling computation that requires " + std::to_string(size) +
-                            " logical devices, but only " + std::to_string(rt.local_device_count()) +
+                            " logical devices, but only " + std::to_string(rt.device_count()) +
                             " devices are available (num_replicas=" + std::to_string(size) +
                             ", num_partitions=1); the mesh is " + p->mesh.to_string() +
                             " (set WEFT_DEVICE_COUNT or RuntimeOptions::device_count for more devices)");
     p->devices.assign(rt.devices().begin(), rt.devices().begin() + size);
   }
 
+  for (std::size_t r = 0; r < p->devices.size(); ++r)
+    if (p->devices[r].process_index == rt.process_index()) {
+      p->first_local = static_cast<int>(r);
+      break;
+    }
   rt.impl().stats.preparations++;
   std::lock_guard lock(mutex);
   return cache.emplace(key.str(), p).first->second;
@@ -191,7 +204,8 @@ std::vector<Array> PmapProgram::Impl::replica_inputs(Runtime& rt, const Prepared
         flat.insert(flat.end(), host.shape().begin() + k, host.shape().end());
         host = host.reshape(flat);
       }
-      slice = host[replica];
+      // A process-local argument holds only this process's replicas, in order.
+      slice = host[p.process_local_args ? replica - p.first_local : replica];
     }
     if (host.device() != device.id) stats.h2d += slice.nbytes();
     Array placed = Array::empty(slice.shape(), slice.dtype(), rt.memory_account(device), device.id);
@@ -205,27 +219,29 @@ std::vector<ShardedArray> PmapProgram::operator()(std::vector<PmapArg> args) con
   Runtime& rt = impl_->options.runtime ? *impl_->options.runtime : Runtime::current();
   std::shared_ptr<Prepared> p = impl_->prepare(rt, args);
   const int n = p->mesh.size();
-  std::vector<std::vector<Array>> inputs(n), outputs(n);
-  for (int r = 0; r < n; ++r) inputs[r] = impl_->replica_inputs(rt, *p, args, r);
-
   detail::Execution execution(rt.impl(), impl_->options.name, p->mesh, p->devices, p->groups);
+  const std::vector<int>& local = execution.local_replicas;
+  std::vector<std::vector<Array>> inputs(n), outputs(n);
+  for (int r : local) inputs[r] = impl_->replica_inputs(rt, *p, args, r);
+  if (local.empty()) return {};  // this process holds none of the program's devices
   execution.run([&](Replica& replica) {
     outputs[replica.index()] = impl_->fn(replica, inputs[replica.index()]);
   });
 
   // Every replica must return the same structure.
   const std::string& name = impl_->options.name;
-  const std::size_t nout = outputs[0].size();
-  for (int r = 1; r < n; ++r) {
+  const int r0 = local[0];
+  const std::size_t nout = outputs[r0].size();
+  for (int r : local) {
     if (outputs[r].size() != nout)
       throw InvalidArgument(name + ": " + execution.replica_name(r) + " returned " + std::to_string(outputs[r].size()) +
-                            " outputs but " + execution.replica_name(0) + " returned " + std::to_string(nout));
+                            " outputs but " + execution.replica_name(r0) + " returned " + std::to_string(nout));
     for (std::size_t j = 0; j < nout; ++j)
-      if (outputs[r][j].shape() != outputs[0][j].shape() || outputs[r][j].dtype() != outputs[0][j].dtype())
+      if (outputs[r][j].shape() != outputs[r0][j].shape() || outputs[r][j].dtype() != outputs[r0][j].dtype())
         throw InvalidArgument(name + ": output " + std::to_string(j) + " of " + execution.replica_name(r) + " is " +
                               std::string(dtype_name(outputs[r][j].dtype())) + shape_str(outputs[r][j].shape()) +
-                              " but " + execution.replica_name(0) + "'s is " +
-                              std::string(dtype_name(outputs[0][j].dtype())) + shape_str(outputs[0][j].shape()));
+                              " but " + execution.replica_name(r0) + "'s is " +
+                              std::string(dtype_name(outputs[r0][j].dtype())) + shape_str(outputs[r0][j].shape()));
   }
   const auto& out_axes = impl_->options.out_axes;
   if (!out_axes.empty() && out_axes.size() != nout)
@@ -235,17 +251,20 @@ std::vector<ShardedArray> PmapProgram::operator()(std::vector<PmapArg> args) con
   for (std::size_t j = 0; j < nout; ++j) {
     std::optional<int> out_axis = out_axes.empty() ? std::optional<int>(0) : out_axes[j];
     std::vector<Shard> shards;
-    for (int r = 0; r < n; ++r) shards.push_back({p->devices[r], outputs[r][j].with_device(p->devices[r].id)});
+    for (int r : local) shards.push_back({p->devices[r], outputs[r][j].with_device(p->devices[r].id)});
+    // Across processes each process gets back its own replicas' slices, as JAX's multi-process pmap does.
+    const bool all_local = static_cast<int>(local.size()) == n;
     if (!out_axis) {
       result.emplace_back(std::move(shards), Shape{}, &rt, 0);
       continue;
     }
-    const int local_rank = outputs[0][j].ndim();
+    const int local_rank = outputs[r0][j].ndim();
     if (*out_axis < 0 || *out_axis > local_rank || (*out_axis != 0 && p->mesh.num_axes() > 1))
       throw InvalidArgument(name + ": out_axes[" + std::to_string(j) + "] = " + std::to_string(*out_axis) +
                             " is out of range for an output of rank " + std::to_string(local_rank) +
                             (p->mesh.num_axes() > 1 ? " (a multi-axis mesh supports only 0)" : ""));
-    result.emplace_back(std::move(shards), p->mesh.shape(), &rt, *out_axis);
+    result.emplace_back(std::move(shards), all_local ? p->mesh.shape() : Shape{static_cast<std::int64_t>(local.size())}, &rt,
+                        *out_axis);
   }
   return result;
 }

@@ -400,7 +400,7 @@ std::size_t transfer_offset(const detail::ReplicaState& st, detail::SessionState
                           std::to_string(transfer + 1) + " times in one run, but num_host_transfers is " +
                           std::to_string(s.options.num_host_transfers));
   const std::size_t item = static_cast<std::size_t>(num_elements(h.shape)) * dtype_size(h.dtype);
-  return (static_cast<std::size_t>(transfer) * s.replicas + st.index) * item;
+  return (static_cast<std::size_t>(transfer) * s.local_replicas.size() + st.local) * item;
 }
 }  // namespace
 

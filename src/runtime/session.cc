@@ -92,20 +92,26 @@ Session::Session(SessionOptions options) : state(std::make_shared<SessionState>(
   s.runtime = options.runtime ? options.runtime : &Runtime::current();
   s.options = options;
   s.replicas = options.replicas > 0 ? options.replicas : s.runtime->device_count();
-  if (s.replicas > s.runtime->local_device_count())
+  if (s.replicas > s.runtime->device_count())
     throw InvalidArgument(options.name + ": " + std::to_string(s.replicas) + " replicas need as many devices, but the runtime has " +
-                          std::to_string(s.runtime->local_device_count()) + " (set WEFT_DEVICE_COUNT or RuntimeOptions::device_count)");
+                          std::to_string(s.runtime->device_count()) + " (set WEFT_DEVICE_COUNT or RuntimeOptions::device_count)");
+  if (s.runtime->process_count() > 1 && s.replicas != s.runtime->device_count())
+    throw InvalidArgument(options.name + ": in a job of " + std::to_string(s.runtime->process_count()) +
+                          " instances a session runs one replica per global device (" +
+                          std::to_string(s.runtime->device_count()) + "), not " + std::to_string(s.replicas));
   if (options.num_host_transfers < 1)
     throw InvalidArgument(options.name + ": num_host_transfers must be >= 1, got " + std::to_string(options.num_host_transfers));
   s.devices.assign(s.runtime->devices().begin(), s.runtime->devices().begin() + s.replicas);
   s.mesh = Mesh({{"replica", s.replicas}});
+  for (int r = 0; r < s.replicas; ++r)
+    if (s.is_local(r)) s.local_replicas.push_back(r);
 }
 
 Session::~Session() = default;
 
 int Session::replication_factor() const { return state->replicas; }
-int Session::instance_replication_factor() const { return state->replicas; }
-int Session::global_replica_offset() const { return 0; }
+int Session::instance_replication_factor() const { return static_cast<int>(state->local_replicas.size()); }
+int Session::global_replica_offset() const { return state->local_replicas.empty() ? 0 : state->local_replicas.front(); }
 Runtime& Session::runtime() const { return *state->runtime; }
 int Session::num_host_transfers() const { return state->options.num_host_transfers; }
 
@@ -160,7 +166,7 @@ void upload(SessionState& s, VariableState& v) {
   std::vector<Array> values = std::move(v.values);
   values.resize(s.replicas);
   try {
-    for (int r = 0; r < s.replicas; ++r) {
+    for (int r : s.local_replicas) {
       const int g = v.grouping.group_of(r);
       Array row = host_row(v, g);
       if (v.shard_over > 0) row = shard_of(row, v.grouping.rank_in_group(r) % v.shard_over, v.shard_over, rt.host_account);
@@ -178,18 +184,42 @@ void upload(SessionState& s, VariableState& v) {
   if (!v.buffer) v.values = std::move(values);
 }
 
-// Replicas -> host rows (one per group).
+// What every replica stores for v, on every process: local values as they are, other processes' values
+// exchanged over the transport (a collective: every process of the job calls it for the same variable).
+std::vector<Array> all_stored(SessionState& s, const VariableState& v) {
+  std::vector<Array> out(s.replicas);
+  for (int r : s.local_replicas) out[r] = stored(v, r);
+  auto& rt = s.runtime->impl();
+  if (rt.process_count <= 1) return out;
+  const Array& sample = stored(v, s.local_replicas.front());
+  const std::size_t item = sample.nbytes();
+  std::vector<std::byte> send;
+  for (int r : s.local_replicas) send.insert(send.end(), stored(v, r).bytes(), stored(v, r).bytes() + item);
+  std::vector<std::byte> recv(item * s.replicas);
+  transport::PollContext poll{rt.options.collective_timeout_s, nullptr,
+                              [&] { return s.options.name + ": reading variable " + v.name + " back to the host"; }};
+  rt.job->allgatherv(all_processes(rt.process_count), send.data(),
+                     std::vector<std::size_t>(rt.process_count, item * s.local_replicas.size()), recv.data(), poll);
+  for (int r = 0; r < s.replicas; ++r)
+    if (!out[r].size() || !s.is_local(r))
+      out[r] = Array::from_bytes(sample.dtype(), sample.shape(), recv.data() + static_cast<std::size_t>(r) * item);
+  return out;
+}
+
+// Replicas -> host rows (one per group): each group's value from its first replica (for sharded variables,
+// its first shard_over members), wherever they live.
 void download(SessionState& s, VariableState& v) {
+  const std::vector<Array> values = all_stored(s, v);
   const int groups = v.grouping.num_groups();
   std::vector<Array> rows;
   for (int g = 0; g < groups; ++g) {
     const std::vector<int>& members = v.grouping.members(g);
     if (v.shard_over > 0) {
       std::vector<Array> shards;
-      for (int k = 0; k < v.shard_over; ++k) shards.push_back(stored(v, members[k]));
+      for (int k = 0; k < v.shard_over; ++k) shards.push_back(values[members[k]]);
       rows.push_back(unshard(shards, v.shape));
     } else {
-      rows.push_back(stored(v, members[0]));
+      rows.push_back(values[members[0]]);
     }
   }
   Array host = groups > 1 ? Array::stack(rows, 0) : rows[0];
@@ -216,8 +246,9 @@ RemoteBuffer Session::remote_buffer(Shape entry_shape, DType dtype, int entries)
   b->entries = entries;
   // Remote memory is host memory: one zeroed copy of every entry per replica.
   b->data.assign(s.replicas, {});
-  for (auto& replica : b->data)
+  for (int r : s.local_replicas)
     for (int e = 0; e < entries; ++e) {
+      auto& replica = b->data[r];
       Array zero = Array::empty(b->shape, dtype, s.runtime->impl().host_account);
       std::memset(zero.mutable_bytes(), 0, zero.nbytes());
       replica.push_back(zero);
@@ -359,10 +390,11 @@ Array Session::get_tensor_data(const Variable& variable) {
   const VariableState& v = *variable.state;
   if (v.retrieval == Retrieval::one_per_group) return v.host.copy();
   std::vector<Array> rows;
+  const bool per_replica = s.weights_on_device && v.shard_over == 0;
+  const std::vector<Array> values = per_replica ? all_stored(s, v) : std::vector<Array>();
   for (int r = 0; r < s.replicas; ++r) {
     const int g = v.grouping.group_of(r);
-    if (!s.weights_on_device || v.shard_over > 0) rows.push_back(host_row(v, g));  // sharded: the group's value
-    else rows.push_back(stored(v, r));
+    rows.push_back(per_replica ? values[r] : host_row(v, g));  // sharded: the group's value
   }
   return Array::stack(rows, 0).with_device(-1);
 }
@@ -387,7 +419,8 @@ std::map<HostStream, Array> Session::run(const std::function<void(Replica&)>& pr
   auto io_shape = [&](const Shape& stream_shape) {
     Shape shape;
     if (transfers > 1) shape.push_back(transfers);
-    if (s.replicas > 1) shape.push_back(s.replicas);
+    const int local = static_cast<int>(s.local_replicas.size());
+    if (local > 1) shape.push_back(local);
     shape.insert(shape.end(), stream_shape.begin(), stream_shape.end());
     return shape;
   };

@@ -48,8 +48,10 @@ struct HostStreamState {
 struct SessionState {
   Runtime* runtime = nullptr;
   SessionOptions options;
-  int replicas = 0;
-  std::vector<Device> devices;
+  int replicas = 0;              // global
+  std::vector<Device> devices;   // per global replica
+  std::vector<int> local_replicas;  // global indices of this process's replicas (contiguous)
+  bool is_local(int replica) const { return devices[replica].process_index == runtime->process_index(); }
   Mesh mesh;
   GroupCache groups;
   std::vector<std::shared_ptr<VariableState>> variables;

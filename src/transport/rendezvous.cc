@@ -119,7 +119,7 @@ void Rendezvous::depart(int rank) {
 
 void Rendezvous::throw_aborted(int rank) const {
   throw AbortedError(participant_name_(rank) + " aborted because " + participant_name_(abort_rank_) +
-                     " failed: " + abort_cause_);
+                     " failed: " + abort_cause_.substr(0, abort_cause_.find('\n')));
 }
 
 std::string Rendezvous::missing_report(Phase phase) const {
@@ -171,7 +171,7 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
       // doing their part before finish): leave only once that bounded work is done.
       if (phase == Phase::arrive && !completing_)
         leave(AbortedError(participant_name_(rank) + " aborted because " + participant_name_(abort_rank_) +
-                           " failed: " + abort_cause_));
+                           " failed: " + abort_cause_.substr(0, abort_cause_.find('\n'))));
     } else if (phase == Phase::arrive) {
       for (int p = 0; p < n_; ++p) {
         if (departed_[p] && !has_arrived_[p])
@@ -181,7 +181,7 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
       }
     }
     const Clock::time_point now = Clock::now();
-    if (!aborted_ && now >= fail_at) {
+    if (!aborted_ && !completing_ && now >= fail_at) {
       const std::string report = missing_report(phase);
       leave(TimeoutError(execution_name_ + ": " + participant_name_(rank) + " timed out after " +
                          seconds_str(deadlines_.timeout_s) + " (WEFT_COLLECTIVE_TIMEOUT) at " + describe() +
