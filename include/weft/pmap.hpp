@@ -97,9 +97,12 @@ class Pmapped {
     auto& program = program_for<n>();
     std::vector<ShardedArray> out = program(std::vector<PmapArg>{PmapArg(std::forward<Args>(args))...});
     using R = std::decay_t<Result>;
+    // A process that holds none of the program's devices gets empty sharded arrays (no local shards).
     if constexpr (std::is_same_v<R, Array>) {
-      return std::move(out.at(0));
+      if (out.empty()) out.resize(1);
+      return std::move(out[0]);
     } else if constexpr (detail::is_tuple<R>::value) {
+      if (out.empty()) out.resize(std::tuple_size_v<R>);
       return detail::unflatten_tuple<R>(out, std::make_index_sequence<std::tuple_size_v<R>>{});
     } else {
       return out;

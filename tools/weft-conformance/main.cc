@@ -11,6 +11,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <exception>
 #include <fstream>
@@ -220,8 +221,9 @@ weft::Array apply_op(weft::Replica& r, const OpSpec& s, const weft::Array& x) {
   throw std::runtime_error("unknown op '" + op + "'");  // parse_op rejects these already
 }
 
-// Runs the case on the first mesh-size devices; device d (row-major) gets slice d of the input.
-weft::Array run_case(weft::Runtime& runtime, const Case& c) {
+// Runs the case on the first mesh-size global devices; device d (row-major) gets slice d of the input.
+// Returns this process's shards (all of them in one process; under weftrun, the local ones).
+weft::ShardedArray run_case(weft::Runtime& runtime, const Case& c) {
   weft::PmapOptions options;
   options.mesh = c.mesh;
   options.runtime = &runtime;
@@ -229,7 +231,7 @@ weft::Array run_case(weft::Runtime& runtime, const Case& c) {
   const OpSpec& spec = c.spec;
   auto program = weft::pmap([&spec](weft::Replica& r, const weft::Array& x) { return apply_op(r, spec, x); },
                             options);
-  return program(c.input).to_host();
+  return program(c.input);
 }
 
 // ---- compare ----------------------------------------------------------------------------------------
@@ -257,9 +259,8 @@ bool close_enough(double got, double want) {
   return std::abs(got - want) <= kAbsoluteTolerance + kRelativeTolerance * std::abs(want);
 }
 
-// Empty when `got` matches the case's expectation, else why not (with the first differing element).
-std::optional<std::string> compare(const weft::Array& got, const Case& c) {
-  const weft::Array& want = c.expected;
+// Empty when `got` matches `want`, else why not (with the first differing element).
+std::optional<std::string> compare(const weft::Array& got, const weft::Array& want, const Case& c) {
   if (got.dtype() != want.dtype())
     return "dtype: got " + std::string(weft::dtype_name(got.dtype())) + ", expected " +
            std::string(weft::dtype_name(want.dtype()));
@@ -298,6 +299,27 @@ std::optional<std::string> compare(const weft::Array& got, const Case& c) {
   return reason.str();
 }
 
+int mesh_size(const std::vector<weft::MeshAxis>& mesh) {
+  int size = 1;
+  for (const auto& axis : mesh) size *= axis.size;
+  return size;
+}
+
+// Compares every shard this process holds with its slice of the expected output (shard i of a mesh laid
+// over the first global devices is replica i, the device with id i).
+std::optional<std::string> compare(const weft::ShardedArray& got, const Case& c) {
+  const int replicas = mesh_size(c.mesh);
+  weft::Shape slice_shape(c.expected.shape().begin() + static_cast<long>(c.mesh.size()), c.expected.shape().end());
+  weft::Shape flat{replicas};
+  flat.insert(flat.end(), slice_shape.begin(), slice_shape.end());
+  const weft::Array expected = c.expected.reshape(flat);
+  for (const weft::Shard& shard : got.shards()) {
+    if (auto failure = compare(shard.data, expected[shard.device.id], c))
+      return "replica " + std::to_string(shard.device.id) + ": " + *failure;
+  }
+  return std::nullopt;
+}
+
 // Exception texts may span lines (one per replica); a report line must stay one line.
 std::string one_line(const std::string& text) {
   std::string out;
@@ -321,11 +343,6 @@ std::string mesh_str(const std::vector<weft::MeshAxis>& mesh) {
   return text + "}";
 }
 
-int mesh_size(const std::vector<weft::MeshAxis>& mesh) {
-  int size = 1;
-  for (const auto& axis : mesh) size *= axis.size;
-  return size;
-}
 
 }  // namespace
 
@@ -356,10 +373,12 @@ int main(int argc, char** argv) {
     }
   }
 
+  // In one process: enough devices for the largest mesh. Under weftrun each instance has WEFT_DEVICE_COUNT
+  // devices and the meshes are laid over the global ones.
   int device_count = 8;
   for (const Case& c : cases) device_count = std::max(device_count, mesh_size(c.mesh));
   weft::RuntimeOptions options;
-  options.device_count = device_count;
+  options.device_count = std::getenv("WEFT_DEVICE_COUNT") ? 0 : device_count;
   if (collective_timeout >= 0) options.collective_timeout_s = collective_timeout;
   weft::Runtime runtime(options);
 
