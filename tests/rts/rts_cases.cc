@@ -190,9 +190,12 @@ int main(int argc, char** argv) {
   std::string filter;
   fs::path work;
   bool keep = false;
+  fs::path launcher;  // --launcher WEFTRUN: run each case over its instances, compare expected_instances
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--filter" && i + 1 < argc) {
+    if (arg == "--launcher" && i + 1 < argc) {
+      launcher = fs::absolute(argv[++i]);
+    } else if (arg == "--filter" && i + 1 < argc) {
       filter = argv[++i];
     } else if (arg == "--work-dir" && i + 1 < argc) {
       work = argv[++i];
@@ -240,30 +243,42 @@ int main(int argc, char** argv) {
     if (!filter.empty() && name.find(filter) == std::string::npos) continue;
     std::string failure;
     std::string log_text;
+    const char* expected_key = launcher.empty() ? "expected_single_process" : "expected_instances";
     if (!c.contains("rts_check_flags") || !c["rts_check_flags"].is_array() || !c.contains("replicas") ||
-        !c.contains("expected_single_process")) {
-      failure = "case lacks rts_check_flags, replicas or expected_single_process";
+        !c.contains(expected_key) || (!launcher.empty() && !c.contains("instances"))) {
+      failure = std::string("case lacks rts_check_flags, replicas, instances or ") + expected_key;
     } else {
-      std::vector<std::string> args{rts_check.string()};
+      std::vector<std::string> args;
+      if (!launcher.empty()) {
+        // weftrun --num-instances N --num-replicas R rts_check <flags> --dump-dir D
+        args = {launcher.string(), "--num-instances", c["instances"].dump(), "--num-replicas", c["replicas"].dump(),
+                rts_check.string()};
+      } else {
+        args = {rts_check.string()};
+      }
       for (const auto& flag : c["rts_check_flags"]) args.push_back(flag.is_string() ? flag.get<std::string>() : flag.dump());
-      args.emplace_back("--replicas");
-      args.push_back(c["replicas"].dump());
+      if (launcher.empty()) {
+        args.emplace_back("--replicas");
+        args.push_back(c["replicas"].dump());
+      }
       args.emplace_back("--dump-dir");
       args.push_back(dir.string());
       fs::create_directories(dir);
       const fs::path log = dir / "log.txt";
       const int rc = run_process(args, log);
       log_text = read_text(log);
-      const fs::path dump = dir / "instance-0.json";
-      if (rc != 0) {
-        failure = "rts_check exited with status " + std::to_string(rc);
-        if (!fs::exists(dump)) failure += " and wrote no dump";
-      }
+      if (rc != 0) failure = "rts_check exited with status " + std::to_string(rc);
+      // One expected dump per instance (one process: just instance 0).
+      std::vector<json> expectations;
+      if (launcher.empty()) expectations.push_back(c["expected_single_process"]);
+      else for (const json& e : c["expected_instances"]) expectations.push_back(e);
+      for (std::size_t instance = 0; instance < expectations.size(); ++instance) {
+      const fs::path dump = dir / ("instance-" + std::to_string(instance) + ".json");
       if (fs::exists(dump)) {
         try {
           const json got = json::parse(read_text(dump));
           // The first difference of every top-level field.
-          const json& expected = c["expected_single_process"];
+          const json& expected = expectations[instance];
           for (auto it = expected.begin(); it != expected.end(); ++it) {
             const json missing;
             const json& value = got.contains(it.key()) ? got[it.key()] : missing;
@@ -275,6 +290,7 @@ int main(int argc, char** argv) {
             }
             if (d) {
               if (!failure.empty()) failure += "; ";
+              if (!launcher.empty()) failure += "instance " + std::to_string(instance) + ": ";
               failure += *d;
             }
           }
@@ -282,8 +298,10 @@ int main(int argc, char** argv) {
           if (!failure.empty()) failure += "; ";
           failure += dump.string() + ": " + e.what();
         }
-      } else if (failure.empty()) {
-        failure = "rts_check wrote no " + dump.string();
+      } else {
+        if (!failure.empty()) failure += "; ";
+        failure += "rts_check wrote no " + dump.string();
+      }
       }
     }
     if (failure.empty()) {

@@ -1,0 +1,36 @@
+// A weft program that misbehaves on purpose, for the multi-process fault tests (reliability R1, R2, R26):
+//   fault_program throw   : replica 3 throws std::runtime_error("boom-3") at step 5 while the others psum
+//   fault_program kill    : instance 1 kills itself with SIGKILL at step 5
+//   fault_program absent  : instance 1 exits before it starts the runtime
+//   fault_program ok      : 20 steps of psum, then prints the result
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <weft/weft.hpp>
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "ok";
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (mode == "absent" && rank && std::string(rank) == "1") return 3;  // never reaches the runtime
+  weft::Runtime rt;
+  auto steps = weft::pmap(
+      [&](weft::Replica& r, const weft::Array& x) {
+        weft::Array acc = x;
+        for (int step = 0; step < 20; ++step) {
+          if (step == 5 && mode == "throw" && r.index() == 3) throw std::runtime_error("boom-3");
+          if (step == 5 && mode == "kill" && rt.process_index() == 1 && r.index() == 2) ::kill(::getpid(), SIGKILL);
+          acc = r.psum(acc, "i") / static_cast<double>(r.num_replicas());
+        }
+        return acc;
+      },
+      {.axis = "i", .runtime = &rt});
+  weft::Array local = weft::Array::ones({rt.local_device_count(), 4});
+  std::cout << "result " << steps(local).to_host().sum() << std::endl;
+  return 0;
+}
