@@ -6,7 +6,8 @@
 #   BUILD=build-rel RUNS=5 bench/compare.sh
 #
 # Knobs (environment): BUILD (weft build dir, default build), OUT (default $BUILD/bench), SIZES (default
-# 4K,1M,64M), DEVICES (replicas = MPI ranks, default 8), RUNS (alternating runs of each, default 3).
+# 4K,1M,64M), DEVICES (replicas = MPI ranks, default 8), RUNS (alternating runs of each, default 3),
+# IDLE_WAIT (seconds to wait, before each run, for the CPUs to be idle; default 120, 0 = don't wait).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +16,8 @@ OUT="${OUT:-$BUILD/bench}"
 SIZES="${SIZES:-4K,1M,64M}"
 DEVICES="${DEVICES:-8}"
 RUNS="${RUNS:-3}"
+IDLE_WAIT="${IDLE_WAIT:-120}"
+BUSY_STARTS=0  # runs started on a busy machine (IDLE_WAIT ran out)
 WEFT_BENCH="$BUILD/bin/weft-bench"
 MPI_BENCH="$OUT/mpi_allreduce"
 
@@ -26,13 +29,37 @@ MPIRUN=(mpirun -np "$DEVICES" --oversubscribe --bind-to none --mca mpi_yield_whe
 log() { echo "compare.sh: $*" >&2; }
 
 build() {
-  if [ ! -x "$WEFT_BENCH" ]; then
-    log "building weft-bench in $BUILD"
-    cmake --build "$BUILD" --target weft-bench
+  log "building weft-bench in $BUILD"
+  if ! cmake --build "$BUILD" --target weft-bench >&2; then
+    [ -x "$WEFT_BENCH" ] || exit 1
+    log "build failed; measuring the existing $WEFT_BENCH"
   fi
   mkdir -p "$OUT"
   log "building the MPI baseline: $MPI_BENCH"
   mpicc -O2 -std=c11 -Wall -Wextra -o "$MPI_BENCH" "$ROOT/bench/mpi_allreduce.c"
+}
+
+# Percentage of CPU time, over all CPUs, spent busy during one second (from /proc/stat).
+cpu_busy_percent() {
+  local -a a b
+  read -r -a a </proc/stat
+  sleep 1
+  read -r -a b </proc/stat
+  local total=0 i
+  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
+  local idle=$((b[4] - a[4] + b[5] - a[5]))
+  echo $((100 * (total - idle) / (total > 0 ? total : 1)))
+}
+
+# On a shared machine (parallel builds) timings are noise: wait for the CPUs to be idle, at most IDLE_WAIT s.
+wait_for_idle() {
+  local waited=0
+  while [ "$waited" -lt "$IDLE_WAIT" ]; do
+    [ "$(cpu_busy_percent)" -le 10 ] && return 0
+    waited=$((waited + 1))
+  done
+  [ "$IDLE_WAIT" -gt 0 ] && log "CPUs still busy after ${IDLE_WAIT}s; measuring anyway"
+  BUSY_STARTS=$((BUSY_STARTS + 1))
 }
 
 # Alternates weft and MPI so slow drifts of the machine (other load, thermal) hit both alike.
@@ -40,8 +67,10 @@ run_allreduce() {
   : >"$OUT/weft.jsonl"
   : >"$OUT/mpi.jsonl"
   for run in $(seq "$RUNS"); do
+    wait_for_idle
     log "run $run/$RUNS: weft-bench --op allreduce --devices $DEVICES --sizes $SIZES"
     "$WEFT_BENCH" --op allreduce --devices "$DEVICES" --sizes "$SIZES" --json >>"$OUT/weft.jsonl"
+    wait_for_idle
     log "run $run/$RUNS: ${MPIRUN[*]} mpi_allreduce --sizes $SIZES"
     "${MPIRUN[@]}" "$MPI_BENCH" --sizes "$SIZES" --json >>"$OUT/mpi.jsonl"
   done
@@ -50,25 +79,27 @@ run_allreduce() {
 run_membw() {
   : >"$OUT/membw.jsonl"
   for run in $(seq "$RUNS"); do
+    wait_for_idle
     log "run $run/$RUNS: weft-bench --op membw"
     "$WEFT_BENCH" --op membw --json >>"$OUT/membw.jsonl"
   done
 }
 
-# Peak RSS in KiB of one 64 MiB allreduce run: GNU time if there (installed if we can), else the
-# benchmark's own getrusage report (--verbose).
+# Sets RSS_KIB to the peak RSS of one 64 MiB allreduce run: GNU time's if there (installed if we can),
+# else the benchmark's own getrusage report (--verbose).
 measure_rss() {
   local cmd=("$WEFT_BENCH" --op allreduce --devices "$DEVICES" --sizes 64M --json)
   if [ ! -x /usr/bin/time ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
     log "installing GNU time"
     (apt-get install -y -qq time >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq time; }) >&2 || true
   fi
+  wait_for_idle
   if [ -x /usr/bin/time ]; then
     /usr/bin/time -v "${cmd[@]}" 2>"$OUT/rss.txt" >/dev/null
-    awk -F': ' '/Maximum resident set size/ {print $2}' "$OUT/rss.txt"
+    RSS_KIB="$(awk -F': ' '/Maximum resident set size/ {print $2}' "$OUT/rss.txt")"
   else
     "${cmd[@]}" --verbose 2>"$OUT/rss.txt" >/dev/null
-    awk '/max RSS/ {print $(NF-1)}' "$OUT/rss.txt"
+    RSS_KIB="$(awk '/max RSS/ {print $(NF-1)}' "$OUT/rss.txt")"
   fi
 }
 
@@ -131,7 +162,8 @@ machine() {
   echo "machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)," \
        "$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo) RAM; $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "mpirun: $(mpirun --version 2>/dev/null | head -n 1)"
-  echo "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg);" \
+       "runs started on a busy machine: $BUSY_STARTS"
 }
 
 main() {
@@ -140,13 +172,12 @@ main() {
   LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
   run_allreduce
   run_membw
-  local rss
-  rss="$(measure_rss)"
+  measure_rss
   {
     machine
     echo "runs: $RUNS alternating, sizes $SIZES, $DEVICES replicas / ranks"
     echo
-    summarize "$rss"
+    summarize "$RSS_KIB"
   } | tee "$OUT/summary.md"
 }
 

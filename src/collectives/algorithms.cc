@@ -42,6 +42,36 @@ void reduce_blocks(std::span<const std::byte* const> inputs, std::byte* output, 
   }
 }
 
+// The same fold for types reduced in place (no conversion): out = x0 (op) x1, then two more inputs per pass,
+// always in member order. Works straight in the output through restrict pointers so the compiler
+// vectorises it, blocked so the output block stays in L1 while the inputs stream by.
+template <class T, class Combine>
+void reduce_direct(std::span<const std::byte* const> inputs, std::byte* output, std::int64_t count, Combine combine) {
+  T* __restrict out = reinterpret_cast<T*>(output);
+  const std::size_t n = inputs.size();
+  for (std::int64_t base = 0; base < count; base += kBlock) {
+    const std::int64_t len = std::min(kBlock, count - base);
+    T* __restrict o = out + base;
+    const T* __restrict x0 = reinterpret_cast<const T*>(inputs[0]) + base;
+    if (n == 1) {
+      for (std::int64_t i = 0; i < len; ++i) o[i] = x0[i];
+      continue;
+    }
+    const T* __restrict x1 = reinterpret_cast<const T*>(inputs[1]) + base;
+    for (std::int64_t i = 0; i < len; ++i) o[i] = combine(x0[i], x1[i]);
+    std::size_t m = 2;
+    for (; m + 1 < n; m += 2) {
+      const T* __restrict a = reinterpret_cast<const T*>(inputs[m]) + base;
+      const T* __restrict b = reinterpret_cast<const T*>(inputs[m + 1]) + base;
+      for (std::int64_t i = 0; i < len; ++i) o[i] = combine(combine(o[i], a[i]), b[i]);
+    }
+    if (m < n) {
+      const T* __restrict a = reinterpret_cast<const T*>(inputs[m]) + base;
+      for (std::int64_t i = 0; i < len; ++i) o[i] = combine(o[i], a[i]);
+    }
+  }
+}
+
 template <class T>
 T float_max(T a, T b) { return (a != a || a >= b) ? a : b; }  // propagates NaN like XLA
 template <class T>
@@ -52,6 +82,24 @@ template <class In, class Acc, class Load, class Store>
 void reduce_float(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n, Load load,
                   Store store, int group_size) {
   const Acc divisor = static_cast<Acc>(group_size);
+  if constexpr (std::is_same_v<In, Acc>) {
+    switch (op) {
+      case ReduceOp::sum:
+        return reduce_direct<In>(in, out, n, [](Acc a, Acc b) { return a + b; });
+      case ReduceOp::mean: {
+        reduce_direct<In>(in, out, n, [](Acc a, Acc b) { return a + b; });
+        In* __restrict o = reinterpret_cast<In*>(out);
+        for (std::int64_t i = 0; i < n; ++i) o[i] = o[i] / divisor;
+        return;
+      }
+      case ReduceOp::prod:
+        return reduce_direct<In>(in, out, n, [](Acc a, Acc b) { return a * b; });
+      case ReduceOp::max:
+        return reduce_direct<In>(in, out, n, float_max<Acc>);
+      case ReduceOp::min:
+        return reduce_direct<In>(in, out, n, float_min<Acc>);
+    }
+  }
   switch (op) {
     case ReduceOp::sum:
       return reduce_blocks<In, Acc, In>(in, out, n, load, [](Acc a, Acc b) { return a + b; }, store);
@@ -75,13 +123,13 @@ void reduce_int(ReduceOp op, std::span<const std::byte* const> in, std::byte* ou
   auto id = [](T v) { return v; };
   switch (op) {
     case ReduceOp::sum:
-      return reduce_blocks<T, T, T>(in, out, n, id, [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); }, id);
+      return reduce_direct<T>(in, out, n, [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); });
     case ReduceOp::prod:
-      return reduce_blocks<T, T, T>(in, out, n, id, [](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); }, id);
+      return reduce_direct<T>(in, out, n, [](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); });
     case ReduceOp::max:
-      return reduce_blocks<T, T, T>(in, out, n, id, [](T a, T b) { return std::max(a, b); }, id);
+      return reduce_direct<T>(in, out, n, [](T a, T b) { return std::max(a, b); });
     case ReduceOp::min:
-      return reduce_blocks<T, T, T>(in, out, n, id, [](T a, T b) { return std::min(a, b); }, id);
+      return reduce_direct<T>(in, out, n, [](T a, T b) { return std::min(a, b); });
     case ReduceOp::mean: {
       auto add = [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); };
       if constexpr (std::is_same_v<T, std::int64_t>) {

@@ -33,8 +33,7 @@ Rendezvous::Rendezvous(int participants, Deadlines deadlines, std::string execut
       has_arrived_(participants, 0),
       has_finished_(participants, 0),
       rounds_done_(participants, 0),
-      departed_(participants, 0),
-      doing_(participants) {
+      departed_(participants, 0) {
   for (Slot& s : slots_) s.payloads.assign(participants, nullptr);
 }
 
@@ -58,7 +57,6 @@ std::shared_ptr<void> Rendezvous::arrive(int rank, const void* payload, const Co
   }
   slot.payloads[rank] = payload;
   has_arrived_[rank] = 1;
-  doing_[rank].clear();
   if (++arrived_ == n_) {
     completing_ = true;
     lock.unlock();
@@ -78,7 +76,6 @@ std::shared_ptr<void> Rendezvous::arrive(int rank, const void* payload, const Co
     arrive_generation_.store(generation + 1, std::memory_order_release);
     cv_.notify_all();
   } else {
-    doing_[rank] = what ? what() : std::string();
     wait_for(lock, rank, Phase::arrive, generation, what);
   }
   ++rounds_done_[rank];

@@ -91,7 +91,6 @@ class Rendezvous {
   std::vector<char> has_finished_;  // for the finishing round
   std::vector<std::uint64_t> rounds_done_;  // per participant: rounds completed
   std::vector<char> departed_;
-  std::vector<std::string> doing_;  // per participant: what it waits at (for reports)
   Slot slots_[2];
   bool warned_ = false;
   bool completing_ = false;  // the last arriver is running `complete` on everyone's payloads

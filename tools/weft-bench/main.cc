@@ -314,20 +314,24 @@ weft::ShardedArray place_inputs(weft::Runtime& rt, const Geometry& g, DType dtyp
 }
 
 template <class Codec>
-std::int64_t count_wrong(Op op, const Geometry& g, const weft::ShardedArray& out, const ValueTable<Codec>& table) {
+std::int64_t count_wrong(Op op, const Geometry& g, DType dtype, const weft::ShardedArray& out,
+                         const ValueTable<Codec>& table) {
   using S = typename Codec::Storage;
   std::int64_t wrong = 0;
   for (int k = 0; k < g.n; ++k) {
     const Array& shard = out.shards()[k].data;
-    const S* values = reinterpret_cast<const S*>(shard.bytes());
-    std::int64_t offset = 0;
-    for (const Segment& s : expected_segments(op, g, k, table.sum_row())) {
-      wrong += count_periodic_mismatches(values + offset, s.length, table.rows[s.source], s.first);
-      offset += s.length;
+    const std::vector<Segment> segments = expected_segments(op, g, k, table.sum_row());
+    std::int64_t expected_size = 0;
+    for (const Segment& s : segments) expected_size += s.length;
+    if (shard.dtype() != dtype || shard.size() != expected_size) {
+      // Not even the right dtype or size: every element counts as wrong (and we must not read past it).
+      wrong += std::max(shard.size(), expected_size);
+      continue;
     }
-    if (offset != shard.size()) {
-      // The output has the wrong shape: count every element we did not (or could not) compare.
-      wrong += std::max(offset, shard.size()) - std::min(offset, shard.size());
+    const S* values = reinterpret_cast<const S*>(shard.bytes());
+    for (const Segment& s : segments) {
+      wrong += count_periodic_mismatches(values, s.length, table.rows[s.source], s.first);
+      values += s.length;
     }
   }
   return wrong;
@@ -366,9 +370,12 @@ Result measure_collective(weft::Runtime& rt, const Options& opt, std::int64_t by
   result.bytes = g.reported_bytes;
   result.count = g.reported_bytes / static_cast<std::int64_t>(weft::dtype_size(opt.dtype));
   result.time_us = std::chrono::duration<double, std::micro>(elapsed).count() / opt.iters;
-  if (opt.check) result.wrong = count_wrong(opt.op, g, outputs, table);
+  if (opt.check) result.wrong = count_wrong(opt.op, g, opt.dtype, outputs, table);
   return result;
 }
+
+// Keeps the compiler from treating all but the last of repeated identical copies as dead stores.
+void clobber_memory() { __asm__ __volatile__("" : : : "memory"); }
 
 // Host copy bandwidth: `threads` threads each copy their share of a `bytes` source into a `bytes`
 // destination, `iters` times. Both buffers are written once first, so page faults are not timed.
@@ -383,10 +390,14 @@ Result measure_membw(int threads, std::int64_t bytes, int iters, int warmup, boo
   Clock::duration elapsed{};
   auto worker = [&](int t) {
     const std::size_t begin = size * t / threads, end = size * (t + 1) / threads;
-    for (int i = 0; i < warmup; ++i) std::memcpy(dst.get() + begin, src.get() + begin, end - begin);
+    auto copy = [&] {
+      std::memcpy(dst.get() + begin, src.get() + begin, end - begin);
+      clobber_memory();
+    };
+    for (int i = 0; i < warmup; ++i) copy();
     sync.arrive_and_wait();
     const Clock::time_point start = Clock::now();
-    for (int i = 0; i < iters; ++i) std::memcpy(dst.get() + begin, src.get() + begin, end - begin);
+    for (int i = 0; i < iters; ++i) copy();
     sync.arrive_and_wait();  // the time is that of the slowest thread
     if (t == 0) elapsed = Clock::now() - start;
   };
@@ -499,17 +510,19 @@ std::int64_t run(const Options& opt) {
 int main(int argc, char** argv) {
   CLI::App app{"weft-bench: nccl-tests style collective benchmarks on weft's in-process devices"};
   Options opt;
+  std::string op = "allreduce";
   std::string sizes = "4K,1M,64M";
   std::string dtype = "float32";
   bool no_check = false;
-  app.add_option("--op", opt.op, "collective to measure, or membw for host copy bandwidth")
-      ->transform(CLI::CheckedTransformer(kOpNames, CLI::ignore_case));
+  std::vector<std::string> op_names;
+  for (const auto& entry : kOpNames) op_names.push_back(entry.first);
+  app.add_option("--op", op, "collective to measure, or membw for host copy bandwidth")->check(CLI::IsMember(op_names));
   auto* devices = app.add_option("--devices", opt.devices, "replicas (membw: copy threads, default 2)")
-                      ->check(CLI::PositiveNumber);
+                      ->check(CLI::Range(1, 4096));
   auto* sizes_option = app.add_option("--sizes", sizes, "bytes of one replica's buffer, comma separated, K/M/G suffixes"
                                                         " (membw: default 512M)");
-  app.add_option("--iters", opt.iters, "timed iterations per size")->check(CLI::PositiveNumber);
-  app.add_option("--warmup", opt.warmup, "untimed iterations before timing")->check(CLI::NonNegativeNumber);
+  app.add_option("--iters", opt.iters, "timed iterations per size")->check(CLI::Range(1, 1000000000));
+  app.add_option("--warmup", opt.warmup, "untimed iterations before timing")->check(CLI::Range(0, 1000000000));
   app.add_option("--dtype", dtype, "element type: float32, float64, float16, bfloat16, int8, int32, int64, uint8");
   app.add_flag("--no-check", no_check, "skip the comparison of outputs with host-computed values");
   app.add_flag("--json", opt.json, "one JSON object per size instead of the table");
@@ -517,6 +530,7 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    opt.op = kOpNames.at(op);
     opt.check = !no_check;
     if (opt.op == Op::membw) {
       if (devices->count() == 0) opt.devices = kMembwDefaultThreads;
@@ -524,9 +538,10 @@ int main(int argc, char** argv) {
     } else {
       opt.sizes = parse_sizes(sizes);
       opt.dtype = weft::dtype_from_name(dtype);
+      visit_codec(opt.dtype, [](auto) {});  // rejects dtypes the benchmark cannot check, before any output
     }
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const weft::Error& e) {
     std::cerr << "weft-bench: " << e.what() << std::endl;
     return 2;
