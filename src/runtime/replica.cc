@@ -59,7 +59,7 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
       const std::uint64_t seq = ex.rendezvous.completed_rounds(st.local);
       transport::PollContext poll{ex.runtime.options.collective_timeout_s,
                                   [&ex] { return ex.rendezvous.aborted(); },
-                                  [&, seq] { return collectives::describe(*first) + ", seq " + std::to_string(seq) + " of " + ex.name; }};
+                                  [&ex, first, seq] { return collectives::describe(*first) + ", seq " + std::to_string(seq) + " of " + ex.name; }};
       plan = collectives::plan_across_processes(requests, process_of, *ex.runtime.job, ex.processes, account_of, poll);
     } else {
       plan = collectives::make_plan(requests, account_of);

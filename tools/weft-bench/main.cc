@@ -74,6 +74,7 @@ struct Options {
   bool check = true;
   bool json = false;
   bool verbose = false;
+  bool devices_given = false;  // --devices on the command line (else: 8, or the job's devices under weftrun)
 };
 
 // "4K" -> 4096, "64M" -> 67108864, "1G", "100" (binary multiples, as nccl-tests' -b/-e).
@@ -304,10 +305,16 @@ template <class Codec>
 weft::ShardedArray place_inputs(weft::Runtime& rt, const Geometry& g, DType dtype, const ValueTable<Codec>& table) {
   using S = typename Codec::Storage;
   std::vector<weft::Shard> shards;
+  Array elsewhere;  // stands in for the shards of other processes' replicas, which this process never reads
   for (int r = 0; r < g.n; ++r) {
+    const weft::Device& device = rt.devices()[r];
+    if (device.process_index != rt.process_index()) {
+      if (elsewhere.size() == 0) elsewhere = Array::zeros(g.input_shape, dtype);
+      shards.push_back({device, elsewhere});
+      continue;
+    }
     Array host = Array::empty(g.input_shape, dtype);
     fill_periodic(reinterpret_cast<S*>(host.mutable_bytes()), g.count, table.rows[r], 0);
-    const weft::Device& device = rt.devices()[r];
     shards.push_back({device, weft::device_put(host, device, rt)});
   }
   return weft::ShardedArray(std::move(shards), weft::Shape{g.n}, &rt);
@@ -318,8 +325,9 @@ std::int64_t count_wrong(Op op, const Geometry& g, DType dtype, const weft::Shar
                          const ValueTable<Codec>& table) {
   using S = typename Codec::Storage;
   std::int64_t wrong = 0;
-  for (int k = 0; k < g.n; ++k) {
-    const Array& shard = out.shards()[k].data;
+  for (const weft::Shard& local : out.shards()) {  // this process's replicas (all of them in one process)
+    const int k = local.device.id;
+    const Array& shard = local.data;
     const std::vector<Segment> segments = expected_segments(op, g, k, table.sum_row());
     std::int64_t expected_size = 0;
     for (const Segment& s : segments) expected_size += s.length;
@@ -356,7 +364,7 @@ Result measure_collective(weft::Runtime& rt, const Options& opt, std::int64_t by
     barrier(r);
     const Clock::time_point start = Clock::now();
     for (int i = 0; i < opt.iters; ++i) y = run_op(opt.op, r, x, ring);
-    if (r.index() == 0) elapsed = Clock::now() - start;
+    if (r.device() == rt.local_devices().front()) elapsed = Clock::now() - start;  // first local replica
     return y;
   };
   weft::PmapOptions options;  // (designated initializers would trip -Wmissing-field-initializers on g++ 12)
@@ -429,12 +437,12 @@ double round_to(double value, int decimals) {
   return static_cast<double>(static_cast<std::int64_t>(value * scale + 0.5)) / scale;
 }
 
-void print_json(const Options& opt, int devices, const Result& r) {
+void print_json(const Options& opt, int devices, int instances, const Result& r) {
   const double algbw = algbw_GBps(opt.op, r);
   nlohmann::ordered_json line;
   line["op"] = op_name(opt.op);
   line["devices"] = devices;
-  line["instances"] = 1;
+  line["instances"] = instances;
   line["bytes"] = r.bytes;
   line["time_us"] = round_to(r.time_us, 3);
   line["algbw_GBps"] = round_to(algbw, 3);
@@ -472,27 +480,40 @@ long max_rss_kib() {
 // Runs every size, prints as it goes; returns the total number of wrong elements.
 std::int64_t run(const Options& opt) {
   const bool membw = opt.op == Op::membw;
-  const int devices = opt.devices;
-  if (!opt.json) print_table_header(opt, devices);
+  int devices = opt.devices;
 
   std::unique_ptr<weft::Runtime> runtime;
+  int instances = 1;
   if (!membw) {
+    // Under weftrun each instance has WEFT_DEVICE_COUNT devices and --devices counts the global ones.
+    const char* launched = std::getenv("WEFT_NUM_INSTANCES");
     weft::RuntimeOptions options;
-    options.device_count = devices;
+    options.device_count = launched && std::atoi(launched) > 1 ? 0 : devices;
     runtime = std::make_unique<weft::Runtime>(options);
+    instances = runtime->process_count();
+    if (runtime->device_count() != devices) {
+      if (opt.devices_given)
+        throw std::runtime_error("--devices " + std::to_string(devices) + " but the job has " +
+                                 std::to_string(runtime->device_count()) + " devices (" + std::to_string(instances) +
+                                 " instances x " + std::to_string(runtime->local_device_count()) + ")");
+      devices = runtime->device_count();
+    }
   }
 
+  if (!opt.json) print_table_header(opt, devices);
+  Options effective = opt;
+  effective.devices = devices;
   std::int64_t wrong = 0;
   double busbw_sum = 0;
   for (std::int64_t bytes : opt.sizes) {
     const Result r = membw ? measure_membw(devices, bytes, opt.iters, opt.warmup, opt.check)
                            : visit_codec(opt.dtype, [&](auto codec) {
-                               return measure_collective<decltype(codec)>(*runtime, opt, bytes);
+                               return measure_collective<decltype(codec)>(*runtime, effective, bytes);
                              });
     wrong += r.wrong;
     busbw_sum += algbw_GBps(opt.op, r) * bus_factor(opt.op, devices);
     if (opt.json)
-      print_json(opt, devices, r);
+      print_json(opt, devices, instances, r);
     else
       print_table_row(opt, devices, r);
   }
@@ -532,6 +553,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     opt.op = kOpNames.at(op);
     opt.check = !no_check;
+    opt.devices_given = devices->count() > 0;
     if (opt.op == Op::membw) {
       if (devices->count() == 0) opt.devices = kMembwDefaultThreads;
       opt.sizes = sizes_option->count() ? parse_sizes(sizes) : std::vector<std::int64_t>{kMembwDefaultBytes};

@@ -166,7 +166,7 @@ class MpiInterprocess final : public Interprocess {
   }
 
   // Polls `request` until done: yields while the partners are likely close (MPI progresses only inside MPI
-  // calls), then sleeps with a growing backoff so a long wait burns no CPU; honours abort and deadline.
+  // calls), then sleeps with a growing backoff so a long stall burns no CPU; honours abort and deadline.
   void wait(MPI_Request& request, const std::vector<int>& procs, const PollContext& poll) {
     const Clock::time_point start = Clock::now();
     auto sleep_for = std::chrono::microseconds(20);
@@ -184,9 +184,11 @@ class MpiInterprocess final : public Interprocess {
                              ") timed out after " + std::to_string(poll.timeout_s) +
                              " s (WEFT_COLLECTIVE_TIMEOUT) waiting for processes " + procs_str(procs) + " at " +
                              (poll.what ? poll.what() : std::string("a collective")));
-        if (waited > 0.05) {
+        // Large transfers progress only while we call MPI_Test, so keep polling (yielding the core) for a
+        // second; only a partner that is really late makes us back off to sleeping.
+        if (waited > 1.0) {
           std::this_thread::sleep_for(sleep_for);
-          if (sleep_for < std::chrono::milliseconds(2)) sleep_for *= 2;
+          if (sleep_for < std::chrono::milliseconds(1)) sleep_for *= 2;
           continue;
         }
       }
