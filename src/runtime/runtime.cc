@@ -347,6 +347,7 @@ thread_local Execution* t_current_execution = nullptr;
 // $WEFT_JOB_DIR/instance-<i>.error before the error travels up this process's stack.
 void report_to_launcher(const Runtime::Impl& rt, const std::string& message) {
   if (rt.process_count <= 1) return;
+  rt.job->mark_failed();
   const std::string line = "instance " + std::to_string(rt.process_index) + ": " + message;
   log(LogLevel::error, line);
   if (const char* dir = std::getenv("WEFT_JOB_DIR")) {
@@ -400,8 +401,13 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   const int root = local_replicas[root_cause_];
   std::string message = name + ": " + replica_name(root) + " failed: " + errors_[root_cause_]->message;
   report_to_launcher(runtime, message);
-  for (int li = 0; li < n; ++li)
-    if (li != root_cause_ && errors_[li]) message += "\n  " + replica_name(local_replicas[li]) + ": " + errors_[li]->message;
+  for (int li = 0; li < n; ++li) {
+    if (li == root_cause_ || !errors_[li]) continue;
+    // Errors raised by the runtime already start with the replica's name.
+    const std::string who = replica_name(local_replicas[li]);
+    const std::string& text = errors_[li]->message;
+    message += "\n  " + (text.rfind(who, 0) == 0 ? text : who + ": " + text);
+  }
   throw_error(errors_[root_cause_]->kind, message);
 }
 

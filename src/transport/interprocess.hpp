@@ -40,6 +40,9 @@ class Interprocess {
   // Gathers `bytes[i]` bytes from procs[i] into `recv` (concatenated in procs order).
   virtual void allgatherv(const std::vector<int>& procs, const void* send, const std::vector<std::size_t>& bytes,
                           void* recv, const PollContext& poll) = 0;
+  // A program of this process failed: at exit the job is aborted (MPI_Abort) instead of finalised, so the
+  // other instances, which may wait for this one inside a collective, end too (fate sharing).
+  virtual void mark_failed() = 0;
   // Every process of `procs` passes a fingerprint; returns false (on every process) when any differs.
   virtual bool agree(const std::vector<int>& procs, std::uint64_t fingerprint, const PollContext& poll) = 0;
 };

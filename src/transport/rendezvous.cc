@@ -135,7 +135,10 @@ std::string Rendezvous::missing_report(Phase phase) const {
       if (departed_[p]) details << " (returned from its function)";
     }
   }
-  return "arrived: [" + arrived.str() + "]; missing: [" + missing.str() + "]" + details.str();
+  std::string report = "arrived: [" + arrived.str() + "]; missing: [" + missing.str() + "]" + details.str();
+  if (first_m && completing_)
+    report += " (every replica of this process arrived; the round waits for the other processes of the job)";
+  return report;
 }
 
 void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase phase, std::uint64_t generation,

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -59,11 +60,18 @@ class MpiInterprocess final : public Interprocess {
   }
 
   ~MpiInterprocess() override {
+    if (failed_) {
+      // MPI_Finalize would wait for instances that may be blocked on us inside a collective.
+      MPI_Abort(world_, 1);
+      return;
+    }
     for (auto& [procs, comm] : comms_)
       if (comm != world_) MPI_Comm_free(&comm);
     MPI_Comm_free(&world_);
     MPI_Finalize();
   }
+
+  void mark_failed() override { failed_ = true; }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -197,6 +205,7 @@ class MpiInterprocess final : public Interprocess {
   }
 
   MPI_Comm world_;
+  std::atomic<bool> failed_{false};
   int rank_ = 0, size_ = 1;
   std::string host_;
   std::map<std::vector<int>, MPI_Comm> comms_;
