@@ -15,9 +15,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
 
 #include <algorithm>
 #include <cctype>
@@ -550,6 +552,50 @@ std::vector<std::string> Job::build_environment() {
   return out;
 }
 
+// Whether one process can read another's memory with process_vm_readv (CMA) on this host, tried the way
+// Open MPI's shared-memory transport does it: between two sibling processes, the target having allowed any
+// tracer (Yama). Both probes are children of ours and end before we return.
+bool cma_works() {
+  static volatile long marker = 0;
+  marker = 0x5eed5eedL;
+  int ready[2], done[2];
+  if (pipe(ready) != 0) return false;
+  if (pipe(done) != 0) {
+    close(ready[0]);
+    close(ready[1]);
+    return false;
+  }
+  const pid_t target = fork();
+  if (target == 0) {
+#ifdef PR_SET_PTRACER
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+#endif
+    char byte = 1;
+    [[maybe_unused]] ssize_t w = write(ready[1], &byte, 1);
+    [[maybe_unused]] ssize_t r = read(done[0], &byte, 1);  // until the reader is done
+    _exit(0);
+  }
+  char byte = 0;
+  bool ok = target > 0 && read(ready[0], &byte, 1) == 1;
+  if (ok) {
+    const pid_t reader = fork();
+    if (reader == 0) {
+      long value = 0;
+      iovec local{&value, sizeof value}, remote{const_cast<long*>(&marker), sizeof value};
+      _exit(process_vm_readv(target, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof value) &&
+                    value == 0x5eed5eedL
+                ? 0
+                : 1);
+    }
+    int status = 0;
+    ok = reader > 0 && waitpid(reader, &status, 0) == reader && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  [[maybe_unused]] ssize_t w = write(done[1], &byte, 1);
+  if (target > 0) waitpid(target, nullptr, 0);
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
+  return ok;
+}
+
 std::vector<std::string> Job::build_command(const std::vector<std::string>& env) {
   std::vector<std::string> c = {"mpirun", "-np", std::to_string(o_.num_instances)};
   if (geteuid() == 0) c.emplace_back("--allow-run-as-root");
@@ -557,8 +603,10 @@ std::vector<std::string> Job::build_command(const std::vector<std::string>& env)
   c.emplace_back("--oversubscribe");
   c.insert(c.end(), {"--bind-to", "none"});
   // Open MPI 4.1's shared-memory BTL copies large messages with CMA (process_vm_readv), which needs ptrace
-  // permission that containers often lack; "none" copies through the shared segment instead.
-  c.insert(c.end(), {"--mca", "btl_vader_single_copy_mechanism", "none"});
+  // permission between sibling processes that containers often lack, and then fails mid-job; "none" copies
+  // through the shared segment instead. A one-host job uses CMA only when a probe shows it works here.
+  if (!o_.hosts.empty() || !o_.hostfile.empty() || !cma_works())
+    c.insert(c.end(), {"--mca", "btl_vader_single_copy_mechanism", "none"});
   c.emplace_back("--tag-output");
   if (!o_.hosts.empty()) c.insert(c.end(), {"--host", o_.hosts});
   if (!o_.hostfile.empty()) c.insert(c.end(), {"--hostfile", o_.hostfile});
