@@ -44,7 +44,7 @@ std::string perm_str(const Permutation& perm) {
 }
 
 [[noreturn]] void fail(const Request& r, const std::string& rule) {
-  throw InvalidArgument(std::string(r.api_name) + " over " + r.over + ": " + rule);
+  throw InvalidArgument(std::string(r.api_name) + " over " + over(r) + ": " + rule);
 }
 
 // Normalises a possibly negative axis against `rank` dimensions (valid range [0, rank)).
@@ -72,9 +72,19 @@ const char* kind_name(Kind kind) {
   return "?";
 }
 
+std::string over(const Request& r) {
+  if (!r.axes) return "groups " + r.groups->to_string();
+  std::string s = "axes (";
+  for (std::size_t i = 0; i < r.axes->size(); ++i) {
+    if (i) s += ", ";
+    s += (*r.axes)[i];
+  }
+  return s + ")";
+}
+
 std::string describe(const Request& r) {
   std::ostringstream os;
-  os << r.api_name << "(" << dtype_name(r.input->dtype()) << dims(r.input->shape()) << ", " << r.over;
+  os << r.api_name << "(" << dtype_name(r.input->dtype()) << dims(r.input->shape()) << ", " << over(r);
   if (r.kind == Kind::all_reduce || r.kind == Kind::reduce_scatter) os << ", op=" << reduce_op_name(r.reduce);
   if (r.kind == Kind::all_gather) os << ", axis=" << r.axis << ", tiled=" << (r.tiled ? "true" : "false");
   if (r.kind == Kind::reduce_scatter)

@@ -20,7 +20,7 @@ struct Request {
   const char* api_name = "";   // what the user called: "psum", "all_gather", "reduce_scatter", ...
   ReduceOp reduce = ReduceOp::sum;
   std::shared_ptr<const ReplicaGroups> groups;
-  std::string over;            // how the groups were named, for messages: "axes (rows, cols)" / "grouping ..."
+  const std::vector<std::string>* axes = nullptr;  // the named axes, when the groups came from them
   const Array* input = nullptr;
   int axis = 0;                // all_gather: where the gathered dimension goes; reduce_scatter: scatter
                                // dimension; all_to_all: split axis
@@ -33,6 +33,9 @@ struct Request {
 
 // "psum(float32[2,3], axes (i)) at file.cc:12"
 std::string describe(const Request& request);
+// How the groups were named, for messages: "axes (rows, cols)" or "groups [[0, 2], [1, 3]]". Built only
+// when a message needs it: the hot path never formats text.
+std::string over(const Request& request);
 
 // The output dtype and shape of `request` for this replica, after checking the request against its group
 // (JAX's rules: scatter dimension equals or divides the group size, ...). Throws InvalidArgument naming the

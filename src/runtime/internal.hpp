@@ -93,9 +93,11 @@ namespace detail {
 // The groups of every (axes, axis_index_groups) a program used, computed once per prepared program.
 class GroupCache {
  public:
+  GroupCache();
   std::shared_ptr<const ReplicaGroups> along_axes(const Mesh& mesh, const Axes& axes, const AxisIndexGroups& index_groups);
 
  private:
+  const std::uint64_t id_;  // unique for the process's lifetime (an address may be reused, an id is not)
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const ReplicaGroups>> groups_;
 };

@@ -16,20 +16,12 @@ namespace {
 using collectives::Kind;
 using collectives::Request;
 
-std::string axes_str(const Axes& axes) {
-  std::string s = "axes (";
-  for (std::size_t i = 0; i < axes.names.size(); ++i) {
-    if (i) s += ", ";
-    s += axes.names[i];
-  }
-  return s + ")";
-}
 
 Array run_collective(detail::ReplicaState& st, Request& req) {
   detail::Execution& ex = *st.execution;
   req.replica = st.index;
   if (req.groups->num_replicas() != ex.num_replicas())
-    throw InvalidArgument(ex.replica_name(st.index) + ": " + req.api_name + " over " + req.over + ": the groups " +
+    throw InvalidArgument(ex.replica_name(st.index) + ": " + req.api_name + " over " + collectives::over(req) + ": the groups " +
                           req.groups->to_string() + " are for " + std::to_string(req.groups->num_replicas()) +
                           " replicas but " + ex.name + " runs " + std::to_string(ex.num_replicas()));
   try {
@@ -100,11 +92,11 @@ Request make(detail::ReplicaState& st, Kind kind, const char* api, const Array& 
   r.api_name = api;
   r.input = &x;
   r.loc = loc;
-  r.over = axes_str(axes);
+  r.axes = &axes.names;
   try {
     r.groups = st.execution->groups.along_axes(st.execution->mesh, axes, index_groups);
   } catch (const InvalidArgument& e) {
-    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + " over " + r.over + ": " + e.what());
+    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + " over " + collectives::over(r) + ": " + e.what());
   }
   return r;
 }
@@ -116,7 +108,6 @@ Request make(Kind kind, const char* api, const Array& x, const ReplicaGroups& gr
   r.input = &x;
   r.loc = loc;
   r.groups = std::make_shared<const ReplicaGroups>(groups);
-  r.over = "groups " + groups.to_string();
   return r;
 }
 

@@ -286,8 +286,26 @@ void Runtime::reset_stats() {
 // ---- executions ------------------------------------------------------------------------------------------
 namespace detail {
 
+GroupCache::GroupCache() : id_([] {
+  static std::atomic<std::uint64_t> next{1};
+  return next++;
+}()) {}
+
 std::shared_ptr<const ReplicaGroups> GroupCache::along_axes(const Mesh& mesh, const Axes& axes,
                                                             const AxisIndexGroups& index_groups) {
+  // A replica usually repeats the collective it just issued: remember its last lookup, no key, no lock.
+  struct LastLookup {
+    std::uint64_t cache = 0;
+    std::vector<std::string> names;
+    AxisIndexGroups index_groups;
+    std::shared_ptr<const ReplicaGroups> groups;
+  };
+  thread_local LastLookup last;
+  if (last.cache == id_ && last.names == axes.names && last.index_groups == index_groups) return last.groups;
+  auto remember = [&](std::shared_ptr<const ReplicaGroups> groups) {
+    last = {id_, axes.names, index_groups, groups};
+    return groups;
+  };
   std::string key;
   for (const std::string& a : axes.names) key += a + '\x1f';
   key += '\x1e';
@@ -297,7 +315,7 @@ std::shared_ptr<const ReplicaGroups> GroupCache::along_axes(const Mesh& mesh, co
   }
   std::lock_guard lock(mutex_);
   auto it = groups_.find(key);
-  if (it != groups_.end()) return it->second;
+  if (it != groups_.end()) return remember(it->second);
   ReplicaGroups groups = ReplicaGroups::along_axes(mesh, axes.names);
   if (!index_groups.empty()) {
     if (axes.names.size() != 1)
@@ -306,7 +324,7 @@ std::shared_ptr<const ReplicaGroups> GroupCache::along_axes(const Mesh& mesh, co
   }
   auto shared = std::make_shared<const ReplicaGroups>(std::move(groups));
   groups_.emplace(key, shared);
-  return shared;
+  return remember(shared);
 }
 
 namespace {
