@@ -351,6 +351,9 @@ void reduce_inputs(DType dtype, ReduceOp op, std::span<const std::byte* const> i
   reduce_range(dtype, op, inputs, out, count, group_size);
 }
 
+std::pair<std::int64_t, std::int64_t> share_of(std::int64_t count, int k, int parts) { return share(count, k, parts); }
+bool worth_splitting(std::size_t bytes) { return bytes >= kSplitBytes; }
+
 void execute_part(const Plan& plan, int replica) {
   switch (plan.requests[replica]->kind) {
     case Kind::all_reduce: return all_reduce_part(plan, replica);

@@ -43,6 +43,10 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
 // out[i] = inputs[0][i] (op) inputs[1][i] (op) ..., in order; `out` has the request's output dtype.
 void reduce_inputs(DType dtype, ReduceOp op, std::span<const std::byte* const> inputs, std::byte* out, std::int64_t count,
                    int group_size);
+// Cache-line aligned share [begin, end) of `count` elements for part k of `parts`.
+std::pair<std::int64_t, std::int64_t> share_of(std::int64_t count, int k, int parts);
+// Whether a buffer of `bytes` is large enough to split the work on it (else one thread, one message).
+bool worth_splitting(std::size_t bytes);
 // Replica `replica`'s share of a split plan.
 void execute_part(const Plan& plan, int replica);
 

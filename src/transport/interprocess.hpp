@@ -37,6 +37,10 @@ class Interprocess {
   virtual bool can_reduce(DType dtype, ReduceOp op) const = 0;
   virtual void allreduce(const std::vector<int>& procs, void* data, std::int64_t count, DType dtype, ReduceOp op,
                          const PollContext& poll) = 0;
+  // Point to point within `procs` (indices into it): sends `send` to procs[to] while receiving from
+  // procs[from] into `recv`; both complete before it returns.
+  virtual void sendrecv(const std::vector<int>& procs, int to, const void* send, std::size_t send_bytes, int from,
+                        void* recv, std::size_t recv_bytes, const PollContext& poll) = 0;
   // Gathers `bytes[i]` bytes from procs[i] into `recv` (concatenated in procs order).
   virtual void allgatherv(const std::vector<int>& procs, const void* send, const std::vector<std::size_t>& bytes,
                           void* recv, const PollContext& poll) = 0;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -88,6 +89,19 @@ class MpiInterprocess final : public Interprocess {
     check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), datatype(dtype), mpi_op(op), comm, &request),
           "MPI_Iallreduce", poll);
     wait(request, procs, poll);
+  }
+
+  void sendrecv(const std::vector<int>& procs, int to, const void* send, std::size_t send_bytes, int from, void* recv,
+                std::size_t recv_bytes, const PollContext& poll) override {
+    if (send_bytes > static_cast<std::size_t>(INT_MAX) || recv_bytes > static_cast<std::size_t>(INT_MAX))
+      throw InvalidArgument("process " + std::to_string(rank_) + ": a message of more than 2 GiB at " +
+                            (poll.what ? poll.what() : std::string("a collective")));
+    MPI_Comm comm = comm_for(procs);
+    MPI_Request requests[2];
+    check(MPI_Irecv(recv, static_cast<int>(recv_bytes), MPI_BYTE, from, kRingTag, comm, &requests[0]), "MPI_Irecv", poll);
+    check(MPI_Isend(send, static_cast<int>(send_bytes), MPI_BYTE, to, kRingTag, comm, &requests[1]), "MPI_Isend", poll);
+    wait(requests[0], procs, poll);
+    wait(requests[1], procs, poll);
   }
 
   void allgatherv(const std::vector<int>& procs, const void* send, const std::vector<std::size_t>& bytes, void* recv,
@@ -204,6 +218,7 @@ class MpiInterprocess final : public Interprocess {
     }
   }
 
+  static constexpr int kRingTag = 7;
   MPI_Comm world_;
   std::atomic<bool> failed_{false};
   int rank_ = 0, size_ = 1;
