@@ -164,13 +164,19 @@ void check_job_configuration(Runtime::Impl& rt) {
   }
 }
 
-// Tells the launcher this instance started (reliability R26): $WEFT_JOB_DIR/instance-<i>.registered.
-void register_instance(const Runtime::Impl& rt) {
+// Tells the launcher this instance started (reliability R26): $WEFT_JOB_DIR/instance-<i>.registered, with
+// the rank from the MPI launcher's environment (known before MPI starts, which waits for every instance).
+void register_instance() {
   const char* dir = std::getenv("WEFT_JOB_DIR");
-  if (!dir) return;
-  const std::string path = std::string(dir) + "/instance-" + std::to_string(rt.process_index) + ".registered";
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank) rank = std::getenv("PMIX_RANK");
+  if (!rank) rank = std::getenv("PMI_RANK");
+  if (!dir || !rank) return;
+  const std::string path = std::string(dir) + "/instance-" + rank + ".registered";
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
   if (std::FILE* f = std::fopen(path.c_str(), "w")) {
-    std::fprintf(f, "%d %s\n", static_cast<int>(getpid()), rt.job->host().c_str());
+    std::fprintf(f, "%d %s\n", static_cast<int>(getpid()), host);
     std::fclose(f);
   }
 }
@@ -187,6 +193,8 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->tracer = std::make_unique<Tracer>(impl_->options.trace_path);
   set_log_level(parse_log_level(impl_->options.log_level));
   // Under weftrun / mpirun this process is one instance of a job; its devices are a slice of the global ones.
+  // It registers with the launcher first: starting MPI waits for every other instance.
+  register_instance();
   impl_->job = transport::Interprocess::job();
   const int local = impl_->options.device_count;
   const int processes = impl_->job ? impl_->job->size() : 1;
@@ -205,7 +213,6 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
     const int id = impl_->process_index * local + k;
     impl_->workers[id] = std::make_unique<DeviceWorker>(impl_->devices[id], impl_->accounts[id]);
   }
-  if (impl_->job) register_instance(*impl_);
   std::lock_guard lock(g_runtimes_mutex);
   g_runtimes.push_back(this);
 }
