@@ -46,7 +46,7 @@ class DeviceWorker {
 class Tracer {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit Tracer(std::string path) : path_(std::move(path)), start_(Clock::now()) {}
+  Tracer(std::string path, int process) : path_(std::move(path)), process_(process), start_(Clock::now()) {}
   bool enabled() const { return !path_.empty(); }
   void span(std::string name, int replica, Clock::time_point begin, Clock::time_point end, std::string args_json);
   void write() const;  // errors are logged, never thrown: tracing must not fail a program
@@ -59,6 +59,7 @@ class Tracer {
     std::string args_json;
   };
   std::string path_;
+  int process_;  // the trace's pid
   Clock::time_point start_;
   mutable std::mutex mutex_;
   std::vector<Event> events_;

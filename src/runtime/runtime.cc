@@ -190,7 +190,6 @@ std::vector<int> all_processes(int count) {
 
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options.resolved();
-  impl_->tracer = std::make_unique<Tracer>(impl_->options.trace_path);
   set_log_level(parse_log_level(impl_->options.log_level));
   // Under weftrun / mpirun this process is one instance of a job; its devices are a slice of the global ones.
   // It registers with the launcher first: starting MPI waits for every other instance.
@@ -202,6 +201,10 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->process_count = processes;
   impl_->local_device_count = local;
   if (impl_->job) check_job_configuration(*impl_);
+  // Every instance writes its own timeline: WEFT_TRACE=t.json gives t.json.0, t.json.1, ... in a job.
+  std::string trace_path = impl_->options.trace_path;
+  if (!trace_path.empty() && processes > 1) trace_path += "." + std::to_string(impl_->process_index);
+  impl_->tracer = std::make_unique<Tracer>(trace_path, impl_->process_index);
   for (int p = 0; p < processes; ++p)
     for (int k = 0; k < local; ++k) {
       Device d{p * local + k, p, "cpu"};
@@ -243,8 +246,8 @@ void Tracer::write() const {
   std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", f);
   for (std::size_t i = 0; i < events_.size(); ++i) {
     const Event& e = events_[i];
-    std::fprintf(f, "%s{\"name\": \"%s\", \"ph\": \"X\", \"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": %s}",
-                 i ? ",\n" : "", e.name.c_str(), e.replica, e.begin_us, e.duration_us,
+    std::fprintf(f, "%s{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": %s}",
+                 i ? ",\n" : "", e.name.c_str(), process_, e.replica, e.begin_us, e.duration_us,
                  e.args_json.empty() ? "{}" : e.args_json.c_str());
   }
   std::fputs("\n]}\n", f);
