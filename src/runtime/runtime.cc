@@ -375,8 +375,8 @@ thread_local Execution* t_current_execution = nullptr;
 // $WEFT_JOB_DIR/instance-<i>.error before the error travels up this process's stack.
 void report_to_launcher(const Runtime::Impl& rt, const std::string& message) {
   if (rt.process_count <= 1) return;
-  rt.job->mark_failed();
   const std::string line = "instance " + std::to_string(rt.process_index) + ": " + message;
+  rt.job->mark_failed(line.substr(0, line.find('\n')));
   log(LogLevel::error, line);
   if (const char* dir = std::getenv("WEFT_JOB_DIR")) {
     const std::string path = std::string(dir) + "/instance-" + std::to_string(rt.process_index) + ".error";

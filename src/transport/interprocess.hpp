@@ -46,7 +46,10 @@ class Interprocess {
                           void* recv, const PollContext& poll) = 0;
   // A program of this process failed: at exit the job is aborted (MPI_Abort) instead of finalised, so the
   // other instances, which may wait for this one inside a collective, end too (fate sharing).
-  virtual void mark_failed() = 0;
+  // It also tells every other instance at once (`cause` names the instance, replica and error): their
+  // pending and future waits inside collectives end with an AbortedError carrying it, so no instance keeps
+  // waiting for one whose program failed, even if that program catches the error and goes on.
+  virtual void mark_failed(const std::string& cause) = 0;
   // Every process of `procs` passes a fingerprint; returns false (on every process) when any differs.
   virtual bool agree(const std::vector<int>& procs, std::uint64_t fingerprint, const PollContext& poll) = 0;
 };

@@ -2,6 +2,8 @@
 //   fault_program throw   : replica 3 throws std::runtime_error("boom-3") at step 5 while the others psum
 //   fault_program kill    : instance 1 kills itself with SIGKILL at step 5
 //   fault_program absent  : instance 1 exits before it starts the runtime
+//   fault_program catch   : like throw, but instance 1 catches the error and lingers 30 s before exiting: the
+//                           others must not wait for it (the failure is announced to every instance)
 //   fault_program ok      : 20 steps of psum, then prints the result
 #include <signal.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <chrono>
 #include <thread>
 
 #include <weft/weft.hpp>
@@ -23,7 +26,7 @@ int main(int argc, char** argv) {
       [&](weft::Replica& r, const weft::Array& x) {
         weft::Array acc = x;
         for (int step = 0; step < 20; ++step) {
-          if (step == 5 && mode == "throw" && r.index() == 3) throw std::runtime_error("boom-3");
+          if (step == 5 && (mode == "throw" || mode == "catch") && r.index() == 3) throw std::runtime_error("boom-3");
           if (step == 5 && mode == "kill" && rt.process_index() == 1 && r.index() == 2) ::kill(::getpid(), SIGKILL);
           acc = r.psum(acc, "i") / static_cast<double>(r.num_replicas());
         }
@@ -31,6 +34,15 @@ int main(int argc, char** argv) {
       },
       {.axis = "i", .runtime = &rt});
   weft::Array local = weft::Array::ones({rt.local_device_count(), 4});
+  if (mode == "catch" && rt.process_index() == 1) {
+    try {
+      steps(local);
+    } catch (const std::exception& e) {
+      std::cerr << "caught: " << e.what() << std::endl;
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      return 1;
+    }
+  }
   std::cout << "result " << steps(local).to_host().sum() << std::endl;
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -58,21 +59,37 @@ class MpiInterprocess final : public Interprocess {
     host_.assign(name, static_cast<std::size_t>(len));
     // MPI errors come back as codes, which we turn into weft errors naming the operation.
     MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
+    // A side channel for fate sharing: a receive from anyone, tested whenever we poll.
+    MPI_Comm_dup(world_, &abort_comm_);
+    MPI_Comm_set_errhandler(abort_comm_, MPI_ERRORS_RETURN);
+    MPI_Irecv(abort_in_, sizeof abort_in_ - 1, MPI_CHAR, MPI_ANY_SOURCE, kAbortTag, abort_comm_, &abort_request_);
   }
 
   ~MpiInterprocess() override {
-    if (failed_) {
+    if (failed_ || !peer_abort_.empty()) {
       // MPI_Finalize would wait for instances that may be blocked on us inside a collective.
       MPI_Abort(world_, 1);
       return;
     }
+    MPI_Cancel(&abort_request_);
+    MPI_Request_free(&abort_request_);
+    MPI_Comm_free(&abort_comm_);
     for (auto& [procs, comm] : comms_)
       if (comm != world_) MPI_Comm_free(&comm);
     MPI_Comm_free(&world_);
     MPI_Finalize();
   }
 
-  void mark_failed() override { failed_ = true; }
+  void mark_failed(const std::string& cause) override {
+    if (failed_.exchange(true)) return;
+    abort_out_ = cause.substr(0, sizeof abort_in_ - 1);
+    abort_sends_.resize(size_);
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      MPI_Isend(abort_out_.data(), static_cast<int>(abort_out_.size()), MPI_CHAR, p, kAbortTag, abort_comm_,
+                &abort_sends_[p]);
+    }
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -189,7 +206,26 @@ class MpiInterprocess final : public Interprocess {
 
   // Polls `request` until done: yields while the partners are likely close (MPI progresses only inside MPI
   // calls), then sleeps with a growing backoff so a long stall burns no CPU; honours abort and deadline.
+  // Another instance announced that its program failed: stop waiting for it (and for anyone).
+  void check_peer_abort(const PollContext& poll) {
+    if (peer_abort_.empty() && abort_request_ != MPI_REQUEST_NULL) {
+      int arrived = 0;
+      MPI_Status status;
+      MPI_Test(&abort_request_, &arrived, &status);
+      if (arrived) {
+        int length = 0;
+        MPI_Get_count(&status, MPI_CHAR, &length);
+        peer_abort_.assign(abort_in_, static_cast<std::size_t>(std::max(length, 0)));
+        if (peer_abort_.empty()) peer_abort_ = "instance " + std::to_string(status.MPI_SOURCE) + " failed";
+      }
+    }
+    if (!peer_abort_.empty())
+      throw AbortedError("process " + std::to_string(rank_) + " stopped at " +
+                         (poll.what ? poll.what() : std::string("a collective")) + " because " + peer_abort_);
+  }
+
   void wait(MPI_Request& request, const std::vector<int>& procs, const PollContext& poll) {
+    check_peer_abort(poll);
     const Clock::time_point start = Clock::now();
     auto sleep_for = std::chrono::microseconds(20);
     for (long iteration = 0;; ++iteration) {
@@ -197,6 +233,7 @@ class MpiInterprocess final : public Interprocess {
       check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", poll);
       if (done) return;
       if ((iteration & 63) == 0) {
+        check_peer_abort(poll);
         if (poll.aborted && poll.aborted())
           throw AbortedError("process " + std::to_string(rank_) + " stopped waiting for processes " + procs_str(procs) +
                              " at " + (poll.what ? poll.what() : std::string("a collective")) + ": the execution was aborted");
@@ -219,7 +256,14 @@ class MpiInterprocess final : public Interprocess {
   }
 
   static constexpr int kRingTag = 7;
+  static constexpr int kAbortTag = 99;
   MPI_Comm world_;
+  MPI_Comm abort_comm_;
+  MPI_Request abort_request_ = MPI_REQUEST_NULL;
+  char abort_in_[1024] = {};
+  std::string abort_out_;
+  std::vector<MPI_Request> abort_sends_;
+  std::string peer_abort_;  // what another instance announced, once it did
   std::atomic<bool> failed_{false};
   int rank_ = 0, size_ = 1;
   std::string host_;
