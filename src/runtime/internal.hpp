@@ -1,5 +1,6 @@
 // Runtime internals shared by runtime.cc, replica.cc, pmap.cc and sharded_array.cc.
 #pragma once
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -129,7 +130,22 @@ class Execution {
   transport::Rendezvous rendezvous;    // among the local replicas
   struct SessionState* session = nullptr;  // set when a Session runs the program
 
+  // The last collectives each local replica completed (reliability R12), for mismatch reports. Written by
+  // the replica itself after each collective, read only while it waits in the next one.
+  struct Completed {
+    const char* api;
+    DType dtype;
+    std::int64_t elements;
+    const char* file;
+    unsigned line;
+  };
+  static constexpr int kHistory = 8;
+  void record(int local, const Completed& entry);
+  std::string history_of(int local) const;  // "#3 psum(float32, 12 elements) at a.cc:10; ..."
+
  private:
+  std::vector<std::array<Completed, kHistory>> history_;
+  std::vector<std::uint64_t> completed_;
   std::mutex mutex_;
   std::condition_variable done_cv_;
   int remaining_ = 0;

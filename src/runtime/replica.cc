@@ -41,7 +41,9 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
       if (!diff.empty())
         throw MismatchError("collective mismatch in " + ex.name + ": " + ex.replica_name(first->replica) + " called " +
                             collectives::describe(*first) + " but " + ex.replica_name(r->replica) + " called " +
-                            collectives::describe(*r) + ": " + diff);
+                            collectives::describe(*r) + ": " + diff + "\n    recent collectives of " +
+                            ex.replica_name(first->replica) + ": " + ex.history_of(0) + "\n    recent collectives of " +
+                            ex.replica_name(r->replica) + ": " + ex.history_of(static_cast<int>(li)));
       requests[r->replica] = r;
     }
     std::shared_ptr<collectives::Plan> plan;
@@ -75,6 +77,7 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
     ex.rendezvous.finish(st.local, describe);
     if (error) throw_error(error->kind, error->message);
   }
+  ex.record(st.local, {req.api_name, req.input->dtype(), req.input->size(), req.loc.file_name(), req.loc.line()});
   if (tracer.enabled()) {
     const std::string args = "{\"seq\": " + std::to_string(ex.rendezvous.completed_rounds(st.local)) +
                              ", \"bytes\": " + std::to_string(req.input->nbytes()) + ", \"group\": \"" +

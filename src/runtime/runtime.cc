@@ -359,9 +359,39 @@ Execution::Execution(Runtime::Impl& rt, std::string execution_name, Mesh m, std:
                  transport::Deadlines{rt.options.collective_warn_s, rt.options.collective_timeout_s}, name,
                  [this](int local) { return replica_name(local_replicas[local]); }) {
   for (std::size_t i = 0; i < local_replicas.size(); ++i) local_index[local_replicas[i]] = static_cast<int>(i);
+  history_.resize(local_replicas.size());
+  completed_.assign(local_replicas.size(), 0);
   for (const Device& d : devices) processes.push_back(d.process_index);
   std::sort(processes.begin(), processes.end());
   processes.erase(std::unique(processes.begin(), processes.end()), processes.end());
+}
+
+void Execution::record(int local, const Completed& entry) {
+  history_[local][completed_[local] % kHistory] = entry;
+  ++completed_[local];
+}
+
+std::string Execution::history_of(int local) const {
+  const std::uint64_t n = completed_[local];
+  if (n == 0) return "none";
+  std::string out;
+  for (std::uint64_t i = n > kHistory ? n - kHistory : 0; i < n; ++i) {
+    const Completed& c = history_[local][i % kHistory];
+    if (!out.empty()) out += "; ";
+    out += '#';
+    out += std::to_string(i);
+    out += ' ';
+    out += c.api;
+    out += '(';
+    out += dtype_name(c.dtype);
+    out += ", ";
+    out += std::to_string(c.elements);
+    out += " elements) at ";
+    out += c.file;
+    out += ':';
+    out += std::to_string(c.line);
+  }
+  return out;
 }
 
 std::string Execution::replica_name(int replica) const {
@@ -433,7 +463,8 @@ void Execution::run(const std::function<void(Replica&)>& body) {
     if (li == root_cause_ || !errors_[li]) continue;
     // Errors raised by the runtime already start with the replica's name.
     const std::string who = replica_name(local_replicas[li]);
-    const std::string& text = errors_[li]->message;
+    // Only the first line: details (reports, histories) belong to the root cause above.
+    const std::string text = errors_[li]->message.substr(0, errors_[li]->message.find('\n'));
     message += "\n  " + (text.rfind(who, 0) == 0 ? text : who + ": " + text);
   }
   throw_error(errors_[root_cause_]->kind, message);

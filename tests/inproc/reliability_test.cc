@@ -725,6 +725,9 @@ TEST(R12OrderDivergence, SkippedCollectiveIsCaughtAtTheNextOne) {
     return y;
   });
   ExpectMismatch(r, {"psum(", "all_gather(", "replica 1", "op kind differs"});
+  // Both sides' recent histories: replica 1's last completed collective is the all_gather of step 1.
+  ExpectContains(r.outcome.message, {"recent collectives of replica 0", "recent collectives of replica 1",
+                                     "#3 all_gather(float32"});
 }
 
 // ---------------------------------------------------------------------------------------------------
