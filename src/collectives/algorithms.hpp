@@ -34,12 +34,13 @@ std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
 // A round whose replicas live in several processes (the hierarchical path): replicas of this process are
 // combined in shared memory, one call per group goes over the transport between the processes holding
 // the group's members, and the results fan out to the local members. `requests` holds this process's
-// requests at their global indices; every process of `processes` calls this for the same round.
+// requests at their global indices; every process of `processes` calls this for the same `round` (the
+// execution's collective sequence number, part of the agreement check).
 std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& requests,
                                             const std::vector<int>& process_of, transport::Interprocess& job,
                                             const std::vector<int>& processes,
                                             const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
-                                            const transport::PollContext& poll);
+                                            const transport::PollContext& poll, std::uint64_t round);
 // out[i] = inputs[0][i] (op) inputs[1][i] (op) ..., in order; `out` has the request's output dtype.
 void reduce_inputs(DType dtype, ReduceOp op, std::span<const std::byte* const> inputs, std::byte* out, std::int64_t count,
                    int group_size);

@@ -15,7 +15,7 @@
 namespace weft::collectives {
 namespace {
 
-std::uint64_t fingerprint(const Request& r) {
+std::uint64_t fingerprint(const Request& r, std::uint64_t round) {
   std::uint64_t h = 1469598103934665603ull;
   auto mix = [&h](std::uint64_t v) {
     for (int i = 0; i < 8; ++i) {
@@ -23,6 +23,7 @@ std::uint64_t fingerprint(const Request& r) {
       h *= 1099511628211ull;
     }
   };
+  mix(round);  // processes that fell out of step (one issued fewer collectives) disagree here
   mix(static_cast<std::uint64_t>(r.kind));
   for (const char* c = r.api_name; *c; ++c) mix(static_cast<unsigned char>(*c));
   mix(static_cast<std::uint64_t>(r.reduce));
@@ -46,12 +47,14 @@ std::uint64_t fingerprint(const Request& r) {
   // Every process learned of the disagreement at once; exchange descriptions so each names both sides.
   constexpr std::size_t kWidth = 480;
   std::string mine = describe(first);
+  mine.resize(kWidth - 1);  // always NUL-terminated within its slot
   mine.resize(kWidth, '\0');
   std::vector<char> all(kWidth * processes.size());
   job.allgatherv(processes, mine.data(), std::vector<std::size_t>(processes.size(), kWidth), all.data(), poll);
   std::string message = "collective mismatch across processes at " + (poll.what ? poll.what() : std::string("a collective")) + ":";
   for (std::size_t i = 0; i < processes.size(); ++i)
-    message += "\n  process " + std::to_string(processes[i]) + " called " + std::string(all.data() + i * kWidth).c_str();
+    message += "\n  process " + std::to_string(processes[i]) + " called " +
+               std::string(all.data() + i * kWidth, strnlen(all.data() + i * kWidth, kWidth));
   throw MismatchError(message);
 }
 
@@ -111,14 +114,14 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
                                             const std::vector<int>& process_of, transport::Interprocess& job,
                                             const std::vector<int>& processes,
                                             const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
-                                            const transport::PollContext& poll) {
+                                            const transport::PollContext& poll, std::uint64_t round) {
   const Request* first = nullptr;
   for (const Request* r : requests)
     if (r) {
       first = r;
       break;
     }
-  if (!job.agree(processes, fingerprint(*first), poll)) report_mismatch(*first, job, processes, poll);
+  if (!job.agree(processes, fingerprint(*first, round), poll)) report_mismatch(*first, job, processes, poll);
 
   const int me = job.rank();
   const ReplicaGroups& groups = *first->groups;

@@ -54,7 +54,8 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
       transport::PollContext poll{ex.runtime.options.collective_timeout_s,
                                   [&ex] { return ex.rendezvous.aborted(); },
                                   [&ex, first, seq] { return collectives::describe(*first) + ", seq " + std::to_string(seq) + " of " + ex.name; }};
-      plan = collectives::plan_across_processes(requests, process_of, *ex.runtime.job, ex.processes, account_of, poll);
+      plan = collectives::plan_across_processes(requests, process_of, *ex.runtime.job, ex.processes, account_of, poll,
+                                                seq);
     } else {
       plan = collectives::make_plan(requests, account_of);
     }

@@ -12,7 +12,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Clock::time_point after(Clock::time_point start, double seconds) {
-  if (seconds <= 0) return Clock::time_point::max();
+  // 0 = never; so is anything past ~30 years, which would overflow the clock's representation.
+  if (seconds <= 0 || seconds > 1e9) return Clock::time_point::max();
   return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
@@ -71,6 +72,9 @@ std::shared_ptr<void> Rendezvous::arrive(int rank, const void* payload, const Co
     completing_ = false;
     slot.plan = std::move(plan);
     slot.error = std::move(error);
+    // Everyone has left the previous round (they all arrived at this one): drop its plan now rather than two
+    // rounds later, so its outputs and stand-in inputs are not kept alive (or charged to a device) needlessly.
+    slots_[(generation + 1) % 2].plan.reset();
     arrived_ = 0;
     std::fill(has_arrived_.begin(), has_arrived_.end(), 0);
     arrive_generation_.store(generation + 1, std::memory_order_release);
@@ -182,7 +186,9 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
       }
     }
     const Clock::time_point now = Clock::now();
-    if (!aborted_ && !completing_ && now >= fail_at) {
+    // Only arrivals time out: in the finish phase every partner has arrived and its remaining work is local
+    // and bounded, and leaving early would free an input a partner may still be reading.
+    if (phase == Phase::arrive && !aborted_ && !completing_ && now >= fail_at) {
       const std::string report = missing_report(phase);
       leave(TimeoutError(execution_name_ + ": " + participant_name_(rank) + " timed out after " +
                          seconds_str(deadlines_.timeout_s) + " (WEFT_COLLECTIVE_TIMEOUT) at " + describe() +

@@ -96,11 +96,15 @@ class MpiInterprocess final : public Interprocess {
   std::string host() const override { return host_; }
 
   bool can_reduce(DType dtype, ReduceOp op) const override {
+    // MPI_MAX / MPI_MIN drop NaNs depending on the operand order; ours propagate them like XLA, so floating
+    // max and min take the exchange path and our kernels.
+    if (is_floating(dtype) && (op == ReduceOp::max || op == ReduceOp::min)) return false;
     return datatype(dtype) != MPI_DATATYPE_NULL && op != ReduceOp::mean;
   }
 
   void allreduce(const std::vector<int>& procs, void* data, std::int64_t count, DType dtype, ReduceOp op,
                  const PollContext& poll) override {
+    check_usable(poll);
     MPI_Comm comm = comm_for(procs);
     MPI_Request request;
     check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), datatype(dtype), mpi_op(op), comm, &request),
@@ -110,6 +114,7 @@ class MpiInterprocess final : public Interprocess {
 
   void sendrecv(const std::vector<int>& procs, int to, const void* send, std::size_t send_bytes, int from, void* recv,
                 std::size_t recv_bytes, const PollContext& poll) override {
+    check_usable(poll);
     if (send_bytes > static_cast<std::size_t>(INT_MAX) || recv_bytes > static_cast<std::size_t>(INT_MAX))
       throw InvalidArgument("process " + std::to_string(rank_) + ": a message of more than 2 GiB at " +
                             (poll.what ? poll.what() : std::string("a collective")));
@@ -123,6 +128,13 @@ class MpiInterprocess final : public Interprocess {
 
   void allgatherv(const std::vector<int>& procs, const void* send, const std::vector<std::size_t>& bytes, void* recv,
                   const PollContext& poll) override {
+    check_usable(poll);
+    std::size_t total = 0;
+    for (std::size_t b : bytes) total += b;
+    if (total > static_cast<std::size_t>(INT_MAX))
+      throw InvalidArgument("process " + std::to_string(rank_) + ": exchanging " + std::to_string(total) +
+                            " bytes at " + (poll.what ? poll.what() : std::string("a collective")) +
+                            " exceeds the 2 GiB an MPI count can address; split the data");
     MPI_Comm comm = comm_for(procs);
     std::vector<int> counts(procs.size()), displs(procs.size());
     std::size_t offset = 0;
@@ -140,6 +152,7 @@ class MpiInterprocess final : public Interprocess {
   }
 
   bool agree(const std::vector<int>& procs, std::uint64_t fingerprint, const PollContext& poll) override {
+    check_usable(poll);
     // max(f) == -max(-f) exactly when every process passed the same value.
     std::int64_t values[2] = {static_cast<std::int64_t>(fingerprint >> 1), -static_cast<std::int64_t>(fingerprint >> 1)};
     MPI_Comm comm = comm_for(procs);
@@ -224,14 +237,32 @@ class MpiInterprocess final : public Interprocess {
                          (poll.what ? poll.what() : std::string("a collective")) + " because " + peer_abort_);
   }
 
+  // After a wait was abandoned (timeout, abort), MPI may still complete that operation into memory its
+  // caller has released, and the communicator's collectives are out of step: refuse further use.
+  void check_usable(const PollContext& poll) const {
+    if (broken_)
+      throw AbortedError("process " + std::to_string(rank_) + ": the transport is unusable after an abandoned " +
+                         "collective; cannot run " + (poll.what ? poll.what() : std::string("a collective")));
+  }
+
   void wait(MPI_Request& request, const std::vector<int>& procs, const PollContext& poll) {
+    struct Abandon {  // set unless the wait completes
+      bool& broken;
+      bool done = false;
+      ~Abandon() {
+        if (!done) broken = true;
+      }
+    } abandon{broken_};
     check_peer_abort(poll);
     const Clock::time_point start = Clock::now();
     auto sleep_for = std::chrono::microseconds(20);
     for (long iteration = 0;; ++iteration) {
       int done = 0;
       check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", poll);
-      if (done) return;
+      if (done) {
+        abandon.done = true;
+        return;
+      }
       if ((iteration & 63) == 0) {
         check_peer_abort(poll);
         if (poll.aborted && poll.aborted())
@@ -264,6 +295,7 @@ class MpiInterprocess final : public Interprocess {
   std::string abort_out_;
   std::vector<MPI_Request> abort_sends_;
   std::string peer_abort_;  // what another instance announced, once it did
+  bool broken_ = false;     // a wait was abandoned
   std::atomic<bool> failed_{false};
   int rank_ = 0, size_ = 1;
   std::string host_;
