@@ -105,7 +105,7 @@ class MpiInterprocess final : public Interprocess {
   void allreduce(const std::vector<int>& procs, void* data, std::int64_t count, DType dtype, ReduceOp op,
                  const PollContext& poll) override {
     check_usable(poll);
-    MPI_Comm comm = comm_for(procs);
+    MPI_Comm comm = comm_for(procs, poll);
     MPI_Request request;
     check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), datatype(dtype), mpi_op(op), comm, &request),
           "MPI_Iallreduce", poll);
@@ -118,7 +118,7 @@ class MpiInterprocess final : public Interprocess {
     if (send_bytes > static_cast<std::size_t>(INT_MAX) || recv_bytes > static_cast<std::size_t>(INT_MAX))
       throw InvalidArgument("process " + std::to_string(rank_) + ": a message of more than 2 GiB at " +
                             (poll.what ? poll.what() : std::string("a collective")));
-    MPI_Comm comm = comm_for(procs);
+    MPI_Comm comm = comm_for(procs, poll);
     MPI_Request requests[2];
     check(MPI_Irecv(recv, static_cast<int>(recv_bytes), MPI_BYTE, from, kRingTag, comm, &requests[0]), "MPI_Irecv", poll);
     check(MPI_Isend(send, static_cast<int>(send_bytes), MPI_BYTE, to, kRingTag, comm, &requests[1]), "MPI_Isend", poll);
@@ -135,7 +135,7 @@ class MpiInterprocess final : public Interprocess {
       throw InvalidArgument("process " + std::to_string(rank_) + ": exchanging " + std::to_string(total) +
                             " bytes at " + (poll.what ? poll.what() : std::string("a collective")) +
                             " exceeds the 2 GiB an MPI count can address; split the data");
-    MPI_Comm comm = comm_for(procs);
+    MPI_Comm comm = comm_for(procs, poll);
     std::vector<int> counts(procs.size()), displs(procs.size());
     std::size_t offset = 0;
     int me = -1;
@@ -155,7 +155,7 @@ class MpiInterprocess final : public Interprocess {
     check_usable(poll);
     // max(f) == -max(-f) exactly when every process passed the same value.
     std::int64_t values[2] = {static_cast<std::int64_t>(fingerprint >> 1), -static_cast<std::int64_t>(fingerprint >> 1)};
-    MPI_Comm comm = comm_for(procs);
+    MPI_Comm comm = comm_for(procs, poll);
     MPI_Request request;
     check(MPI_Iallreduce(MPI_IN_PLACE, values, 2, MPI_INT64_T, MPI_MAX, comm, &request), "MPI_Iallreduce", poll);
     wait(request, procs, poll);
@@ -196,19 +196,38 @@ class MpiInterprocess final : public Interprocess {
   }
 
   // Communicators per process set, made lazily: MPI_Comm_create_group is collective over the set only.
-  MPI_Comm comm_for(const std::vector<int>& procs) {
+  void handshake(const std::vector<int>& procs, const PollContext& poll) {
+    char out = 0;
+    std::vector<char> in(procs.size());
+    std::vector<MPI_Request> requests;
+    for (std::size_t i = 0; i < procs.size(); ++i) {
+      if (procs[i] == rank_) continue;
+      requests.emplace_back();
+      MPI_Irecv(&in[i], 1, MPI_CHAR, procs[i], kHandshakeTag, world_, &requests.back());
+      requests.emplace_back();
+      MPI_Isend(&out, 1, MPI_CHAR, procs[i], kHandshakeTag, world_, &requests.back());
+    }
+    for (MPI_Request& r : requests) wait(r, procs, poll);
+  }
+
+  MPI_Comm comm_for(const std::vector<int>& procs, const PollContext& poll) {
     auto it = comms_.find(procs);
     if (it != comms_.end()) return it->second;
     MPI_Comm comm;
     if (static_cast<int>(procs.size()) == size_) {
       comm = world_;
     } else {
+      // MPI_Comm_create_group blocks until every member calls it; a polled handshake first makes sure they
+      // all got here, so an absent member ends in a timeout or abort, not a hang.
+      handshake(procs, poll);
       MPI_Group world_group, group;
       MPI_Comm_group(world_, &world_group);
       MPI_Group_incl(world_group, static_cast<int>(procs.size()), procs.data(), &group);
       int tag = 0;
       for (int p : procs) tag = (tag * 31 + p + 1) & 0x7fff;
-      MPI_Comm_create_group(world_, group, tag, &comm);
+      if (MPI_Comm_create_group(world_, group, tag, &comm) != MPI_SUCCESS)
+        throw PeerLostError("process " + std::to_string(rank_) + ": MPI_Comm_create_group failed for processes " +
+                            procs_str(procs));
       MPI_Group_free(&group);
       MPI_Group_free(&world_group);
       MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -288,6 +307,7 @@ class MpiInterprocess final : public Interprocess {
 
   static constexpr int kRingTag = 7;
   static constexpr int kAbortTag = 99;
+  static constexpr int kHandshakeTag = 98;
   MPI_Comm world_;
   MPI_Comm abort_comm_;
   MPI_Request abort_request_ = MPI_REQUEST_NULL;
