@@ -84,4 +84,10 @@ class ReplicaGroups {
   std::vector<int> rank_;
 };
 
+// PopXL's name: ReplicaGrouping(num_replicas, stride, group_size) is a factory of the canonical type, not a
+// second group type. group_size 0 = num_replicas / stride; size 1 forces stride 1.
+inline ReplicaGroups ReplicaGrouping(int num_replicas, int stride = 1, int group_size = 0) {
+  return ReplicaGroups::strided(num_replicas, stride, group_size);
+}
+
 }  // namespace weft

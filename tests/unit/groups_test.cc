@@ -678,3 +678,13 @@ TEST(ReplicaGroups, LongListsAreShortenedInMessages) {
 
 }  // namespace
 }  // namespace weft
+
+namespace {
+// PopXL's ReplicaGrouping is a factory of the one ReplicaGroups type (spec table, R = 8, stride 4, size 2).
+TEST(ReplicaGroupingFactory, IsTheStridedReplicaGroups) {
+  const weft::ReplicaGroups g = weft::ReplicaGrouping(8, 4, 2);
+  EXPECT_EQ(g, weft::ReplicaGroups::strided(8, 4, 2));
+  EXPECT_EQ(g.assignment(), (std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(weft::ReplicaGrouping(8).num_groups(), 1);
+}
+}  // namespace
