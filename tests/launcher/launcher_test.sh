@@ -353,7 +353,7 @@ case "$CASE" in
 
   no_wrapper)
     # Without the instance wrapper, weftrun still names the instance from mpirun's own report.
-    run --no-instance-wrapper --num-instances 2 --num-replicas 4 -- sh -c "if $RANK_IS_1; then kill -9 \$\$; fi; sleep 60" "$MARKER"
+    run --no-instance-wrapper --num-instances 2 --num-replicas 4 -- sh -c "if $RANK_IS_1; then sleep 1; kill -9 \$\$; fi; sleep 60" "$MARKER"
     expect_rc 137
     expect_within_ms 10000
     expect_first_summary_has "weftrun: error:" "instance 1" "killed by signal 9 (Killed)" "replicas [2, 3]"
