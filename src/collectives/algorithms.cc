@@ -221,7 +221,7 @@ void all_gather_part(const Plan& plan, int replica) {
   const int g = static_cast<int>(gv.members.size());
   const Shape& s = r.input->shape();
   const int rank = static_cast<int>(s.size());
-  const int a = r.tiled ? (r.axis < 0 ? r.axis + rank : r.axis) : (r.axis < 0 ? r.axis + rank + 1 : r.axis);
+  const int a = positive_axis(r.axis, r.tiled ? rank : rank + 1);
   // Output viewed as [outer, g, inner]; member k fills [:, k, :] with its input viewed as [outer, inner].
   const std::int64_t outer = product(s, 0, a);
   const std::size_t inner = static_cast<std::size_t>(product(s, a, s.size())) * dtype_size(r.input->dtype());
@@ -237,7 +237,7 @@ void reduce_scatter_part(const Plan& plan, int replica) {
   const int g = static_cast<int>(gv.members.size());
   const Shape& s = r.input->shape();
   const int rank = static_cast<int>(s.size());
-  const int d = r.axis < 0 ? r.axis + rank : r.axis;
+  const int d = positive_axis(r.axis, rank);
   // Inputs viewed as [outer, g, inner]; member k reduces the [:, k, :] pieces.
   const std::int64_t outer = product(s, 0, d);
   const std::int64_t inner = (r.tiled ? s[d] / g : 1) * product(s, d + 1, s.size());
@@ -258,8 +258,8 @@ void all_to_all_part(const Plan& plan, int replica) {
   const int g = static_cast<int>(gv.members.size());
   const Shape& s = r.input->shape();
   const int rank = static_cast<int>(s.size());
-  const int split = r.axis < 0 ? r.axis + rank : r.axis;
-  const int concat = r.concat_axis < 0 ? r.concat_axis + rank : r.concat_axis;
+  const int split = positive_axis(r.axis, rank);
+  const int concat = positive_axis(r.concat_axis, rank);
   const std::int64_t chunk = r.tiled ? s[split] / g : 1;
   if (split == 0 && concat == 0) {
     // Contiguous fast path: output piece s is chunk k of member s's input.

@@ -52,7 +52,7 @@ int normalize_axis(const Request& r, int axis, int rank, const char* what) {
   if (axis < -rank || axis >= rank)
     fail(r, std::string(what) + " " + std::to_string(axis) + " is out of range for an operand of rank " +
                 std::to_string(rank) + " (shape " + shape_str(r.input->shape()) + ")");
-  return axis < 0 ? axis + rank : axis;
+  return positive_axis(axis, rank);
 }
 
 int group_size_of(const Request& r) {
@@ -177,23 +177,23 @@ Shape output_shape(const Request& r) {
       return shape;
     case Kind::all_gather: {
       if (r.tiled) {
-        const int a = r.axis < 0 ? r.axis + rank : r.axis;
+        const int a = positive_axis(r.axis, rank);
         shape[a] *= size;
       } else {
-        const int a = r.axis < 0 ? r.axis + rank + 1 : r.axis;
+        const int a = positive_axis(r.axis, rank + 1);
         shape.insert(shape.begin() + a, size);
       }
       return shape;
     }
     case Kind::reduce_scatter: {
-      const int d = r.axis < 0 ? r.axis + rank : r.axis;
+      const int d = positive_axis(r.axis, rank);
       if (r.tiled) shape[d] /= size;
       else shape.erase(shape.begin() + d);
       return shape;
     }
     case Kind::all_to_all: {
-      const int s = r.axis < 0 ? r.axis + rank : r.axis;
-      const int c = r.concat_axis < 0 ? r.concat_axis + rank : r.concat_axis;
+      const int s = positive_axis(r.axis, rank);
+      const int c = positive_axis(r.concat_axis, rank);
       if (r.tiled) {
         shape[s] /= size;
         shape[c] *= size;

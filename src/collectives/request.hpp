@@ -31,6 +31,9 @@ struct Request {
   int replica = 0;             // who sent it
 };
 
+// An axis counted from the end (negative) as counted from the start; validate() has checked the range.
+inline int positive_axis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
 // "psum(float32[2,3], axes (i)) at file.cc:12"
 std::string describe(const Request& request);
 // How the groups were named, for messages: "axes (rows, cols)" or "groups [[0, 2], [1, 3]]". Built only

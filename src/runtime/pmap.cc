@@ -118,7 +118,7 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
                               p->mesh.to_string());
     }
   } else {
-    int size = -1, first = -1;
+    int size = -1;
     std::string sizes;
     bool consistent = true;
     for (int i = 0; i < nargs; ++i) {
@@ -128,12 +128,10 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
                " has size " + std::to_string(s) + " along axis " + std::to_string(in_axes[i]);
       if (size < 0) {
         size = s;
-        first = i;
       } else if (s != size) {
         consistent = false;
       }
     }
-    (void)first;
     if (!consistent) throw InvalidArgument(name + ": pmap got inconsistent sizes for array axes to be mapped:" + sizes);
     if (size < 1) throw InvalidArgument(name + ": the mapped axis has size 0; pmap needs at least one replica");
     if (rt.process_count() > 1 && options.devices.empty() && size == rt.local_device_count()) {

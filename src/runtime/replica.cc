@@ -17,13 +17,19 @@ using collectives::Kind;
 using collectives::Request;
 
 
+// Groups must partition exactly the replicas of the running program.
+void check_groups_fit(const detail::ReplicaState& st, const ReplicaGroups& groups, const std::string& what) {
+  const detail::Execution& ex = *st.execution;
+  if (groups.num_replicas() != ex.num_replicas())
+    throw InvalidArgument(ex.replica_name(st.index) + ": " + what + ": the groups " + groups.to_string() + " are for " +
+                          std::to_string(groups.num_replicas()) + " replicas but " + ex.name + " runs " +
+                          std::to_string(ex.num_replicas()));
+}
+
 Array run_collective(detail::ReplicaState& st, Request& req) {
   detail::Execution& ex = *st.execution;
   req.replica = st.index;
-  if (req.groups->num_replicas() != ex.num_replicas())
-    throw InvalidArgument(ex.replica_name(st.index) + ": " + req.api_name + " over " + collectives::over(req) + ": the groups " +
-                          req.groups->to_string() + " are for " + std::to_string(req.groups->num_replicas()) +
-                          " replicas but " + ex.name + " runs " + std::to_string(ex.num_replicas()));
+  check_groups_fit(st, *req.groups, std::string(req.api_name) + " over " + collectives::over(req));
   try {
     collectives::validate(req);
   } catch (const InvalidArgument& e) {
@@ -255,10 +261,7 @@ Array flat_padded(const Array& x, int parts) {
 }
 
 int group_size_for(const detail::ReplicaState& st, const ReplicaGroups& groups, const char* api) {
-  if (groups.num_replicas() != static_cast<int>(st.execution->devices.size()))
-    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + ": the groups " + groups.to_string() + " are for " +
-                          std::to_string(groups.num_replicas()) + " replicas but " + st.execution->name + " runs " +
-                          std::to_string(st.execution->devices.size()));
+  check_groups_fit(st, groups, api);
   return static_cast<int>(groups.members(groups.group_of(st.index)).size());
 }
 

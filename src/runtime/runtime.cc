@@ -403,13 +403,23 @@ thread_local Execution* t_current_execution = nullptr;
 
 // In a job of several instances, the launcher shows the root cause first: announce it on stderr and in
 // $WEFT_JOB_DIR/instance-<i>.error before the error travels up this process's stack.
+// A failure that only follows another instance's (it announced itself first) is reported as "aborted", so
+// the launcher, which takes the earliest "weft: error:" line as the root cause, cannot mistake it for one
+// when its output happens to arrive first.
 void report_to_launcher(const Runtime::Impl& rt, const std::string& message) {
   if (rt.process_count <= 1) return;
   const std::string line = "instance " + std::to_string(rt.process_index) + ": " + message;
+  const bool consequence = rt.job->peer_failed();
   rt.job->mark_failed(line.substr(0, line.find('\n')));
-  log(LogLevel::error, line);
+  if (consequence) {
+    const std::string text = "weft: aborted: " + line + "\n";
+    [[maybe_unused]] ssize_t written = ::write(2, text.data(), text.size());
+  } else {
+    log(LogLevel::error, line);
+  }
   if (const char* dir = std::getenv("WEFT_JOB_DIR")) {
-    const std::string path = std::string(dir) + "/instance-" + std::to_string(rt.process_index) + ".error";
+    const std::string path = std::string(dir) + "/instance-" + std::to_string(rt.process_index) +
+                             (consequence ? ".aborted" : ".error");
     if (std::FILE* f = std::fopen(path.c_str(), "a")) {
       std::fprintf(f, "%s\n", line.c_str());
       std::fclose(f);

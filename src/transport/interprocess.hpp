@@ -50,6 +50,8 @@ class Interprocess {
   // pending and future waits inside collectives end with an AbortedError carrying it, so no instance keeps
   // waiting for one whose program failed, even if that program catches the error and goes on.
   virtual void mark_failed(const std::string& cause) = 0;
+  // Another instance announced its failure (see mark_failed).
+  virtual bool peer_failed() const = 0;
   // Every process of `procs` passes a fingerprint; returns false (on every process) when any differs.
   virtual bool agree(const std::vector<int>& procs, std::uint64_t fingerprint, const PollContext& poll) = 0;
 };

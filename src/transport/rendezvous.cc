@@ -118,10 +118,12 @@ void Rendezvous::depart(int rank) {
   cv_.notify_all();
 }
 
-void Rendezvous::throw_aborted(int rank) const {
-  throw AbortedError(participant_name_(rank) + " aborted because " + participant_name_(abort_rank_) +
-                     " failed: " + abort_cause_.substr(0, abort_cause_.find('\n')));
+std::string Rendezvous::aborted_message(int rank) const {
+  return participant_name_(rank) + " aborted because " + participant_name_(abort_rank_) +
+         " failed: " + abort_cause_.substr(0, abort_cause_.find('\n'));
 }
+
+void Rendezvous::throw_aborted(int rank) const { throw AbortedError(aborted_message(rank)); }
 
 std::string Rendezvous::missing_report(Phase phase) const {
   const std::vector<char>& present = phase == Phase::arrive ? has_arrived_ : has_finished_;
@@ -175,8 +177,7 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
       // Partners may still be reading our inputs (the last arriver completing the round, or everyone
       // doing their part before finish): leave only once that bounded work is done.
       if (phase == Phase::arrive && !completing_)
-        leave(AbortedError(participant_name_(rank) + " aborted because " + participant_name_(abort_rank_) +
-                           " failed: " + abort_cause_.substr(0, abort_cause_.find('\n'))));
+        leave(AbortedError(aborted_message(rank)));
     } else if (phase == Phase::arrive) {
       for (int p = 0; p < n_; ++p) {
         if (departed_[p] && !has_arrived_[p])

@@ -74,6 +74,7 @@ class Rendezvous {
   void wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase phase, std::uint64_t generation,
                 const Describe& what);
   std::string missing_report(Phase phase) const;
+  std::string aborted_message(int rank) const;  // "replica 1 (...) aborted because replica 3 (...) failed: ..."
   [[noreturn]] void throw_aborted(int rank) const;
 
   const int n_;

@@ -80,6 +80,8 @@ class MpiInterprocess final : public Interprocess {
     MPI_Finalize();
   }
 
+  bool peer_failed() const override { return !peer_abort_.empty(); }
+
   void mark_failed(const std::string& cause) override {
     if (failed_.exchange(true)) return;
     abort_out_ = cause.substr(0, sizeof abort_in_ - 1);
