@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "weft/dtype.hpp"
@@ -23,6 +24,23 @@ using Shape = std::vector<std::int64_t>;
 std::int64_t num_elements(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "(2, 3)", "(3,)", "()" as numpy prints shapes
 
+// The axes a reduction runs over: every axis (the default, or std::nullopt), one, or several (negative
+// counts from the end): x.sum(), x.sum(0), x.sum({0, 2}, /*keepdims=*/true).
+class ReduceAxes {
+ public:
+  ReduceAxes() = default;
+  ReduceAxes(std::nullopt_t) {}
+  ReduceAxes(int axis) : axes_{axis}, all_(false) {}
+  ReduceAxes(std::initializer_list<int> axes) : axes_(axes), all_(false) {}
+  ReduceAxes(std::vector<int> axes) : axes_(std::move(axes)), all_(false) {}
+  ReduceAxes(std::optional<int> axis) : all_(!axis) { if (axis) axes_.push_back(*axis); }
+  bool all() const { return all_; }
+  const std::vector<int>& axes() const { return axes_; }
+
+ private:
+  std::vector<int> axes_;
+  bool all_ = true;
+};
 
 // Storage behind arrays. Internal, but shared between layers (collectives fill buffers in place before
 // handing them out as immutable arrays).
@@ -147,12 +165,18 @@ class Array {
   Array& operator-=(const Array& other);
   Array& operator*=(const Array& other);
   Array& operator/=(const Array& other);
+  // Scalar compound assignment keeps the array's dtype (x += 1.0 on float16 stays float16).
+  Array& operator+=(double value);
+  Array& operator-=(double value);
+  Array& operator*=(double value);
+  Array& operator/=(double value);
 
-  // ---- reductions over one axis, or over everything when axis is empty ---------------------------
-  Array sum(std::optional<int> axis = std::nullopt) const;
-  Array max(std::optional<int> axis = std::nullopt) const;
-  Array min(std::optional<int> axis = std::nullopt) const;
-  Array mean(std::optional<int> axis = std::nullopt) const;
+  // ---- reductions over every axis, one or several; keepdims leaves the reduced axes with size 1 -------
+  // sum of bool counts in int32; mean of integers is float32; max/min of an empty axis is an error.
+  Array sum(const ReduceAxes& axes = {}, bool keepdims = false) const;
+  Array max(const ReduceAxes& axes = {}, bool keepdims = false) const;
+  Array min(const ReduceAxes& axes = {}, bool keepdims = false) const;
+  Array mean(const ReduceAxes& axes = {}, bool keepdims = false) const;
 
  private:
   void check_element_type(DType wanted) const;
