@@ -129,4 +129,81 @@ S* mutable_elements(Array& a) {
   return reinterpret_cast<S*>(a.mutable_bytes());
 }
 
+// ---- scalar arithmetic shared by kernels: integers wrap (two's complement), NaN propagates ------------
+
+template <class C>
+using wide_unsigned_t = std::make_unsigned_t<C>;
+
+template <class C>
+C wrap_add(C a, C b) {
+  if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
+    return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) + static_cast<wide_unsigned_t<C>>(b));
+  } else if constexpr (std::is_same_v<C, bool>) {
+    return a || b;
+  } else {
+    return a + b;
+  }
+}
+
+template <class C>
+C wrap_sub(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return a != b;  // unreachable: rejected before the kernel runs
+  } else if constexpr (std::is_integral_v<C>) {
+    return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) - static_cast<wide_unsigned_t<C>>(b));
+  } else {
+    return a - b;
+  }
+}
+
+template <class C>
+C wrap_mul(C a, C b) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return a && b;
+  } else if constexpr (std::is_integral_v<C>) {
+    return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) * static_cast<wide_unsigned_t<C>>(b));
+  } else {
+    return a * b;
+  }
+}
+
+template <class C>
+C int_power(C base, C exponent) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return base || !exponent;
+  } else {
+    if constexpr (std::is_signed_v<C>) {
+      if (exponent < 0) throw InvalidArgument("power: integers to negative integer powers are not allowed");
+    }
+    using U = wide_unsigned_t<C>;
+    U result = 1;
+    U b = static_cast<U>(base);
+    auto e = exponent;
+    while (e > 0) {
+      if (e & 1) result = static_cast<U>(result * b);
+      b = static_cast<U>(b * b);
+      e = static_cast<C>(e >> 1);
+    }
+    return static_cast<C>(result);
+  }
+}
+
+template <class C>
+C max_nan(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (std::isnan(a)) return a;
+    if (std::isnan(b)) return b;
+  }
+  return a < b ? b : a;
+}
+
+template <class C>
+C min_nan(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (std::isnan(a)) return a;
+    if (std::isnan(b)) return b;
+  }
+  return b < a ? b : a;
+}
+
 }  // namespace weft::kernels
