@@ -1,0 +1,108 @@
+// The MLP's passes in weft's array math (see mlp.hpp for the layout story).
+#include "mlp.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include <weft/ops.hpp>
+
+namespace mnist {
+
+using weft::Array;
+
+const char* parameter_name(int index) {
+  static constexpr const char* names[kNumParameters] = {"w1", "b1", "w2", "b2", "w3", "b3"};
+  return names[index];
+}
+
+bool split_by_model(int index) { return index == kW1 || index == kB1 || index == kW2; }
+
+Parameters init_parameters(const weft::random::Key& key, const MlpShape& shape, weft::DType dtype) {
+  const std::vector<weft::random::Key> keys = weft::random::split(key, 3);
+  auto dense = [&](const weft::random::Key& k, int fan_in, int fan_out) {
+    return (weft::random::normal(k, {fan_in, fan_out}) * std::sqrt(2.0 / fan_in)).astype(dtype);
+  };
+  Parameters p;
+  p[kW1] = dense(keys[0], shape.inputs, shape.hidden);
+  p[kB1] = Array::zeros({shape.hidden}, dtype);
+  p[kW2] = dense(keys[1], shape.hidden, shape.hidden);
+  p[kB2] = Array::zeros({shape.hidden}, dtype);
+  p[kW3] = dense(keys[2], shape.hidden, shape.classes);
+  p[kB3] = Array::zeros({shape.classes}, dtype);
+  return p;
+}
+
+Parameters model_slice(const Parameters& full, int rank, int ranks) {
+  const std::int64_t hidden = full[kB1].shape()[0];
+  if (hidden % ranks != 0)
+    throw std::invalid_argument("model parallelism over " + std::to_string(ranks) + " ranks needs a hidden width divisible by it, got " +
+                                std::to_string(hidden));
+  const std::int64_t width = hidden / ranks;
+  const std::int64_t begin = rank * width, end = begin + width;
+  Parameters slice = full;
+  slice[kW1] = full[kW1].slice_axis(1, begin, end);
+  slice[kB1] = full[kB1].slice_axis(0, begin, end);
+  slice[kW2] = full[kW2].slice_axis(0, begin, end);
+  return slice;
+}
+
+Array join_model_slices(int index, const std::vector<Array>& slices) {
+  if (!split_by_model(index)) return slices.at(0);
+  return Array::concatenate(slices, index == kW1 ? 1 : 0);
+}
+
+namespace {
+
+struct Activations {
+  Array z1, h1, z2, h2, logits;
+};
+
+Activations forward(const Parameters& p, const Array& x, const ModelSum& model_sum) {
+  Activations a;
+  a.z1 = weft::matmul(x, p[kW1]) + p[kB1];
+  a.h1 = weft::relu(a.z1);
+  a.z2 = model_sum(weft::matmul(a.h1, p[kW2])) + p[kB2];
+  a.h2 = weft::relu(a.z2);
+  a.logits = weft::matmul(a.h2, p[kW3]) + p[kB3];
+  return a;
+}
+
+}  // namespace
+
+StepResult forward_backward(const Parameters& p, const Array& images, const Array& labels, std::int64_t global_batch,
+                            const ModelSum& model_sum) {
+  const Activations a = forward(p, images, model_sum);
+  const int classes = static_cast<int>(p[kB3].shape()[0]);
+  const Array targets = weft::one_hot(labels, classes, a.logits.dtype());
+  const Array log_probs = weft::log_softmax(a.logits, -1);
+  const double scale = 1.0 / static_cast<double>(global_batch);
+  StepResult out;
+  out.loss = (targets * log_probs).sum() * -scale;
+  // d loss / d logits of the mean cross-entropy: (softmax - one_hot) / global batch.
+  const Array d_logits = (weft::exp(log_probs) - targets) * scale;
+  out.grads[kW3] = weft::matmul(a.h2, d_logits, {.transpose_a = true});
+  out.grads[kB3] = d_logits.sum(0);
+  const Array d_z2 = weft::where(a.z2 > Array::scalar(0.0, a.z2.dtype()),
+                                 weft::matmul(d_logits, p[kW3], {.transpose_b = true}), 0.0);
+  out.grads[kW2] = weft::matmul(a.h1, d_z2, {.transpose_a = true});
+  out.grads[kB2] = d_z2.sum(0);
+  const Array d_z1 = weft::where(a.z1 > Array::scalar(0.0, a.z1.dtype()),
+                                 weft::matmul(d_z2, p[kW2], {.transpose_b = true}), 0.0);
+  out.grads[kW1] = weft::matmul(images, d_z1, {.transpose_a = true});
+  out.grads[kB1] = d_z1.sum(0);
+  return out;
+}
+
+Array count_correct(const Parameters& p, const Array& images, const Array& labels, const ModelSum& model_sum) {
+  const Activations a = forward(p, images, model_sum);
+  return weft::equal(weft::argmax(a.logits, -1), labels).astype(weft::DType::f32).sum();
+}
+
+void sgd_momentum(Array& param, Array& velocity, const Array& grad, double lr, double momentum) {
+  velocity *= momentum;
+  velocity += grad;
+  param -= velocity * lr;
+}
+
+}  // namespace mnist

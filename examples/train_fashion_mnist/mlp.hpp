@@ -1,0 +1,65 @@
+// The model: a multi-layer perceptron inputs-hidden-hidden-classes (784-512-512-10 for Fashion-MNIST) with
+// ReLU and a softmax cross-entropy loss, its initialisation, and its forward and backward passes written
+// out by hand (no autodiff) in weft's array math.
+//
+// The passes are written once for every parallel layout. A replica sees its slice of the batch and its slice
+// of the parameters; with tensor (model) parallelism over M ranks the two hidden layers are split Megatron
+// style: w1 by columns (each rank computes hidden/M of the first layer's units), w2 by rows (each rank
+// multiplies its units by its rows, giving a partial sum of the second layer), and one sum over the model
+// axis completes the pair. Nothing else crosses ranks in the forward pass, and nothing at all in the
+// backward pass: every rank already holds the full second-layer activations and gradients.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+
+#include <weft/array.hpp>
+#include <weft/random.hpp>
+
+namespace mnist {
+
+struct MlpShape {
+  int inputs = 784;
+  int hidden = 512;
+  int classes = 10;
+};
+
+enum ParameterIndex { kW1, kB1, kW2, kB2, kW3, kB3, kNumParameters };
+using Parameters = std::array<weft::Array, kNumParameters>;
+const char* parameter_name(int index);  // "w1", "b1", ...
+// Whether model parallelism splits the parameter (w1 and b1 by columns, w2 by rows) or replicates it.
+bool split_by_model(int index);
+
+// He initialisation: weights ~ N(0, 1) * sqrt(2 / fan_in) from `key` (one split key per layer), biases 0.
+// The full parameters, independent of any layout.
+Parameters init_parameters(const weft::random::Key& key, const MlpShape& shape, weft::DType dtype = weft::DType::f32);
+
+// Model rank `rank` of `ranks`: its slice of each parameter (replicated ones whole).
+Parameters model_slice(const Parameters& full, int rank, int ranks);
+// The inverse: the full parameter from every rank's slice of it.
+weft::Array join_model_slices(int index, const std::vector<weft::Array>& slices);
+
+// Completes the partial second-layer product across the model ranks (a psum over the model axis); the
+// identity without model parallelism.
+using ModelSum = std::function<weft::Array(const weft::Array&)>;
+
+struct StepResult {
+  weft::Array loss;  // scalar: sum of this replica's cross-entropies / global batch
+  Parameters grads;  // of that loss, for this replica's parameter slices
+};
+
+// One training step's forward and backward pass on this replica's batch (images (b, inputs), labels (b,)
+// int32). Summing `loss` and `grads` over the data-parallel replicas gives the global batch's mean loss and
+// its gradient.
+StepResult forward_backward(const Parameters& p, const weft::Array& images, const weft::Array& labels,
+                            std::int64_t global_batch, const ModelSum& model_sum);
+
+// Forward only: how many of the batch's predictions (argmax of the logits) equal the labels, as a float32
+// scalar. Labels -1 mark padding and never count.
+weft::Array count_correct(const Parameters& p, const weft::Array& images, const weft::Array& labels,
+                          const ModelSum& model_sum);
+
+// SGD with momentum as PyTorch does it: velocity = momentum * velocity + grad; param -= lr * velocity.
+void sgd_momentum(weft::Array& param, weft::Array& velocity, const weft::Array& grad, double lr, double momentum);
+
+}  // namespace mnist

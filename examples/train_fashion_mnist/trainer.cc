@@ -1,0 +1,342 @@
+// The training loop and the session programs behind Trainer (see trainer.hpp for the layouts).
+#include "trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <weft/checkpoint.hpp>
+#include <weft/ops.hpp>
+#include <weft/random.hpp>
+#include <weft/session.hpp>
+
+// Options structs are filled with designated initializers; g++ -Wextra would warn about every member left out.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace mnist {
+
+using weft::Array;
+using weft::DType;
+using weft::Replica;
+using weft::ReplicaGroups;
+using weft::Shape;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// A training-set permutation, as host indices.
+std::vector<std::int64_t> epoch_order(const weft::random::Key& data_key, int epoch, std::int64_t n) {
+  const Array order = weft::random::permutation(weft::random::fold_in(data_key, static_cast<std::uint32_t>(epoch)), n);
+  const std::vector<double> values = order.to_doubles();
+  return {values.begin(), values.end()};
+}
+
+}  // namespace
+
+struct Trainer::Impl {
+  TrainConfig config;
+  const Dataset& data;
+  weft::Runtime& runtime;
+  int replicas = 0, model = 1, data_ranks = 1;
+  std::int64_t per_replica_batch = 0;
+  std::int64_t train_size = 0;
+  int first_local = 0, local_count = 0;
+  weft::random::Key init_key, data_key;
+  std::unique_ptr<weft::Session> session;
+  ReplicaGroups model_groups;  // the M model ranks of one data rank: consecutive replicas
+  ReplicaGroups data_groups;   // the D data ranks of one model rank: replicas M apart
+  std::array<Shape, kNumParameters> local_shapes;  // one replica's slice of each parameter
+  std::array<weft::Variable, kNumParameters> weights, velocities;
+  std::array<weft::RemoteBuffer, kNumParameters> buffers;  // ZeRO: entry 0 = weight, 1 = velocity
+  weft::HostStream images_in, labels_in, result_out;
+  std::int64_t next_step = 0;
+
+  Impl(TrainConfig c, const Dataset& d)
+      : config(std::move(c)), data(d), runtime(config.runtime ? *config.runtime : weft::Runtime::current()) {
+    replicas = config.devices > 0 ? config.devices : runtime.device_count();
+    model = config.model_parallel;
+    if (model < 1 || replicas % model != 0)
+      throw std::invalid_argument("--model-parallel " + std::to_string(model) + " must divide the device count " +
+                                  std::to_string(replicas));
+    data_ranks = replicas / model;
+    if (config.global_batch % data_ranks != 0)
+      throw std::invalid_argument("the global batch " + std::to_string(config.global_batch) +
+                                  " must divide evenly over the " + std::to_string(data_ranks) + " data-parallel replicas");
+    if (config.zero && data_ranks < 2)
+      throw std::invalid_argument("--zero shards the optimizer state over the data-parallel replicas and needs at least 2 of them, got " +
+                                  std::to_string(data_ranks));
+    per_replica_batch = config.global_batch / data_ranks;
+    train_size = config.train_limit > 0 ? std::min(config.train_limit, data.train.size()) : data.train.size();
+    if (train_size < config.global_batch)
+      throw std::invalid_argument("the training set (" + std::to_string(train_size) + " images) is smaller than one batch of " +
+                                  std::to_string(config.global_batch));
+    std::tie(init_key, data_key) = weft::random::split2(weft::random::key(config.seed));
+    session = std::make_unique<weft::Session>(weft::SessionOptions{.replicas = replicas, .runtime = &runtime, .name = "train"});
+    first_local = session->global_replica_offset();
+    local_count = session->instance_replication_factor();
+    model_groups = ReplicaGroups::strided(replicas, 1, model);
+    data_groups = ReplicaGroups::strided(replicas, model, data_ranks);
+    build_state();
+    images_in = session->h2d_stream({per_replica_batch, config.shape.inputs}, DType::f32, "images");
+    labels_in = session->h2d_stream({per_replica_batch}, DType::i32, "labels");
+    result_out = session->d2h_stream({}, DType::f32, "result");
+  }
+
+  // The host value of a variable grouped by model rank: one row per model rank (a plain value when M = 1).
+  Array per_model_rank(const std::vector<Array>& slices) const {
+    return model > 1 ? Array::stack(slices) : slices[0];
+  }
+
+  void build_state() {
+    const Parameters full = init_parameters(init_key, config.shape);
+    std::vector<Parameters> slices;
+    for (int m = 0; m < model; ++m) slices.push_back(model_slice(full, m, model));
+    for (int i = 0; i < kNumParameters; ++i) {
+      local_shapes[i] = slices[0][i].shape();
+      std::vector<Array> values, zeros;
+      for (int m = 0; m < model; ++m) {
+        values.push_back(slices[m][i]);
+        zeros.push_back(Array::zeros(local_shapes[i]));
+      }
+      const std::string name = parameter_name(i);
+      if (config.zero) {
+        // Grouped by model rank (replicated parameters hold M equal copies) and sharded over its data ranks.
+        Shape buffer_shape = local_shapes[i];
+        if (model > 1) buffer_shape.insert(buffer_shape.begin(), model);
+        buffers[i] = session->replica_sharded_buffer(buffer_shape, DType::f32, data_groups, data_ranks, 2);
+        weights[i] = session->remote_replica_sharded_variable(per_model_rank(values), buffers[i], 0, data_groups,
+                                                              weft::Retrieval::one_per_group, name);
+        velocities[i] = session->remote_replica_sharded_variable(per_model_rank(zeros), buffers[i], 1, data_groups,
+                                                                 weft::Retrieval::one_per_group, name + "_velocity");
+      } else if (split_by_model(i) && model > 1) {
+        weights[i] = session->variable(per_model_rank(values), data_groups, weft::Retrieval::one_per_group, name);
+        velocities[i] = session->variable(per_model_rank(zeros), data_groups, weft::Retrieval::one_per_group, name + "_velocity");
+      } else {
+        weights[i] = session->variable(values[0], std::nullopt, weft::Retrieval::one_per_group, name);
+        velocities[i] = session->variable(zeros[0], std::nullopt, weft::Retrieval::one_per_group, name + "_velocity");
+      }
+    }
+  }
+
+  ModelSum model_sum(Replica& r) const {
+    if (model == 1) return [](const Array& x) { return x; };
+    return [&r, this](const Array& x) { return r.all_reduce(x, model_groups); };
+  }
+
+  Array data_sum(Replica& r, const Array& x) const { return data_ranks > 1 ? r.all_reduce(x, data_groups) : x; }
+
+  // This replica's parameters: its variables' values, or (ZeRO) the weights all-gathered from the shards.
+  Parameters acquire(Replica& r) const {
+    Parameters p;
+    for (int i = 0; i < kNumParameters; ++i)
+      p[i] = config.zero ? r.gather_shards(r.remote_load(buffers[i], 0), data_groups, local_shapes[i]) : r.value(weights[i]);
+    return p;
+  }
+
+  void train_program(Replica& r) const {
+    Parameters p = acquire(r);
+    const Array images = r.host_load(images_in);
+    const Array labels = r.host_load(labels_in);
+    StepResult s = forward_backward(p, images, labels, config.global_batch, model_sum(r));
+    p = Parameters{};  // drop the references so that the updates below write in place
+    const Array loss = data_sum(r, s.loss);
+    for (int i = 0; i < kNumParameters; ++i) {
+      if (config.zero) {
+        const Array grad = r.replicated_reduce_scatter(s.grads[i], data_groups, weft::ReduceOp::sum);
+        s.grads[i] = Array();
+        Array w = r.remote_load(buffers[i], 0);
+        Array v = r.remote_load(buffers[i], 1);
+        sgd_momentum(w, v, grad, config.learning_rate, config.momentum);
+        r.remote_store(buffers[i], 0, w);
+        r.remote_store(buffers[i], 1, v);
+      } else {
+        const Array grad = data_sum(r, s.grads[i]);
+        s.grads[i] = Array();
+        sgd_momentum(r.value(weights[i]), r.value(velocities[i]), grad, config.learning_rate, config.momentum);
+      }
+    }
+    r.host_store(result_out, loss);
+  }
+
+  void eval_program(Replica& r) const {
+    const Parameters p = acquire(r);
+    const Array images = r.host_load(images_in);
+    const Array labels = r.host_load(labels_in);
+    r.host_store(result_out, data_sum(r, count_correct(p, images, labels, model_sum(r))));
+  }
+
+  // The session inputs for one global batch: each local replica gets the rows of its data rank. `rows` holds
+  // up to global_batch indices into `split`; missing rows are padding (label -1).
+  std::map<weft::HostStream, Array> batch_inputs(const Split& split, const std::vector<std::int64_t>& rows) const {
+    const std::int64_t b = per_replica_batch;
+    std::vector<std::int64_t> index(static_cast<std::size_t>(local_count * b), 0);
+    std::vector<std::int32_t> labels(index.size(), -1);
+    const auto all_labels = split.labels.data<std::int32_t>();
+    for (int l = 0; l < local_count; ++l) {
+      const std::int64_t d = (first_local + l) / model;
+      for (std::int64_t k = 0; k < b; ++k) {
+        const std::size_t src = static_cast<std::size_t>(d * b + k);
+        if (src < rows.size()) {
+          index[l * b + k] = rows[src];
+          labels[l * b + k] = all_labels[rows[src]];
+        }
+      }
+    }
+    Array images = weft::take(split.images, Array::from_vector(index), 0);
+    Array label_array = Array::from_vector(labels);
+    if (local_count > 1) {
+      images = images.reshape({local_count, b, config.shape.inputs});
+      label_array = label_array.reshape({local_count, b});
+    }
+    return {{images_in, images}, {labels_in, label_array}};
+  }
+
+  double first_local_result(const std::map<weft::HostStream, Array>& outputs) const {
+    return outputs.at(result_out).value_at(0);
+  }
+
+  double evaluate() {
+    const std::int64_t n = data.test.size();
+    double correct = 0;
+    for (std::int64_t begin = 0; begin < n; begin += config.global_batch) {
+      std::vector<std::int64_t> rows;
+      for (std::int64_t i = begin; i < std::min(n, begin + config.global_batch); ++i) rows.push_back(i);
+      correct += first_local_result(session->run([this](Replica& r) { eval_program(r); }, batch_inputs(data.test, rows)));
+    }
+    return correct / static_cast<double>(n);
+  }
+
+  std::string layout_text() const {
+    return std::to_string(replicas) + " replicas, " + std::to_string(data_ranks) + " data x " + std::to_string(model) +
+           " model" + (config.zero ? ", zero" : "");
+  }
+
+  void save(std::int64_t step) {
+    weft::save_checkpoint(*session, config.checkpoint_path,
+                          {{"step", std::to_string(step)}, {"seed", std::to_string(config.seed)},
+                           {"layout", layout_text()}, {"global_batch", std::to_string(config.global_batch)}});
+  }
+
+  void resume() {
+    const auto meta = weft::load_checkpoint(*session, config.resume_path);
+    auto field = [&](const std::string& key) -> std::string {
+      const auto it = meta.find(key);
+      if (it == meta.end()) throw std::runtime_error(config.resume_path + ": not a train_fashion_mnist checkpoint (no '" + key + "')");
+      return it->second;
+    };
+    if (field("seed") != std::to_string(config.seed) || field("global_batch") != std::to_string(config.global_batch))
+      throw std::runtime_error(config.resume_path + ": written with seed " + field("seed") + " and global batch " +
+                               field("global_batch") + "; resume with the same --seed and batch");
+    next_step = std::stoll(field("step"));
+  }
+};
+
+Trainer::Trainer(TrainConfig config, const Dataset& data) : impl_(std::make_unique<Impl>(std::move(config), data)) {
+  if (!impl_->config.resume_path.empty()) impl_->resume();
+}
+
+Trainer::~Trainer() = default;
+
+std::int64_t Trainer::steps_per_epoch() const { return impl_->train_size / impl_->config.global_batch; }
+
+TrainResult Trainer::run(const TrainObserver& observer) {
+  Impl& m = *impl_;
+  const TrainConfig& c = m.config;
+  const std::int64_t per_epoch = steps_per_epoch();
+  const std::int64_t total = c.steps > 0 ? c.steps : c.epochs * per_epoch;
+  TrainResult result;
+  result.devices = m.replicas;
+  result.instances = m.runtime.process_count();
+  result.data_parallel = m.data_ranks;
+  result.model_parallel = m.model;
+  result.zero = c.zero;
+  result.test_accuracy = std::numeric_limits<double>::quiet_NaN();
+
+  m.session->weights_from_host();
+  const Clock::time_point start = Clock::now();
+  std::vector<std::int64_t> order;
+  int order_epoch = -1;
+  std::vector<double> step_seconds;
+  double epoch_loss = 0, epoch_seconds = 0;
+  std::int64_t epoch_steps = 0;
+  const std::int64_t first_step = m.next_step;
+  for (std::int64_t step = m.next_step; step < total; ++step) {
+    const int epoch = static_cast<int>(step / per_epoch);
+    if (epoch != order_epoch) {
+      order = epoch_order(m.data_key, epoch, m.train_size);
+      order_epoch = epoch;
+    }
+    const std::int64_t k = step % per_epoch;
+    const Clock::time_point t0 = Clock::now();
+    const std::vector<std::int64_t> rows(order.begin() + k * c.global_batch, order.begin() + (k + 1) * c.global_batch);
+    const double loss = m.first_local_result(m.session->run([&m](Replica& r) { m.train_program(r); }, m.batch_inputs(m.data.train, rows)));
+    const double seconds = seconds_since(t0);
+    step_seconds.push_back(seconds);
+    StepRecord record{epoch, step, seconds_since(start), loss, static_cast<double>(c.global_batch) / seconds};
+    result.steps.push_back(record);
+    result.final_loss = loss;
+    epoch_loss += loss;
+    epoch_seconds += seconds;
+    ++epoch_steps;
+    m.next_step = step + 1;
+    if (observer.on_step) observer.on_step(record, per_epoch, total);
+    const bool epoch_done = (step + 1) % per_epoch == 0;
+    const bool last = step + 1 == total;
+    if (epoch_done || last) {
+      EpochRecord e{epoch, 0, epoch_loss / static_cast<double>(epoch_steps), std::numeric_limits<double>::quiet_NaN(),
+                    static_cast<double>(epoch_steps * c.global_batch) / epoch_seconds};
+      if (c.evaluate) e.test_accuracy = result.test_accuracy = m.evaluate();
+      e.elapsed_s = seconds_since(start);
+      result.epochs.push_back(e);
+      if (observer.on_epoch) observer.on_epoch(e);
+      if (!c.checkpoint_path.empty()) m.save(step + 1);
+      epoch_loss = epoch_seconds = 0;
+      epoch_steps = 0;
+    }
+  }
+  // Steady state: leave out the first steps (first touches of buffers, caches, page faults).
+  const std::size_t warmup = std::min<std::size_t>(5, step_seconds.size() / 2);
+  const double step_s = median(std::vector<double>(step_seconds.begin() + static_cast<std::ptrdiff_t>(warmup), step_seconds.end()));
+  result.step_ms = step_s * 1e3;
+  result.samples_per_s = static_cast<double>(c.global_batch) / step_s;
+  (void)first_step;
+  return result;
+}
+
+Parameters Trainer::parameters() {
+  Impl& m = *impl_;
+  Parameters p;
+  for (int i = 0; i < kNumParameters; ++i) {
+    const Array host = m.session->get_tensor_data(m.weights[i]);
+    // One row per model rank when the variable is grouped by model rank (ZeRO groups every parameter so).
+    const bool grouped = m.model > 1 && (m.config.zero || split_by_model(i));
+    if (!grouped) {
+      p[i] = host;
+      continue;
+    }
+    std::vector<Array> slices;
+    for (int r = 0; r < m.model; ++r) slices.push_back(host[r]);
+    p[i] = join_model_slices(i, slices);
+  }
+  return p;
+}
+
+}  // namespace mnist

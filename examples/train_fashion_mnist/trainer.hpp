@@ -1,0 +1,100 @@
+// Training the MLP on weft in any parallel layout, through a PopXL-style Session:
+//
+//   data parallel     replicas = data ranks; every parameter and its velocity is a replicated variable;
+//                     the gradients are summed over the data ranks (one all-reduce per parameter).
+//   + model parallel  replicas form a data x model mesh (replica = d * M + m); w1, b1, w2 are grouped
+//                     variables with one value per model rank (grouping: stride M, group size D), the others
+//                     replicated; the forward pass sums the second layer over the model ranks; gradients
+//                     are summed over the data ranks of each model rank.
+//   ZeRO (--zero)     every parameter and its velocity live in a replica-sharded remote buffer (host memory),
+//                     sharded over the data ranks: a step all-gathers the weights, reduce-scatters the
+//                     gradients, and each replica updates only its shard of the f32 master weights.
+//
+// Every layout starts from the same parameters and reads the same global batches (a permutation per epoch
+// from the seed), so losses agree with the 1-device run up to summation order.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <weft/runtime.hpp>
+
+#include "dataset.hpp"
+#include "mlp.hpp"
+
+namespace mnist {
+
+struct TrainConfig {
+  int devices = 0;         // replicas (global); 0 = every device of the runtime
+  int model_parallel = 1;  // M: model ranks per data rank
+  bool zero = false;
+  int epochs = 2;
+  std::int64_t steps = 0;  // stop after this many steps in all (counted from step 0, also when resuming); 0 = epochs
+  std::int64_t train_limit = 0;  // use only the first N training images (tests); 0 = all
+  std::int64_t global_batch = 256;
+  double learning_rate = 0.1;
+  double momentum = 0.9;
+  std::uint64_t seed = 0;
+  MlpShape shape{};
+  bool evaluate = true;             // test accuracy at the end of each epoch and of training
+  std::string checkpoint_path;      // written at the end of each epoch and of training
+  std::string resume_path;          // read before the first step
+  weft::Runtime* runtime = nullptr;  // default Runtime::current()
+};
+
+struct StepRecord {
+  int epoch = 0;
+  std::int64_t step = 0;    // global step index
+  double elapsed_s = 0;     // since training started
+  double loss = 0;          // the global batch's mean loss
+  double samples_per_s = 0; // this step
+};
+
+struct EpochRecord {
+  int epoch = 0;
+  double elapsed_s = 0;
+  double loss = 0;           // mean of the epoch's step losses
+  double test_accuracy = 0;  // NaN when not evaluated
+  double samples_per_s = 0;  // over the epoch's steps
+};
+
+struct TrainResult {
+  std::vector<StepRecord> steps;
+  std::vector<EpochRecord> epochs;
+  double final_loss = 0;
+  double test_accuracy = 0;  // NaN when not evaluated
+  double samples_per_s = 0;  // steady state: median over steps after the first few
+  double step_ms = 0;        // median step time
+  int devices = 0, instances = 1, data_parallel = 1, model_parallel = 1;
+  bool zero = false;
+};
+
+// Called as training goes (on every instance; print on instance 0 only).
+struct TrainObserver {
+  std::function<void(const StepRecord&, std::int64_t steps_per_epoch, std::int64_t total_steps)> on_step;
+  std::function<void(const EpochRecord&)> on_epoch;
+};
+
+class Trainer {
+ public:
+  // Validates the layout (devices divisible by model_parallel, the batch by the data ranks, ...) and builds the
+  // session; throws std::invalid_argument / weft::InvalidArgument with the rule broken.
+  Trainer(TrainConfig config, const Dataset& data);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  TrainResult run(const TrainObserver& observer = {});
+  // The model's current full parameters, read back from the replicas.
+  Parameters parameters();
+  std::int64_t steps_per_epoch() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mnist
