@@ -286,6 +286,13 @@ case "$CASE" in
     run --timeout abc true
     expect_rc 2
     expect_text "$ERR" "--timeout expects a positive number of seconds"
+    # A hostfile that cannot be read is named, before mpirun starts (which would bury it in a help text).
+    run --hostfile "$TMP/no-such-hostfile" --num-instances 2 -- true
+    expect_rc 2
+    expect_first_summary_has "weftrun: error: --hostfile $TMP/no-such-hostfile: cannot read the file: No such file or directory"
+    run --hostfile "$TMP" --num-instances 2 -- true
+    expect_rc 2
+    expect_first_summary_has "weftrun: error: --hostfile $TMP: cannot read the file"
     run --help
     expect_rc 0
     expect_text "$OUT" "usage: weftrun [options] [--] PROGRAM [ARGS...]"

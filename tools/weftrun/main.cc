@@ -214,6 +214,19 @@ Options parse_options(int argc, char** argv) {
       o.hosts = take();
     } else if (name == "--hostfile") {
       o.hostfile = take();
+      // mpirun's own complaint ("Open RTE was unable to open the hostfile") comes after a failed start and
+      // buries the path in a help message; say it here, before anything starts.
+      const int fd = ::open(o.hostfile.c_str(), O_RDONLY | O_CLOEXEC);
+      struct stat st {};
+      const int e = fd < 0 ? errno : fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+      if (fd >= 0) close(fd);
+      if (e != 0) {
+        std::string m = "--hostfile ";
+        m += o.hostfile;
+        m += ": cannot read the file: ";
+        m += std::strerror(e);
+        usage_error(m);
+      }
     } else if (name == "--mpi-local-args" || name == "--mpi-global-args") {
       for (std::string& a : split_spaces(take())) o.mpi_args.push_back(std::move(a));
     } else if (name == "--no-instance-wrapper") {
