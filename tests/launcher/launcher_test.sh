@@ -68,6 +68,7 @@ expect_first_summary_has() {
 }
 expect_nothing_left() {
   sleep 0.2
+  command -v pgrep >/dev/null || { fail "no pgrep: cannot check for processes left behind"; return; }
   local left
   left=$(pgrep -af -- "$MARKER" | grep -v -e pgrep -e launcher_test.sh)
   [ -z "$left" ] || fail "processes of the job are left behind: $left"
@@ -368,6 +369,32 @@ case "$CASE" in
     run --no-instance-wrapper --num-instances 2 --num-replicas 4 -- "$FAKE" weft-error 1 "$MARKER"
     expect_rc 1
     expect_first_summary_has "weftrun: error:" "instance 1" "replica 3" "boom-3"
+    expect_nothing_left
+    ;;
+
+  closed_stdout)
+    # weftrun | head: the instances keep writing, weftrun's stdout is closed. The job ends promptly (as
+    # mpirun | head does) with 128 + SIGPIPE, not at --timeout.
+    start=$(date +%s%N)
+    "$WEFTRUN" --timeout 30 --num-instances 2 -- sh -c 'while :; do echo "line $OMPI_COMM_WORLD_RANK"; done' "$MARKER" \
+      2>"$ERR" </dev/null | head -n 5 >"$OUT"
+    RC=${PIPESTATUS[0]}
+    ELAPSED=$((($(date +%s%N) - start) / 1000000))
+    show
+    expect_rc 141
+    expect_within_ms 5000
+    [ "$(grep -c '^\[instance [01]\] line [01]$' "$OUT")" -eq 5 ] || fail "expected 5 tagged lines in the output"
+    expect_nothing_left
+    # Silent instances: the closed pipe is noticed without a write that fails.
+    start=$(date +%s%N)
+    "$WEFTRUN" --timeout 30 --num-instances 2 -- sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then echo first; fi; sleep 60' \
+      "$MARKER" 2>"$ERR" </dev/null | head -n 1 >"$OUT"
+    RC=${PIPESTATUS[0]}
+    ELAPSED=$((($(date +%s%N) - start) / 1000000))
+    show
+    expect_rc 141
+    expect_within_ms 5000
+    expect_line "$OUT" "[instance 0] first"
     expect_nothing_left
     ;;
 

@@ -350,7 +350,7 @@ bool write_all(int fd, std::string_view data) {
     const ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      return false;  // e.g. EPIPE: the reader went away; the job still runs to its end
+      return false;  // errno says why; EPIPE: the reader went away (see Job::output_closed)
     }
     data.remove_prefix(static_cast<std::size_t>(n));
   }
@@ -500,6 +500,11 @@ class Job {
   int root_rank_ = -1;
   std::string root_line_;
   bool stdout_ok_ = true, stderr_ok_ = true;
+  // The reader of our stdout or stderr went away (`weftrun ... | head`): the job ends, as `mpirun | head`
+  // does when SIGPIPE kills mpirun, and weftrun exits 128 + SIGPIPE without a summary nobody would read.
+  bool output_closed_ = false;
+  bool watch_output_[2] = {false, false};  // stdout, stderr: pipes we can poll for a closed reader
+  void output_closed(int fd);
   int leftovers_ = 0;
 };
 
@@ -712,11 +717,19 @@ void Job::on_line(const TaggedLine& l) {
   s += "] ";
   s += l.text;
   s += '\n';
-  if (l.stream == Stream::out) {
-    if (stdout_ok_) stdout_ok_ = write_all(1, s);
-  } else {
-    if (stderr_ok_) stderr_ok_ = write_all(2, s);
+  const int fd = l.stream == Stream::out ? 1 : 2;
+  bool& ok = l.stream == Stream::out ? stdout_ok_ : stderr_ok_;
+  if (ok && !write_all(fd, s)) {
+    ok = false;
+    if (errno == EPIPE) output_closed(fd);
   }
+}
+
+void Job::output_closed(int fd) {
+  if (output_closed_) return;
+  output_closed_ = true;
+  if (o_.verbose && fd == 1) say("the reader of stdout went away (broken pipe): ending the job");
+  begin_termination();
 }
 
 void Job::reap() {
@@ -825,6 +838,10 @@ void Job::supervise() {
     channels.push_back(std::move(ch));
   }
   out_fd_ = err_fd_ = -1;  // owned by the channels now
+  for (int fd : {1, 2}) {
+    struct stat st {};
+    watch_output_[fd - 1] = fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+  }
   const auto started = Clock::now();
   const auto deadline =
       started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.timeout_s));
@@ -888,6 +905,11 @@ void Job::supervise() {
     fds.push_back({g_signal_pipe[0], POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
     for (const auto& ch : channels) fds.push_back({ch->fd, POLLIN, 0});
+    // Our own stdout and stderr, when they are pipes: POLLERR says the reader closed its end, even while the
+    // instances are silent (no write to fail with EPIPE).
+    const std::size_t watched_outputs = fds.size();
+    for (int fd : {1, 2})
+      if (watch_output_[fd - 1] && !output_closed_) fds.push_back({fd, 0, 0});
     const int r = ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(wait_ms + 1, 0, 1000)));
     if (r < 0) {
       if (errno == EINTR) continue;
@@ -913,7 +935,7 @@ void Job::supervise() {
       }
     }
     reap();
-    for (std::size_t k = 0; k + 2 < fds.size(); ++k) {
+    for (std::size_t k = 0; k + 2 < watched_outputs; ++k) {
       Channel& ch = *channels[k];
       if (ch.fd < 0 || !(fds[k + 2].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       const ssize_t n = ::read(ch.fd, buf.data(), buf.size());
@@ -924,6 +946,8 @@ void Job::supervise() {
       }
     }
     if (fds[1].revents & POLLIN) accept_all();
+    for (std::size_t k = watched_outputs; k < fds.size(); ++k)
+      if (fds[k].revents & POLLERR) output_closed(fds[k].fd);
     std::erase_if(channels, [](const std::unique_ptr<Channel>& ch) { return ch->fd < 0; });
   }
   for (auto& ch : channels) close_channel(*ch, true);
@@ -1087,6 +1111,7 @@ std::string Job::interpret(const MpirunEvent& e) const {
 
 int Job::finish() {
   read_records();
+  if (output_closed_) return 128 + SIGPIPE;  // the summary's reader is gone (see output_closed)
   const MpirunReport report = parse_mpirun_report(mpirun_lines_);
   const int n = static_cast<int>(instances_.size());
 
