@@ -14,6 +14,11 @@ FAKE=$3
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/weftrun-test-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
+# Every job's temporary files (weftrun's job directory, Open MPI's session directory) go here, so the test
+# can see that nothing is left (expect_nothing_left).
+JOBTMP=$TMP/jobtmp
+mkdir "$JOBTMP"
+export TMPDIR=$JOBTMP
 MARKER="weftrun-test-marker-$$-$RANDOM"
 OUT=$TMP/out
 ERR=$TMP/err
@@ -72,6 +77,21 @@ expect_nothing_left() {
   local left
   left=$(pgrep -af -- "$MARKER" | grep -v -e pgrep -e launcher_test.sh)
   [ -z "$left" ] || fail "processes of the job are left behind: $left"
+  expect_no_files_left
+}
+# Nothing in the jobs' TMPDIR: no weftrun-* job directory, no Open MPI session directory (ompi.*).
+expect_no_files_left() {
+  local files
+  files=$(cd "$JOBTMP" && find . -mindepth 1 -maxdepth 3 | head -20)
+  [ -z "$files" ] || fail "files left behind in the jobs' TMPDIR: $(echo $files)"
+}
+# wait_until_clean SECONDS: for a cleanup that happens after weftrun has returned (the janitor's).
+wait_until_clean() {
+  local i
+  for i in $(seq $(($1 * 10))); do
+    [ -z "$(ls -A "$JOBTMP")" ] && [ -z "$(pgrep -f -- "$MARKER" | grep -v -x "$$")" ] && return
+    sleep 0.1
+  done
 }
 
 # Shell programs for the instances: $0 is the marker, so it is in every instance's command line.
@@ -372,6 +392,68 @@ case "$CASE" in
     expect_nothing_left
     ;;
 
+  long_line)
+    # An instance writes 200 MB without a newline: weftrun hands it out in pieces of 1 MiB (each tagged), in
+    # linear time and bounded memory (it held the whole line before: 784 MB resident, quadratic time).
+    start=$(date +%s%N)
+    "$WEFTRUN" --timeout 60 --num-instances 1 -- sh -c 'head -c 200000000 /dev/zero | tr "\\0" x; sleep 1; echo; echo end' \
+      "$MARKER" >"$OUT" 2>"$ERR" </dev/null &
+    weftrun_pid=$!
+    peak=0
+    while kill -0 "$weftrun_pid" 2>/dev/null; do
+      hwm=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$weftrun_pid/status" 2>/dev/null)
+      [ -n "$hwm" ] && [ "$hwm" -gt "$peak" ] && peak=$hwm
+      sleep 0.1
+    done
+    wait "$weftrun_pid"
+    RC=$?
+    ELAPSED=$((($(date +%s%N) - start) / 1000000))
+    echo "--- exit status $RC after ${ELAPSED} ms; weftrun's peak resident memory ${peak} kB"
+    expect_rc 0
+    expect_within_ms 20000
+    [ "$peak" -gt 0 ] || fail "could not read weftrun's resident memory"
+    [ "$peak" -le 65536 ] || fail "weftrun's peak resident memory ${peak} kB exceeds 64 MiB for a 200 MB line"
+    [ "$(tr -cd x <"$OUT" | wc -c)" -eq 200000000 ] || fail "not every byte of the long line arrived"
+    # 190 pieces of 1 MiB and the rest, each with its tag; nothing else in between.
+    [ "$(grep -c '^\[instance 0\] x*$' "$OUT")" -eq 191 ] || fail "expected 191 tagged pieces of the long line"
+    [ "$(awk '{ if (length($0) > max) max = length($0) } END { print max }' "$OUT")" -eq $((13 + 1048576)) ] ||
+      fail "a piece is longer than 1 MiB plus its tag"
+    expect_line "$OUT" "[instance 0] end"
+    expect_nothing_left
+    # The same through mpirun's --tag-output (no instance wrapper), 20 MB.
+    start=$(date +%s%N)
+    run --timeout 60 --no-instance-wrapper -- sh -c 'head -c 20000000 /dev/zero | tr "\\0" x; echo; echo end' "$MARKER"
+    [ "$(tr -cd x <"$OUT" | wc -c)" -eq 20000000 ] || fail "not every byte of the long line arrived"
+    [ "$(awk '{ if (length($0) > max) max = length($0) } END { print max }' "$OUT")" -le $((13 + 1048576)) ] ||
+      fail "a piece is longer than 1 MiB plus its tag"
+    expect_line "$OUT" "[instance 0] end"
+    expect_rc 0
+    expect_nothing_left
+    ;;
+
+  killed_launcher)
+    # weftrun itself killed with SIGKILL (it cannot clean up): the job ends and its files go all the same.
+    start=$(date +%s%N)
+    "$WEFTRUN" --num-instances 2 -- sh -c "echo \$\$ > \"$TMP/pid-\$OMPI_COMM_WORLD_RANK\"; exec '$FAKE' sleep 60 '$MARKER'" \
+      "$MARKER" >"$OUT" 2>"$ERR" </dev/null &
+    weftrun_pid=$!
+    for _ in $(seq 100); do [ -s "$TMP/pid-0" ] && [ -s "$TMP/pid-1" ] && break; sleep 0.1; done
+    [ -s "$TMP/pid-1" ] || fail "the instances never started"
+    sleep 1  # into MPI_Init: Open MPI's session directory exists
+    [ -n "$(ls -A "$JOBTMP")" ] || fail "no job files to clean up: the test would prove nothing"
+    kill -9 "$weftrun_pid"
+    wait "$weftrun_pid"
+    RC=$?
+    wait_until_clean 10
+    ELAPSED=$((($(date +%s%N) - start) / 1000000))
+    show
+    expect_rc 137
+    for i in 0 1; do
+      kill -0 "$(cat "$TMP/pid-$i")" 2>/dev/null && fail "instance $i is still running"
+    done
+    expect_nothing_left
+    ;;
+
   closed_stdout)
     # weftrun | head: the instances keep writing, weftrun's stdout is closed. The job ends promptly (as
     # mpirun | head does) with 128 + SIGPIPE, not at --timeout.
@@ -404,6 +486,7 @@ case "$CASE" in
     ;;
 esac
 
+expect_no_files_left
 if [ "$FAILS" -ne 0 ]; then
   echo "[$CASE] $FAILS check(s) failed" >&2
   exit 1

@@ -56,6 +56,9 @@ constexpr int kTimeoutStatus = 124;
 constexpr auto kTermGrace = std::chrono::milliseconds(1500);   // SIGTERM to the job, then SIGKILL
 constexpr auto kDrainGrace = std::chrono::milliseconds(2000);  // mpirun gone, its pipes still open
 constexpr auto kReapLimit = std::chrono::milliseconds(5000);   // final sweep: wait for the killed
+// An instance's line that has no newline yet is handed out in pieces of this size (each with its tag) rather
+// than held without limit: a program writing 200 MB without a newline must not make weftrun hold 200 MB.
+constexpr std::size_t kMaxLine = std::size_t{1} << 20;
 
 // ---------------------------------------------------------------------------------------------------------
 // Options
@@ -315,22 +318,25 @@ std::string shell_quote(const std::string& s) {
   return q;
 }
 
-bool contains_ci(const std::string& text, std::string_view word) {
-  const auto it = std::search(text.begin(), text.end(), word.begin(), word.end(), [](char a, char b) {
-    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-  });
-  return it != text.end();
+// Case-insensitive search, as a lower-cased copy and std::string::find: a per-character std::search with
+// tolower made a 1 MiB line cost ~40 ms per word, most of weftrun's time on long lines.
+std::string lowered(std::string_view text) {
+  std::string s(text);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
-// Lines that get through --only-output-from-instance: errors, crashes, signals.
-bool looks_like_error(const std::string& line) {
+// Lines that get through --only-output-from-instance: errors, crashes, signals. `lower` is the line
+// lower-cased.
+bool looks_like_error_lower(const std::string& lower) {
   static constexpr std::string_view words[] = {
       "error",  "terminate called", "what():", "abort",      "signal", "segmentation fault", "killed",
       "fatal",  "core dumped",      "panic",   "sanitizer",  "exception", "traceback"};
   for (std::string_view w : words)
-    if (contains_ci(line, w)) return true;
+    if (lower.find(w) != std::string::npos) return true;
   return false;
 }
+bool looks_like_error(const std::string& line) { return looks_like_error_lower(lowered(line)); }
 
 // How telling an error line is, for the summary: the runtime's root cause, then an exception's message, then
 // any "error", then the rest; 0 for Open MPI's signal-handler boilerplate ("*** Process received signal ***",
@@ -339,10 +345,11 @@ int error_score(const std::string& line) {
   if (line.find("weft: error:") != std::string::npos) return 5;
   if (line.find("***") != std::string::npos || line.find("] [") != std::string::npos) return 0;
   if (line.find("what():") != std::string::npos) return 4;
-  if (contains_ci(line, "error")) return 3;
+  const std::string lower = lowered(line);
+  if (lower.find("error") != std::string::npos) return 3;
   for (std::string_view w : {"terminate called", "exception", "fatal", "panic", "sanitizer", "traceback"})
-    if (contains_ci(line, w)) return 2;
-  return looks_like_error(line) ? 1 : 0;
+    if (lower.find(w) != std::string::npos) return 2;
+  return looks_like_error_lower(lower) ? 1 : 0;
 }
 
 bool write_all(int fd, std::string_view data) {
@@ -382,6 +389,7 @@ std::string first_line(const std::string& text) {
 
 struct ProcInfo {
   pid_t pid = 0, ppid = 0, sid = 0;
+  char state = 0;  // 'Z' for a zombie
 };
 
 std::vector<ProcInfo> list_processes() {
@@ -405,7 +413,7 @@ std::vector<ProcInfo> list_processes() {
     char state = 0;
     int ppid = 0, pgrp = 0, sid = 0;
     if (std::sscanf(close + 1, " %c %d %d %d", &state, &ppid, &pgrp, &sid) != 4) continue;
-    out.push_back({static_cast<pid_t>(std::atoi(e->d_name)), ppid, sid});
+    out.push_back({static_cast<pid_t>(std::atoi(e->d_name)), ppid, sid, state});
   }
   closedir(d);
   return out;
@@ -414,16 +422,53 @@ std::vector<ProcInfo> list_processes() {
 // Every process of the job: mpirun started its own session, and everything it starts stays in it (Open MPI
 // gives each rank its own process group, so a process-group kill would miss them); orphans of the job are
 // reparented to weftrun (a child subreaper), wherever they are.
+pid_t g_janitor = -1;  // weftrun's own helper (see start_janitor): not part of the job
+
 int signal_job(pid_t session, int sig) {
   int n = 0;
   const pid_t self = getpid();
   for (const ProcInfo& p : list_processes()) {
-    if (p.pid == self) continue;
+    if (p.pid == self || p.pid == g_janitor) continue;
     if ((session > 0 && p.sid == session) || p.ppid == self) {
       if (::kill(p.pid, sig) == 0) ++n;
     }
   }
   return n;
+}
+
+// Open MPI's session directory of one mpirun: <base>/ompi.<node>.<uid>/pid.<mpirun pid>, with base its
+// orte_tmpdir_base (by default $TMPDIR, $TEMP, $TMP or /tmp, in that order). mpirun removes it when it ends
+// normally; killed (SIGKILL after the grace, or with weftrun) it cannot, and each killed job would leave one.
+// The ompi.<node>.<uid> directory above is shared by the user's jobs: it goes only when empty, as mpirun
+// itself does.
+std::string mpi_tmpdir_base(const std::vector<std::string>& mpi_args) {
+  for (std::size_t i = 0; i + 2 < mpi_args.size(); ++i)
+    if ((mpi_args[i] == "--mca" || mpi_args[i] == "-mca") && mpi_args[i + 1] == "orte_tmpdir_base") return mpi_args[i + 2];
+  for (const char* name : {"OMPI_MCA_orte_tmpdir_base", "TMPDIR", "TEMP", "TMP"})
+    if (const char* v = std::getenv(name); v && *v) return v;
+  return "/tmp";
+}
+
+void remove_mpi_session_dir(const std::string& base, pid_t mpirun) {
+  if (mpirun <= 0) return;
+  const std::string uid_suffix = "." + std::to_string(geteuid());
+  const std::string pid_dir = "pid." + std::to_string(mpirun);
+  DIR* d = opendir(base.c_str());
+  if (!d) return;
+  std::vector<std::string> tops;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind("ompi.", 0) == 0 && name.size() > uid_suffix.size() &&
+        name.compare(name.size() - uid_suffix.size(), uid_suffix.size(), uid_suffix) == 0)
+      tops.push_back(base + "/" + name);
+  }
+  closedir(d);
+  for (const std::string& top : tops) {
+    std::error_code ec;
+    if (!std::filesystem::exists(top + "/" + pid_dir, ec)) continue;
+    std::filesystem::remove_all(top + "/" + pid_dir, ec);
+    rmdir(top.c_str());  // only if no other job uses it
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -467,6 +512,9 @@ class Job {
   std::vector<std::string> build_environment();
   std::vector<std::string> build_command(const std::vector<std::string>& exported);
   bool start(const std::vector<std::string>& command, const std::vector<std::string>& env);
+  void start_janitor();
+  void stop_janitor();
+  void clean_up_files();
   struct Channel;
   void supervise();
   void feed(Channel& ch, std::string_view data);
@@ -486,7 +534,9 @@ class Job {
   Options o_;
   std::vector<Instance> instances_;
   std::string job_dir_;
+  std::string mpi_tmpdir_base_;  // where Open MPI puts this job's session directory
   pid_t mpirun_ = -1;
+  int janitor_pipe_ = -1;  // its write end: closed without a word only if weftrun dies
   int out_fd_ = -1, err_fd_ = -1;
   int listen_fd_ = -1;  // $WEFT_JOB_DIR/output.sock: the instance wrappers' direct output streams
   bool reaped_ = false;
@@ -737,6 +787,7 @@ void Job::reap() {
     int status = 0;
     const pid_t p = waitpid(-1, &status, WNOHANG);
     if (p <= 0) return;
+    if (p == g_janitor) g_janitor = -1;
     if (p == mpirun_) {
       reaped_ = true;
       mpirun_status_ = status;
@@ -768,6 +819,7 @@ struct Job::Channel {
   int fd = -1;
   std::unique_ptr<TaggedOutput> tagged;  // mpirun_pipe
   bool have_header = false;             // instance_stream
+  std::size_t scanned = 0;              // buf[0, scanned) holds no newline: search only the new bytes
   int rank = -1;
   Stream stream = Stream::out;
   std::string buf;
@@ -800,11 +852,19 @@ void Job::feed(Channel& ch, std::string_view data) {
     ch.buf.clear();
     return;
   }
-  for (std::size_t nl = ch.buf.find('\n', from); nl != std::string::npos; nl = ch.buf.find('\n', from)) {
+  for (std::size_t nl = ch.buf.find('\n', std::max(from, ch.scanned)); nl != std::string::npos;
+       nl = ch.buf.find('\n', from)) {
     on_line({ch.rank, ch.stream, ch.buf.substr(from, nl - from)});
     from = nl + 1;
   }
+  // A line without its newline yet: past kMaxLine, out it goes in pieces (memory bounded, and the bytes
+  // already searched are never searched again, so a long line costs linear time).
+  while (ch.buf.size() - from >= kMaxLine) {
+    on_line({ch.rank, ch.stream, ch.buf.substr(from, kMaxLine)});
+    from += kMaxLine;
+  }
   ch.buf.erase(0, from);
+  ch.scanned = ch.buf.size();
 }
 
 void Job::close_channel(Channel& ch, bool drain) {
@@ -986,7 +1046,9 @@ void Job::final_sweep() {
     reap();
     int status = 0;
     const pid_t p = waitpid(-1, &status, WNOHANG);
-    if (p < 0 && errno == ECHILD && n == 0) return;
+    // n counts every process of the session and every child of ours, zombies included, but not the
+    // janitor: 0 means everything of the job is gone and reaped.
+    if (n == 0) return;
     if (Clock::now() >= until) {
       say("warning: some processes of the job could not be reaped");
       return;
@@ -1392,15 +1454,96 @@ int Job::run() {
       }
     if (geteuid() == 0) say("mpirun's own environment also has OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
   }
+  mpi_tmpdir_base_ = mpi_tmpdir_base(o_.mpi_args);
   int status = 1;
   if (start(command, env)) {
+    start_janitor();
     supervise();
     final_sweep();
     status = finish();
   }
+  clean_up_files();
+  stop_janitor();
+  return status;
+}
+
+void Job::clean_up_files() {
   std::error_code ec;
   std::filesystem::remove_all(job_dir_, ec);
-  return status;
+  remove_mpi_session_dir(mpi_tmpdir_base_, mpirun_);
+}
+
+// The janitor: a process of ours outside the job that outlives weftrun. weftrun killed with SIGKILL cannot
+// clean up; mpirun then gets SIGTERM (PR_SET_PDEATHSIG) and aborts the job, but the job directory and, if
+// mpirun is slow to die, Open MPI's session directory would stay. The janitor waits on a pipe only weftrun
+// holds: a byte means weftrun cleaned up itself; end of file without one means weftrun died, and the janitor
+// ends what is left of the job (SIGKILL after kTermGrace) and removes both directories.
+void Job::start_janitor() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return;
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return;
+  }
+  if (pid > 0) {
+    close(fds[0]);
+    janitor_pipe_ = fds[1];
+    g_janitor = pid;
+    return;
+  }
+  // The janitor. Away from the terminal's signals (weftrun relays those), holding none of weftrun's
+  // descriptors: an inherited stdout would keep `weftrun | head` waiting for it.
+  setsid();
+  prctl(PR_SET_NAME, "weftrun-janitor");
+  for (int s : {SIGINT, SIGHUP, SIGPIPE}) std::signal(s, SIG_IGN);
+  for (int s : {SIGTERM, SIGCHLD}) std::signal(s, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  const int null = ::open("/dev/null", O_RDWR);
+  for (int fd = 0; fd <= 2; ++fd) dup2(null, fd);
+  const int keep = fds[0];
+  if (DIR* d = opendir("/proc/self/fd")) {
+    std::vector<int> open_fds;
+    while (dirent* e = readdir(d))
+      if (std::isdigit(static_cast<unsigned char>(e->d_name[0]))) open_fds.push_back(std::atoi(e->d_name));
+    closedir(d);
+    for (int fd : open_fds)
+      if (fd > 2 && fd != keep) close(fd);
+  }
+  char byte = 0;
+  ssize_t n;
+  do n = ::read(keep, &byte, 1);
+  while (n < 0 && errno == EINTR);
+  if (n == 1) _exit(0);  // weftrun cleaned up
+  // weftrun is gone. Give mpirun the grace weftrun would have given it, then kill what is left.
+  auto alive = [this] {
+    for (const ProcInfo& p : list_processes())
+      if (p.sid == mpirun_ && p.state != 'Z') return true;
+    return false;
+  };
+  const auto until = Clock::now() + kTermGrace;
+  while (alive() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto kill_until = Clock::now() + kReapLimit;
+  while (alive() && Clock::now() < kill_until) {
+    for (const ProcInfo& p : list_processes())
+      if (p.sid == mpirun_) ::kill(p.pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  clean_up_files();
+  _exit(0);
+}
+
+void Job::stop_janitor() {
+  if (janitor_pipe_ < 0) return;
+  const char byte = 'q';
+  [[maybe_unused]] ssize_t w = ::write(janitor_pipe_, &byte, 1);
+  close(janitor_pipe_);
+  janitor_pipe_ = -1;
+  if (g_janitor > 0) waitpid(g_janitor, nullptr, 0);
+  g_janitor = -1;
 }
 
 }  // namespace

@@ -109,8 +109,13 @@ void TaggedOutput::parse(std::string_view region) {
 
 void TaggedOutput::append(int rank, Stream stream, std::string_view text) {
   if (text.empty()) return;
-  std::string& line = partial_[{rank, static_cast<int>(rank < 0 ? pipe_ : stream)}];
+  const Stream s = rank < 0 ? pipe_ : stream;
+  std::string& line = partial_[{rank, static_cast<int>(s)}];
   line.append(text);
+  // A line that never ends goes out in pieces: memory stays bounded per (rank, stream).
+  std::size_t from = 0;
+  for (; line.size() - from >= kMaxPending; from += kMaxPending) sink_({rank, s, line.substr(from, kMaxPending)});
+  line.erase(0, from);
 }
 
 void TaggedOutput::complete(int rank, Stream stream) {
