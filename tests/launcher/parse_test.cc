@@ -56,6 +56,29 @@ void interleaved_chunks() {
   }
 }
 
+void endless_line_comes_out_in_pieces() {
+  // Rank 0 writes 3.5 MiB without a newline, cut by mpirun into 64 KiB chunks (each tagged), interleaved
+  // with rank 1's complete lines; then its newline. Rank 0's text comes out in pieces of exactly 1 MiB, then
+  // the rest; nothing is lost and rank 1's lines are untouched.
+  const std::size_t mib = std::size_t{1} << 20, total = 3 * mib + mib / 2, chunk = 64 * 1024;
+  Collected c;
+  weftrun::TaggedOutput out(weftrun::Stream::out, c.sink());
+  for (std::size_t sent = 0; sent < total; sent += chunk) {
+    out.feed("[1,0]<stdout>:" + std::string(std::min(chunk, total - sent), 'x'));
+    out.feed("[1,1]<stdout>:short\n");
+  }
+  out.feed("[1,0]<stdout>:\n");
+  out.finish();
+  std::vector<std::size_t> pieces;
+  std::size_t shorts = 0;
+  for (const auto& l : c.lines) {
+    if (l.rank == 0) pieces.push_back(l.text.size());
+    if (l.rank == 1 && l.text == "short") ++shorts;
+  }
+  CHECK((pieces == std::vector<std::size_t>{mib, mib, mib, mib / 2}));
+  CHECK(shorts == (total + chunk - 1) / chunk);
+}
+
 void streams_and_untagged() {
   Collected c;
   weftrun::TaggedOutput err(weftrun::Stream::err, c.sink());
@@ -122,6 +145,7 @@ void mpirun_reports() {
 
 int main() {
   interleaved_chunks();
+  endless_line_comes_out_in_pieces();
   streams_and_untagged();
   mpirun_reports();
   if (failures) {
