@@ -7,9 +7,13 @@
 // arguments, the whole value for broadcast ones) and returns an Array, a std::tuple of Arrays or a
 // std::vector of Arrays. The first call with given shapes and dtypes prepares (plans, groups, buffers);
 // later calls with the same signature reuse that (Runtime::stats().preparations counts the misses).
+// A pmapped function (and its copies) may be called from several threads at once; the runtime then runs
+// the executions one at a time.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -87,15 +91,15 @@ auto unflatten_tuple(std::vector<ShardedArray>& out, std::index_sequence<I...>) 
 template <class F>
 class Pmapped {
  public:
-  Pmapped(F fn, PmapOptions options) : fn_(std::make_shared<F>(std::move(fn))), options_(std::move(options)) {}
+  Pmapped(F fn, PmapOptions options) : state_(std::make_shared<State>(std::move(fn), std::move(options))) {}
 
   template <class... Args>
   auto operator()(Args&&... args) const {
     constexpr std::size_t n = sizeof...(Args);
     using Result = decltype(detail::invoke_replica(std::declval<F&>(), std::declval<Replica&>(),
                                                    std::span<const Array>{}, std::make_index_sequence<n>{}));
-    auto& program = program_for<n>();
-    std::vector<ShardedArray> out = program(std::vector<PmapArg>{PmapArg(std::forward<Args>(args))...});
+    const std::shared_ptr<const PmapProgram> program = program_for<n>();
+    std::vector<ShardedArray> out = (*program)(std::vector<PmapArg>{PmapArg(std::forward<Args>(args))...});
     using R = std::decay_t<Result>;
     // A process that holds none of the program's devices gets empty sharded arrays (no local shards).
     if constexpr (std::is_same_v<R, Array>) {
@@ -110,22 +114,33 @@ class Pmapped {
   }
 
  private:
+  // Shared by the copies of a pmapped function. The engines are made on first call, and first calls may
+  // come from several threads at once: the map is only touched under the mutex (a lookup per call costs an
+  // uncontended lock, nothing next to an execution).
+  struct State {
+    State(F f, PmapOptions o) : fn(std::make_shared<F>(std::move(f))), options(std::move(o)) {}
+    std::shared_ptr<F> fn;
+    const PmapOptions options;
+    std::mutex mutex;
+    // One engine per arity (a C++ callable may be called with different argument counts only if generic).
+    std::map<std::size_t, std::shared_ptr<const PmapProgram>> programs;
+  };
+
   template <std::size_t N>
-  const PmapProgram& program_for() const {
-    if (!programs_[N]) {
-      auto fn = fn_;
-      programs_[N] = std::make_shared<PmapProgram>(
+  std::shared_ptr<const PmapProgram> program_for() const {
+    std::lock_guard lock(state_->mutex);
+    std::shared_ptr<const PmapProgram>& program = state_->programs[N];
+    if (!program) {
+      auto fn = state_->fn;
+      program = std::make_shared<const PmapProgram>(
           [fn](Replica& r, std::span<const Array> a) {
             return detail::flatten_outputs(detail::invoke_replica(*fn, r, a, std::make_index_sequence<N>{}));
           },
-          options_);
+          state_->options);
     }
-    return *programs_[N];
+    return program;
   }
-  std::shared_ptr<F> fn_;
-  PmapOptions options_;
-  // One engine per arity (a C++ callable may be called with different argument counts only if generic).
-  mutable std::shared_ptr<PmapProgram> programs_[9];
+  std::shared_ptr<State> state_;
 };
 
 template <class F>

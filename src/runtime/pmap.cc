@@ -81,11 +81,11 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
     key << (std::holds_alternative<Array>(args[i]) ? 'h' : 's') << dtype_name(arg_dtype(args[i]))
         << shape_str(arg_shape(args[i], scratch)) << ';';
   }
-  {
-    std::lock_guard lock(mutex);
-    auto it = cache.find(key.str());
-    if (it != cache.end()) return it->second;
-  }
+  // Preparing is cheap (no data moves) and is done under the lock, so that concurrent first calls with one
+  // signature prepare it once.
+  std::lock_guard lock(mutex);
+  auto it = cache.find(key.str());
+  if (it != cache.end()) return it->second;
 
   auto p = std::make_shared<Prepared>();
   p->in_axes = in_axes;
@@ -170,7 +170,6 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
       break;
     }
   rt.impl().stats.preparations++;
-  std::lock_guard lock(mutex);
   return cache.emplace(key.str(), p).first->second;
 }
 

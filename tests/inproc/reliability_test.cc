@@ -3,8 +3,7 @@
 // error text and the time bound (R30: "< 2 x timeout" and ">= timeout / 2" style checks).
 //
 // A replica that is stuck in user code (a sleep) cannot be interrupted from outside, and pmap returns only
-// when every replica has returned. Stuck replicas therefore sleep on a Gate: a sleep that the test (or
-// another replica, after it has seen its error) cuts short, so no test takes as long as its nominal delay.
+// when every replica has returned. Stuck replicas therefore sleep on a Gate (tests/support/replica_faults.hpp).
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -21,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "../support/replica_faults.hpp"
 #include "weft/weft.hpp"
 
 // RuntimeOptions and PmapOptions are meant to be filled with designated initializers, but members without a
@@ -31,115 +31,8 @@
 namespace weft {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// A sleep that can be cut short: wait() returns when open() was called or `max` elapsed.
-class Gate {
- public:
-  bool wait(std::chrono::duration<double> max) {
-    std::unique_lock lock(mutex_);
-    return cv_.wait_for(lock, max, [&] { return open_; });
-  }
-  void open() {
-    {
-      std::lock_guard lock(mutex_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
-// Counts replicas that saw an error; the test thread waits for a number of them (with a deadline).
-class ErrorLog {
- public:
-  explicit ErrorLog(int replicas) : at_(replicas, -1), what_(replicas) {}
-  void record(int replica, double seconds, const std::string& what) {
-    {
-      std::lock_guard lock(mutex_);
-      at_[replica] = seconds;
-      what_[replica] = what;
-      ++count_;
-    }
-    cv_.notify_all();
-  }
-  bool wait_for_count(int n, std::chrono::seconds max) {
-    std::unique_lock lock(mutex_);
-    return cv_.wait_for(lock, max, [&] { return count_ >= n; });
-  }
-  double at(int replica) {
-    std::lock_guard lock(mutex_);
-    return at_[replica];
-  }
-  std::string what(int replica) {
-    std::lock_guard lock(mutex_);
-    return what_[replica];
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  int count_ = 0;
-  std::vector<double> at_;
-  std::vector<std::string> what_;
-};
-
-// The weft error type of `e`, for messages and type assertions.
-std::string ErrorType(const std::exception& e) {
-  if (dynamic_cast<const InvalidArgument*>(&e)) return "InvalidArgument";
-  if (dynamic_cast<const MismatchError*>(&e)) return "MismatchError";
-  if (dynamic_cast<const TimeoutError*>(&e)) return "TimeoutError";
-  if (dynamic_cast<const AbortedError*>(&e)) return "AbortedError";
-  if (dynamic_cast<const PeerLostError*>(&e)) return "PeerLostError";
-  if (dynamic_cast<const OutOfMemoryError*>(&e)) return "OutOfMemoryError";
-  if (dynamic_cast<const Error*>(&e)) return "Error";
-  return "std::exception";
-}
-
-struct Outcome {
-  bool threw = false;
-  std::string type;
-  std::string message;
-  double seconds = 0;
-};
-
-// Runs `f`, timing it and catching what it throws.
-Outcome Timed(const std::function<void()>& f) {
-  Outcome o;
-  const auto start = Clock::now();
-  try {
-    f();
-  } catch (const std::exception& e) {
-    o.threw = true;
-    o.type = ErrorType(e);
-    o.message = e.what();
-  }
-  o.seconds = SecondsSince(start);
-  return o;
-}
-
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-void ExpectContains(const std::string& text, const std::vector<std::string>& parts) {
-  for (const std::string& p : parts) EXPECT_TRUE(Contains(text, p)) << "missing: " << p << "\nin message:\n" << text;
-}
-
-std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-int CountOccurrences(const std::string& text, const std::string& part) {
-  int n = 0;
-  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
-  return n;
-}
+using namespace weft::testing;
 
 double ProcessCpuSeconds() {
   rusage u{};
@@ -147,29 +40,6 @@ double ProcessCpuSeconds() {
   auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
   return sec(u.ru_utime) + sec(u.ru_stime);
 }
-
-// Sets an environment variable for the lifetime of the scope (and restores the previous value).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) {
-      had_ = true;
-      old_ = old;
-    }
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) ::setenv(name_, old_.c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 // ---------------------------------------------------------------------------------------------------
 // R1: a throwing replica stops the whole execution; the root cause comes first.
@@ -262,12 +132,12 @@ TEST(R3StuckReplica, TimeoutReportNamesMissingReplicaAndLastCompletedSeq) {
         }
       },
       {.axis = "i", .runtime = &rt});
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   auto call = std::async(std::launch::async, [&] { step(Array::arange(4)); });
   const bool all_raised = waiting.wait_for_count(3, 10s);
   release.open();  // let replica 2 leave its sleep; it then sees the abort
   const Outcome o = Timed([&] { call.get(); });
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(all_raised) << "the waiting replicas did not raise within 10 s";
 
   // Every waiting replica raised between the timeout and twice the timeout.
@@ -413,9 +283,9 @@ TEST(R5WarnThenAbort, OneStallWarningNamingTheLateReplicaAndTheRunSucceeds) {
         return r.psum(x, "i");
       },
       {.axis = "i", .runtime = &rt});
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   const Outcome o = Timed([&] { EXPECT_EQ(step(Array::arange(4)).to_host().to_doubles(), (std::vector<double>{6, 6, 6, 6})); });
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(o.threw) << o.message;
   EXPECT_EQ(CountOccurrences(err, "weft: warn: "), 1) << err;
   EXPECT_EQ(CountOccurrences(err, "stalled for 1 s (WEFT_COLLECTIVE_WARN)"), 1) << err;

@@ -1,0 +1,156 @@
+// Helpers for tests that make replicas fail, stall or race: timing a call and catching what it throws,
+// sleeps that can be cut short, per-replica error logs, scoped environment variables and text checks.
+// Shared by the in-process reliability tests (reliability_test.cc, concurrency_test.cc, ...).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "weft/error.hpp"
+
+namespace weft::testing {
+
+using Clock = std::chrono::steady_clock;
+
+inline double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A sleep that can be cut short: wait() returns when open() was called or `max` elapsed. A replica that is
+// stuck in user code cannot be interrupted from outside, so "stuck" replicas sleep on a Gate that the test
+// (or another replica, after it has seen its error) opens: no test takes as long as its nominal delay.
+class Gate {
+ public:
+  bool wait(std::chrono::duration<double> max) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, max, [&] { return open_; });
+  }
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+// Counts replicas that saw an error; the test thread waits for a number of them (with a deadline).
+class ErrorLog {
+ public:
+  explicit ErrorLog(int replicas) : at_(replicas, -1), what_(replicas) {}
+  void record(int replica, double seconds, const std::string& what) {
+    {
+      std::lock_guard lock(mutex_);
+      at_[replica] = seconds;
+      what_[replica] = what;
+      ++count_;
+    }
+    cv_.notify_all();
+  }
+  bool wait_for_count(int n, std::chrono::seconds max) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, max, [&] { return count_ >= n; });
+  }
+  double at(int replica) {
+    std::lock_guard lock(mutex_);
+    return at_[replica];
+  }
+  std::string what(int replica) {
+    std::lock_guard lock(mutex_);
+    return what_[replica];
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int count_ = 0;
+  std::vector<double> at_;
+  std::vector<std::string> what_;
+};
+
+// The weft error type of `e`, for messages and type assertions.
+inline std::string ErrorType(const std::exception& e) {
+  if (dynamic_cast<const InvalidArgument*>(&e)) return "InvalidArgument";
+  if (dynamic_cast<const MismatchError*>(&e)) return "MismatchError";
+  if (dynamic_cast<const TimeoutError*>(&e)) return "TimeoutError";
+  if (dynamic_cast<const AbortedError*>(&e)) return "AbortedError";
+  if (dynamic_cast<const PeerLostError*>(&e)) return "PeerLostError";
+  if (dynamic_cast<const OutOfMemoryError*>(&e)) return "OutOfMemoryError";
+  if (dynamic_cast<const Error*>(&e)) return "Error";
+  return "std::exception";
+}
+
+struct Outcome {
+  bool threw = false;
+  std::string type;
+  std::string message;
+  double seconds = 0;
+};
+
+// Runs `f`, timing it and catching what it throws.
+inline Outcome Timed(const std::function<void()>& f) {
+  Outcome o;
+  const auto start = Clock::now();
+  try {
+    f();
+  } catch (const std::exception& e) {
+    o.threw = true;
+    o.type = ErrorType(e);
+    o.message = e.what();
+  }
+  o.seconds = SecondsSince(start);
+  return o;
+}
+
+inline bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+inline void ExpectContains(const std::string& text, const std::vector<std::string>& parts) {
+  for (const std::string& p : parts) EXPECT_TRUE(Contains(text, p)) << "missing: " << p << "\nin message:\n" << text;
+}
+
+inline std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+inline int CountOccurrences(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
+// Sets an environment variable for the lifetime of the scope (and restores the previous value); a null
+// value unsets it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) {
+      had_ = true;
+      old_ = old;
+    }
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) ::setenv(name_, old_.c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+}  // namespace weft::testing
