@@ -10,7 +10,8 @@
 // has no numpy dtype: it is written as float32 (every bfloat16 value is exactly a float32). Files are written
 // atomically (a temporary file in the same directory, flushed, renamed over the target): a crash mid-write
 // never leaves a truncated file under the target's name. A malformed or truncated file is an InvalidArgument
-// naming the file and what is wrong, never a crash.
+// naming the file and what is wrong, never a crash; so is a file with bytes after the array's data (a file
+// holds one array).
 #pragma once
 #include <string>
 

@@ -1,0 +1,713 @@
+// Session checkpoints in one .safetensors file (weft/checkpoint.hpp).
+//
+// What is stored, and why:
+//  - every variable as one tensor named after it (made unique with "#k" when names repeat), holding what
+//    weights_to_host reads: one value per replica group (PopXL's model: the replicas of a group hold the
+//    same value), so shape_on_host; a replica-sharded variable as its whole per-group tensor, not its shards,
+//    so that other tools see the tensor and a load re-shards it;
+//  - every remote buffer entry that no variable is bound to as one tensor "remote_buffer_<id>/entry_<e>" of
+//    shape (replicas, *entry shape): remote memory is per replica and has no grouping, so every replica's
+//    copy is kept (in a multi-instance session the other instances' copies are gathered first);
+//  - the layout as a JSON string under the metadata key "weft": replica count, per variable its name,
+//    tensor, shape, dtype, grouping, retrieval, placement (on the devices, or remote buffer id + entry) and
+//    shard_over, per remote buffer its entry type, entry count and sharding, and the unbound entries'
+//    tensors. A load compares it with the session's layout field by field and names the first difference.
+// Replicas of a group that were made to diverge (an update that depends on the replica index) are saved as
+// the group's first replica's value, exactly as weights_to_host and get_tensor_data(one_per_group) see them.
+//
+// The header is parsed as untrusted input: every size, offset and type is checked before anything is
+// allocated or any session state is touched, and a load either restores everything or changes nothing.
+#include "weft/checkpoint.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/file_io.hpp"
+#include "runtime/session_state.hpp"
+#include "weft/error.hpp"
+
+namespace weft {
+namespace {
+
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+using detail::RemoteBufferState;
+using detail::SessionState;
+using detail::VariableState;
+
+constexpr const char* kLayoutKey = "weft";
+constexpr const char* kFormat = "weft.session";
+constexpr std::int64_t kFormatVersion = 1;
+constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;  // the safetensors library's own limit
+
+// ---- dtypes and shapes --------------------------------------------------------------------------------------
+
+const char* safetensors_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "F32";
+    case DType::f64: return "F64";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::i8: return "I8";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+    case DType::u8: return "U8";
+    case DType::boolean: return "BOOL";
+  }
+  return "?";
+}
+
+std::optional<DType> dtype_from_safetensors(const std::string& name) {
+  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::i32, DType::i64, DType::u8, DType::boolean})
+    if (name == safetensors_dtype(d)) return d;
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> as_int(const json& j) {
+  if (j.is_number_unsigned()) {
+    const auto v = j.get<std::uint64_t>();
+    if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
+    return static_cast<std::int64_t>(v);
+  }
+  if (j.is_number_integer()) return j.get<std::int64_t>();
+  return std::nullopt;
+}
+
+// Element count of a shape whose every partial product fits in 64 bits; nullopt otherwise.
+std::optional<std::uint64_t> checked_count(const Shape& shape) {
+  std::uint64_t n = 1;
+  bool empty = false;
+  for (std::int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / static_cast<std::uint64_t>(d))
+      return std::nullopt;
+    n *= static_cast<std::uint64_t>(d);
+  }
+  return empty ? 0 : n;
+}
+
+std::string type_str(DType dtype, const Shape& shape) { return std::string(dtype_name(dtype)) + " " + shape_str(shape); }
+
+std::string list_str(const std::vector<int>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+// ---- the layout ---------------------------------------------------------------------------------------------
+
+struct VariableLayout {
+  std::string name, tensor;
+  Shape shape;        // per replica, unsharded
+  std::string dtype;  // weft's dtype name
+  // (stride, group size) when strided, else the explicit groups.
+  int stride = 0, group_size = 0;
+  std::vector<std::vector<int>> groups;
+  std::string retrieval;
+  int buffer = 0;  // 0: on the devices
+  int entry = 0;
+  int shard_over = 0;
+};
+
+struct BufferLayout {
+  int id = 0;
+  Shape shape;
+  std::string dtype;
+  int entries = 1;
+  Shape meta_shape;
+  int shard_over = 0;
+};
+
+struct EntryLayout {
+  int buffer = 0, entry = 0;
+  std::string tensor;
+};
+
+struct Layout {
+  int replicas = 0;
+  std::vector<VariableLayout> variables;
+  std::vector<BufferLayout> buffers;
+  std::vector<EntryLayout> entries;  // remote buffer entries no variable is bound to
+};
+
+std::string grouping_str(const VariableLayout& v) {
+  if (v.groups.empty()) return "(stride " + std::to_string(v.stride) + ", size " + std::to_string(v.group_size) + ")";
+  std::string out = "groups [";
+  for (std::size_t g = 0; g < v.groups.size(); ++g) out += (g ? ", " : "") + list_str(v.groups[g]);
+  return out + "]";
+}
+
+std::string placement_str(const VariableLayout& v) {
+  if (v.buffer == 0) return "on the devices";
+  return "in remote buffer " + std::to_string(v.buffer) + " entry " + std::to_string(v.entry);
+}
+
+std::string sharding_str(int shard_over) { return shard_over == 0 ? "no sharding" : "shard_over " + std::to_string(shard_over); }
+
+std::string buffer_str(const BufferLayout& b) {
+  std::string out = std::to_string(b.entries) + (b.entries == 1 ? " entry" : " entries") + " of " + b.dtype + " " + shape_str(b.shape);
+  if (b.shard_over > 0) out += ", replica-sharded over " + std::to_string(b.shard_over) + " for " + shape_str(b.meta_shape);
+  return out;
+}
+
+// Remote buffer entries no variable is bound to, in (buffer, entry) order.
+std::vector<std::pair<RemoteBufferState*, int>> unbound_entries(const SessionState& s) {
+  std::set<std::pair<int, int>> bound;
+  for (const auto& v : s.variables)
+    if (v->buffer) bound.insert({v->buffer->id, v->entry});
+  std::vector<std::pair<RemoteBufferState*, int>> out;
+  for (const auto& b : s.buffers)
+    for (int e = 0; e < b->entries; ++e)
+      if (!bound.count({b->id, e})) out.push_back({b.get(), e});
+  return out;
+}
+
+std::string unique_name(const std::string& wanted, std::set<std::string>& taken) {
+  std::string name = wanted;
+  for (int k = 1; name.empty() || taken.count(name); ++k) name = wanted + "#" + std::to_string(k);
+  taken.insert(name);
+  return name;
+}
+
+Layout layout_of(const SessionState& s) {
+  Layout l;
+  l.replicas = s.replicas;
+  std::set<std::string> taken{"__metadata__"};
+  for (const auto& v : s.variables) {
+    VariableLayout vl;
+    vl.name = v->name;
+    vl.tensor = unique_name(v->name, taken);
+    vl.shape = v->shape;
+    vl.dtype = std::string(dtype_name(v->dtype));
+    if (!v->grouping.is_strided(&vl.stride, &vl.group_size)) vl.groups = v->grouping.groups();
+    vl.retrieval = retrieval_name(v->retrieval);
+    if (v->buffer) {
+      vl.buffer = v->buffer->id;
+      vl.entry = v->entry;
+    }
+    vl.shard_over = v->shard_over;
+    l.variables.push_back(std::move(vl));
+  }
+  for (const auto& b : s.buffers)
+    l.buffers.push_back({b->id, b->shape, std::string(dtype_name(b->dtype)), b->entries, b->meta_shape, b->shard_over});
+  for (const auto& [b, e] : unbound_entries(s))
+    l.entries.push_back({b->id, e, unique_name("remote_buffer_" + std::to_string(b->id) + "/entry_" + std::to_string(e), taken)});
+  return l;
+}
+
+ordered_json to_json(const Layout& l) {
+  ordered_json j;
+  j["format"] = kFormat;
+  j["version"] = kFormatVersion;
+  j["replicas"] = l.replicas;
+  j["variables"] = ordered_json::array();
+  for (const VariableLayout& v : l.variables) {
+    ordered_json x;
+    x["name"] = v.name;
+    x["tensor"] = v.tensor;
+    x["shape"] = v.shape;
+    x["dtype"] = v.dtype;
+    if (v.groups.empty()) {
+      x["grouping"] = {{"stride", v.stride}, {"group_size", v.group_size}};
+    } else {
+      x["grouping"] = {{"groups", v.groups}};
+    }
+    x["retrieval"] = v.retrieval;
+    x["remote"] = v.buffer != 0;
+    if (v.buffer != 0) {
+      x["buffer"] = v.buffer;
+      x["entry"] = v.entry;
+    }
+    x["shard_over"] = v.shard_over;
+    j["variables"].push_back(std::move(x));
+  }
+  j["buffers"] = ordered_json::array();
+  for (const BufferLayout& b : l.buffers)
+    j["buffers"].push_back({{"id", b.id}, {"shape", b.shape}, {"dtype", b.dtype}, {"entries", b.entries},
+                            {"meta_shape", b.meta_shape}, {"shard_over", b.shard_over}});
+  j["buffer_entries"] = ordered_json::array();
+  for (const EntryLayout& e : l.entries) j["buffer_entries"].push_back({{"buffer", e.buffer}, {"entry", e.entry}, {"tensor", e.tensor}});
+  return j;
+}
+
+// Reads a layout from untrusted JSON; `corrupt` throws with what is wrong.
+class LayoutReader {
+ public:
+  explicit LayoutReader(std::function<void(const std::string&)> corrupt) : corrupt_(std::move(corrupt)) {}
+
+  Layout read(const json& j) {
+    if (!j.is_object()) bad("the layout is not a JSON object");
+    if (string(j, "format", "the layout") != kFormat) bad("the layout's format is not \"" + std::string(kFormat) + "\"");
+    const std::int64_t version = integer(j, "version", "the layout", 0, std::numeric_limits<int>::max());
+    if (version != kFormatVersion)
+      bad("the layout has version " + std::to_string(version) + "; this weft reads version " + std::to_string(kFormatVersion));
+    Layout l;
+    l.replicas = static_cast<int>(integer(j, "replicas", "the layout", 1, std::numeric_limits<int>::max()));
+    const json& variables = array(j, "variables", "the layout");
+    for (std::size_t i = 0; i < variables.size(); ++i) l.variables.push_back(variable(variables[i], "variable " + std::to_string(i)));
+    const json& buffers = array(j, "buffers", "the layout");
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      const json& b = object(buffers[i], "remote buffer " + std::to_string(i));
+      const std::string what = "remote buffer " + std::to_string(i);
+      l.buffers.push_back({static_cast<int>(integer(b, "id", what, 1, std::numeric_limits<int>::max())), shape(b, "shape", what),
+                           string(b, "dtype", what), static_cast<int>(integer(b, "entries", what, 1, std::numeric_limits<int>::max())),
+                           shape(b, "meta_shape", what), static_cast<int>(integer(b, "shard_over", what, 0, std::numeric_limits<int>::max()))});
+    }
+    const json& entries = array(j, "buffer_entries", "the layout");
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const std::string what = "buffer entry " + std::to_string(i);
+      const json& e = object(entries[i], what);
+      l.entries.push_back({static_cast<int>(integer(e, "buffer", what, 1, std::numeric_limits<int>::max())),
+                           static_cast<int>(integer(e, "entry", what, 0, std::numeric_limits<int>::max())), string(e, "tensor", what)});
+    }
+    return l;
+  }
+
+ private:
+  [[noreturn]] void bad(const std::string& what) const {
+    corrupt_(what);
+    throw InvalidArgument(what);  // corrupt_ throws; this keeps the compiler sure of it
+  }
+  const json& object(const json& j, const std::string& what) const {
+    if (!j.is_object()) bad(what + " is not a JSON object");
+    return j;
+  }
+  const json& field(const json& j, const char* key, const std::string& what) const {
+    const auto it = j.find(key);
+    if (it == j.end()) bad(what + " has no \"" + key + "\"");
+    return *it;
+  }
+  std::string string(const json& j, const char* key, const std::string& what) const {
+    const json& f = field(j, key, what);
+    if (!f.is_string()) bad(what + ": \"" + key + "\" is not a string");
+    return f.get<std::string>();
+  }
+  std::int64_t integer(const json& j, const char* key, const std::string& what, std::int64_t lo, std::int64_t hi) const {
+    const auto v = as_int(field(j, key, what));
+    if (!v || *v < lo || *v > hi)
+      bad(what + ": \"" + key + "\" is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return *v;
+  }
+  bool boolean(const json& j, const char* key, const std::string& what) const {
+    const json& f = field(j, key, what);
+    if (!f.is_boolean()) bad(what + ": \"" + key + "\" is not true or false");
+    return f.get<bool>();
+  }
+  const json& array(const json& j, const char* key, const std::string& what) const {
+    const json& f = field(j, key, what);
+    if (!f.is_array()) bad(what + ": \"" + key + "\" is not a list");
+    return f;
+  }
+  Shape shape(const json& j, const char* key, const std::string& what) const {
+    Shape out;
+    for (const json& d : array(j, key, what)) {
+      const auto v = as_int(d);
+      if (!v || *v < 0) bad(what + ": \"" + key + "\" is not a list of non-negative integers");
+      out.push_back(*v);
+    }
+    if (!checked_count(out)) bad(what + ": \"" + key + "\" " + shape_str(out) + " has more elements than fit in 64 bits");
+    return out;
+  }
+  VariableLayout variable(const json& j, const std::string& what) const {
+    object(j, what);
+    VariableLayout v;
+    v.name = string(j, "name", what);
+    v.tensor = string(j, "tensor", what);
+    v.shape = shape(j, "shape", what);
+    v.dtype = string(j, "dtype", what);
+    const json& g = object(field(j, "grouping", what), what + "'s grouping");
+    if (g.contains("groups")) {
+      for (const json& group : array(g, "groups", what + "'s grouping")) {
+        std::vector<int> members;
+        if (!group.is_array()) bad(what + "'s grouping: a group is not a list");
+        for (const json& m : group) {
+          const auto r = as_int(m);
+          if (!r || *r < 0 || *r > std::numeric_limits<int>::max()) bad(what + "'s grouping: a member is not a replica index");
+          members.push_back(static_cast<int>(*r));
+        }
+        v.groups.push_back(std::move(members));
+      }
+    } else {
+      v.stride = static_cast<int>(integer(g, "stride", what + "'s grouping", 1, std::numeric_limits<int>::max()));
+      v.group_size = static_cast<int>(integer(g, "group_size", what + "'s grouping", 1, std::numeric_limits<int>::max()));
+    }
+    v.retrieval = string(j, "retrieval", what);
+    if (boolean(j, "remote", what)) {
+      v.buffer = static_cast<int>(integer(j, "buffer", what, 1, std::numeric_limits<int>::max()));
+      v.entry = static_cast<int>(integer(j, "entry", what, 0, std::numeric_limits<int>::max()));
+    }
+    v.shard_over = static_cast<int>(integer(j, "shard_over", what, 0, std::numeric_limits<int>::max()));
+    return v;
+  }
+
+  std::function<void(const std::string&)> corrupt_;
+};
+
+// The first difference between the checkpoint's layout and the session's, as the error message.
+std::optional<std::string> first_difference(const Layout& file, const Layout& session) {
+  const std::string op = "load_checkpoint: ";
+  if (file.replicas != session.replicas)
+    return op + "the checkpoint was saved from a session of " + std::to_string(file.replicas) + " replicas, this session has " +
+           std::to_string(session.replicas);
+  const std::size_t common = std::min(file.variables.size(), session.variables.size());
+  for (std::size_t i = 0; i < common; ++i) {
+    const VariableLayout& f = file.variables[i];
+    const VariableLayout& s = session.variables[i];
+    const std::string who = op + "variable " + std::to_string(i) + " '" + s.name + "' ";
+    auto differs = [&](const std::string& what, const std::string& in_file, const std::string& in_session) {
+      return who + what + " " + in_file + " in the checkpoint but " + in_session + " in the session";
+    };
+    if (f.name != s.name)
+      return op + "variable " + std::to_string(i) + " is named '" + f.name + "' in the checkpoint but '" + s.name + "' in the session";
+    if (f.shape != s.shape) return differs("has shape", shape_str(f.shape), shape_str(s.shape));
+    if (f.dtype != s.dtype) return differs("has dtype", f.dtype, s.dtype);
+    if (f.stride != s.stride || f.group_size != s.group_size || f.groups != s.groups)
+      return differs("has grouping", grouping_str(f), grouping_str(s));
+    if (f.retrieval != s.retrieval) return differs("has retrieval", f.retrieval, s.retrieval);
+    if (f.buffer != s.buffer || f.entry != s.entry) return differs("lives", placement_str(f), placement_str(s));
+    if (f.shard_over != s.shard_over) return differs("has", sharding_str(f.shard_over), sharding_str(s.shard_over));
+  }
+  if (file.variables.size() != session.variables.size()) {
+    const bool more = file.variables.size() > session.variables.size();
+    const VariableLayout& first = more ? file.variables[common] : session.variables[common];
+    return op + "the checkpoint has " + std::to_string(file.variables.size()) + " variables but the session has " +
+           std::to_string(session.variables.size()) + " (the first " + (more ? "one missing from the session" : "one missing from the checkpoint") +
+           " is variable " + std::to_string(common) + " '" + first.name + "')";
+  }
+  const std::size_t common_buffers = std::min(file.buffers.size(), session.buffers.size());
+  for (std::size_t i = 0; i < common_buffers; ++i) {
+    const BufferLayout& f = file.buffers[i];
+    const BufferLayout& s = session.buffers[i];
+    if (f.id != s.id || f.shape != s.shape || f.dtype != s.dtype || f.entries != s.entries || f.meta_shape != s.meta_shape ||
+        f.shard_over != s.shard_over)
+      return op + "remote buffer " + std::to_string(s.id) + " holds " + buffer_str(f) + " in the checkpoint but " + buffer_str(s) +
+             " in the session";
+  }
+  if (file.buffers.size() != session.buffers.size())
+    return op + "the checkpoint has " + std::to_string(file.buffers.size()) + " remote buffers but the session has " +
+           std::to_string(session.buffers.size());
+  return std::nullopt;
+}
+
+// ---- collectives between instances ------------------------------------------------------------------------------
+
+std::uint64_t fingerprint(std::string_view text) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+// Runs a transport operation of save_checkpoint; a failure there is a failure of the job (fate sharing, as
+// for a failed run): the other instances must not keep waiting for this one.
+template <class F>
+void collective(Runtime::Impl& rt, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    rt.job->mark_failed("instance " + std::to_string(rt.process_index) + ": " + e.what());
+    throw;
+  }
+}
+
+transport::PollContext poll_for(const Runtime::Impl& rt, const std::string& what) {
+  return {rt.options.collective_timeout_s, nullptr, [what] { return what; }};
+}
+
+// Every replica's copy of each unbound entry, stacked (replicas, *entry shape); the other instances' copies
+// come over the transport (one all-gather for all entries).
+std::vector<Array> gather_entries(SessionState& s, const std::vector<std::pair<RemoteBufferState*, int>>& entries) {
+  auto& rt = s.runtime->impl();
+  std::vector<Array> out;
+  std::vector<std::size_t> offset;  // of each entry within one replica's bytes
+  std::size_t per_replica = 0;
+  for (const auto& [b, e] : entries) {
+    offset.push_back(per_replica);
+    per_replica += static_cast<std::size_t>(num_elements(b->shape)) * dtype_size(b->dtype);
+  }
+  const std::size_t local = s.local_replicas.size();
+  std::vector<std::byte> gathered;
+  if (rt.process_count > 1 && per_replica > 0) {
+    std::vector<std::byte> send(per_replica * local);
+    for (std::size_t j = 0; j < local; ++j)
+      for (std::size_t k = 0; k < entries.size(); ++k) {
+        const Array& a = entries[k].first->data[s.local_replicas[j]][entries[k].second];
+        std::memcpy(send.data() + j * per_replica + offset[k], a.bytes(), a.nbytes());
+      }
+    gathered.resize(per_replica * local * rt.process_count);
+    const auto poll = poll_for(rt, s.options.name + ": save_checkpoint gathering the remote buffer entries");
+    collective(rt, [&] {
+      rt.job->allgatherv(all_processes(rt.process_count), send.data(),
+                         std::vector<std::size_t>(rt.process_count, send.size()), gathered.data(), poll);
+    });
+  }
+  // Where replica r's bytes are in `gathered`: its process's block, then its rank among that process's replicas.
+  std::vector<std::size_t> position(s.replicas);
+  std::vector<std::size_t> seen(rt.process_count, 0);
+  for (int r = 0; r < s.replicas; ++r) {
+    const int p = s.devices[r].process_index;
+    position[r] = (static_cast<std::size_t>(p) * local + seen[p]++) * per_replica;
+  }
+  for (std::size_t k = 0; k < entries.size(); ++k) {
+    const auto& [b, e] = entries[k];
+    Shape shape = b->shape;
+    shape.insert(shape.begin(), s.replicas);
+    Array stacked = Array::empty(shape, b->dtype, rt.host_account);
+    const std::size_t item = static_cast<std::size_t>(num_elements(b->shape)) * dtype_size(b->dtype);
+    std::byte* dst = stacked.mutable_bytes();
+    for (int r = 0; r < s.replicas; ++r) {
+      const std::byte* src = s.is_local(r) ? b->data[r][e].bytes() : gathered.data() + position[r] + offset[k];
+      if (item > 0) std::memcpy(dst + static_cast<std::size_t>(r) * item, src, item);
+    }
+    out.push_back(std::move(stacked));
+  }
+  return out;
+}
+
+// ---- the file ------------------------------------------------------------------------------------------------
+
+struct Tensor {
+  std::string name;
+  Array data;
+};
+
+void write_safetensors(const std::string& path, const std::string& layout, const std::map<std::string, std::string>& metadata,
+                       const std::vector<Tensor>& tensors) {
+  ordered_json header;
+  ordered_json meta;
+  meta[kLayoutKey] = layout;
+  for (const auto& [key, value] : metadata) meta[key] = value;
+  header["__metadata__"] = std::move(meta);
+  std::uint64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    const std::uint64_t bytes = t.data.nbytes();
+    header[t.name] = {{"dtype", safetensors_dtype(t.data.dtype())}, {"shape", t.data.shape()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned, as the safetensors library writes
+  char length[8];
+  for (int k = 0; k < 8; ++k) length[k] = static_cast<char>((static_cast<std::uint64_t>(text.size()) >> (8 * k)) & 0xff);
+  io::AtomicFile file(path, "save_checkpoint");
+  file.write(length, 8);
+  file.write(text);
+  for (const Tensor& t : tensors) file.write(t.data.bytes(), t.data.nbytes());
+  file.commit();
+}
+
+struct TensorInfo {
+  DType dtype;
+  Shape shape;
+  std::uint64_t begin = 0, end = 0;
+};
+
+struct Context {
+  std::string path;
+  [[noreturn]] void fail(const std::string& what) const { throw InvalidArgument("load_checkpoint: '" + path + "': " + what); }
+};
+
+TensorInfo tensor_info(const std::string& name, const json& j, std::uint64_t data_bytes, const Context& ctx) {
+  const std::string who = "tensor '" + name + "'";
+  if (!j.is_object()) ctx.fail(who + " is not a JSON object");
+  const auto dtype_it = j.find("dtype");
+  if (dtype_it == j.end() || !dtype_it->is_string()) ctx.fail(who + " has no dtype string");
+  const auto dtype = dtype_from_safetensors(dtype_it->get<std::string>());
+  if (!dtype) ctx.fail(who + " has dtype \"" + dtype_it->get<std::string>() + "\", which weft does not read");
+  TensorInfo t{*dtype, {}, 0, 0};
+  const auto shape_it = j.find("shape");
+  if (shape_it == j.end() || !shape_it->is_array()) ctx.fail(who + " has no shape list");
+  for (const json& d : *shape_it) {
+    const auto v = as_int(d);
+    if (!v || *v < 0) ctx.fail(who + ": the shape is not a list of non-negative integers");
+    t.shape.push_back(*v);
+  }
+  const auto count = checked_count(t.shape);
+  if (!count) ctx.fail(who + ": shape " + shape_str(t.shape) + " has more elements than fit in 64 bits");
+  const auto offsets = j.find("data_offsets");
+  if (offsets == j.end() || !offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+      !(*offsets)[1].is_number_unsigned())
+    ctx.fail(who + " has no data_offsets [begin, end]");
+  t.begin = (*offsets)[0].get<std::uint64_t>();
+  t.end = (*offsets)[1].get<std::uint64_t>();
+  if (t.begin > t.end) ctx.fail(who + ": data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] are reversed");
+  if (t.end > data_bytes)
+    ctx.fail(who + " needs bytes [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ") of the data, which holds only " +
+             std::to_string(data_bytes) + ": the file is truncated");
+  const std::uint64_t item = dtype_size(t.dtype);
+  if (*count > (t.end - t.begin) / item || *count * item != t.end - t.begin)
+    ctx.fail(who + " is " + type_str(t.dtype, t.shape) + " but its data_offsets span " + std::to_string(t.end - t.begin) + " bytes");
+  return t;
+}
+
+}  // namespace
+
+void save_checkpoint(Session& session, const std::string& path, const std::map<std::string, std::string>& metadata) {
+  SessionState& s = *session.state;
+  auto& rt = s.runtime->impl();
+  if (metadata.count(kLayoutKey))
+    throw InvalidArgument("save_checkpoint: the metadata key \"" + std::string(kLayoutKey) + "\" is reserved for the session layout");
+  try {
+    (void)json(metadata).dump();
+  } catch (const json::exception&) {
+    throw InvalidArgument("save_checkpoint: the metadata must be UTF-8 text (JSON strings)");
+  }
+  const Layout layout = layout_of(s);
+  std::string layout_text;
+  try {
+    layout_text = to_json(layout).dump();
+  } catch (const json::exception&) {
+    throw InvalidArgument("save_checkpoint: variable names must be UTF-8 text to be stored in a checkpoint");
+  }
+  const bool multi = rt.process_count > 1;
+  if (multi) {
+    // Collective from here on: first make sure every instance is saving a session of the same layout.
+    bool same = false;
+    const auto poll = poll_for(rt, s.options.name + ": save_checkpoint");
+    collective(rt, [&] { same = rt.job->agree(all_processes(rt.process_count), fingerprint(layout_text), poll); });
+    if (!same)
+      throw MismatchError("save_checkpoint: the instances are not all saving a session of the same layout at this point "
+                          "(save_checkpoint is collective: every instance calls it, in the same order as the other collectives)");
+  }
+  // Each group's value from its first replica, from whichever instance holds it (collective).
+  if (s.host_stale) session.weights_to_host();
+  const auto unbound = unbound_entries(s);
+  std::vector<Array> entries = gather_entries(s, unbound);
+
+  std::exception_ptr error;
+  if (rt.process_index == 0) {
+    try {
+      std::vector<Tensor> tensors;
+      for (std::size_t i = 0; i < s.variables.size(); ++i) tensors.push_back({layout.variables[i].tensor, s.variables[i]->host});
+      for (std::size_t k = 0; k < entries.size(); ++k) tensors.push_back({layout.entries[k].tensor, entries[k]});
+      write_safetensors(path, layout_text, metadata, tensors);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (multi) {
+    // The others return only once the file is there (or learn that instance 0 could not write it).
+    bool written = false;
+    const auto poll = poll_for(rt, s.options.name + ": save_checkpoint waiting for instance 0 to write " + path);
+    collective(rt, [&] { written = rt.job->agree(all_processes(rt.process_count), error ? 2 : 1, poll); });
+    if (!written && !error)
+      throw Error("save_checkpoint: instance 0 could not write '" + path + "' (its error says why)");
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+std::map<std::string, std::string> load_checkpoint(Session& session, const std::string& path) {
+  SessionState& s = *session.state;
+  auto& rt = s.runtime->impl();
+  const Context ctx{path};
+  const io::InputFile file(path, "load_checkpoint");
+  if (file.size() < 8)
+    ctx.fail("truncated: " + std::to_string(file.size()) + " bytes is too short for the 8-byte header length");
+  unsigned char length_bytes[8];
+  file.read(0, length_bytes, 8, "the header length");
+  std::uint64_t header_bytes = 0;
+  for (int k = 0; k < 8; ++k) header_bytes |= static_cast<std::uint64_t>(length_bytes[k]) << (8 * k);
+  if (header_bytes > kMaxHeaderBytes)
+    ctx.fail("the header length " + std::to_string(header_bytes) + " is over 100 MiB: not a safetensors file, or a corrupt one");
+  if (header_bytes > file.size() - 8)
+    ctx.fail("truncated: the header declares " + std::to_string(header_bytes) + " bytes but the file has " +
+             std::to_string(file.size() - 8) + " after the length");
+  std::string text(static_cast<std::size_t>(header_bytes), '\0');
+  file.read(8, text.data(), text.size(), "the header");
+  json header;
+  try {
+    header = json::parse(text);
+  } catch (const json::exception& e) {
+    ctx.fail(std::string("the header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) ctx.fail("the header is not a JSON object");
+  const std::uint64_t data_start = 8 + header_bytes, data_bytes = file.size() - data_start;
+
+  std::map<std::string, TensorInfo> tensors;
+  std::map<std::string, std::string> user;
+  std::optional<std::string> layout_text;
+  for (const auto& [name, value] : header.items()) {
+    if (name != "__metadata__") {
+      tensors.emplace(name, tensor_info(name, value, data_bytes, ctx));
+      continue;
+    }
+    if (!value.is_object()) ctx.fail("__metadata__ is not a JSON object");
+    for (const auto& [key, v] : value.items()) {
+      if (!v.is_string()) ctx.fail("metadata \"" + key + "\" is not a string");
+      if (key == kLayoutKey) {
+        layout_text = v.get<std::string>();
+      } else {
+        user[key] = v.get<std::string>();
+      }
+    }
+  }
+  if (!layout_text)
+    ctx.fail("it holds no weft session layout (metadata key \"" + std::string(kLayoutKey) +
+             "\"): it was not written by save_checkpoint");
+  json layout_json;
+  try {
+    layout_json = json::parse(*layout_text);
+  } catch (const json::exception& e) {
+    ctx.fail(std::string("the session layout is not valid JSON: ") + e.what());
+  }
+  const Layout stored = LayoutReader([&](const std::string& what) { ctx.fail("corrupt session layout: " + what); }).read(layout_json);
+  if (auto difference = first_difference(stored, layout_of(s))) throw InvalidArgument(*difference);
+
+  // Every tensor the layout names, with the type the session needs, read into host memory before anything
+  // in the session changes.
+  auto read_tensor = [&](const std::string& name, DType dtype, const Shape& shape, const std::string& what) {
+    const auto it = tensors.find(name);
+    if (it == tensors.end()) ctx.fail("the tensor '" + name + "' of " + what + " is missing");
+    const TensorInfo& t = it->second;
+    if (t.dtype != dtype || t.shape != shape)
+      ctx.fail("the tensor '" + name + "' of " + what + " is " + type_str(t.dtype, t.shape) + ", the session needs " + type_str(dtype, shape));
+    Array a = Array::empty(shape, dtype, rt.host_account);
+    if (a.nbytes() > 0) file.read(data_start + t.begin, a.mutable_bytes(), a.nbytes(), "the data of tensor '" + name + "'");
+    if (dtype == DType::boolean)  // weft's bools are 0 or 1; another writer's may be any non-zero byte
+      for (std::byte& b : std::span<std::byte>(a.mutable_bytes(), a.nbytes())) b = b != std::byte{0} ? std::byte{1} : std::byte{0};
+    return a;
+  };
+  std::vector<Array> values;
+  for (std::size_t i = 0; i < s.variables.size(); ++i) {
+    const VariableState& v = *s.variables[i];
+    values.push_back(read_tensor(stored.variables[i].tensor, v.dtype, v.host.shape(),
+                                 "variable " + std::to_string(i) + " '" + v.name + "'"));
+  }
+  std::map<std::pair<int, int>, std::string> entry_tensor;
+  for (const EntryLayout& e : stored.entries) entry_tensor[{e.buffer, e.entry}] = e.tensor;
+  const auto unbound = unbound_entries(s);
+  std::vector<Array> entries;
+  for (const auto& [b, e] : unbound) {
+    const std::string what = "remote buffer " + std::to_string(b->id) + " entry " + std::to_string(e);
+    const auto it = entry_tensor.find({b->id, e});
+    if (it == entry_tensor.end()) ctx.fail("corrupt session layout: no tensor for " + what);
+    Shape shape = b->shape;
+    shape.insert(shape.begin(), s.replicas);
+    entries.push_back(read_tensor(it->second, b->dtype, shape, what));
+  }
+
+  // Commit: host values, this instance's remote entries, then the devices if they hold the weights.
+  for (std::size_t i = 0; i < s.variables.size(); ++i) s.variables[i]->host = values[i];
+  for (std::size_t k = 0; k < unbound.size(); ++k) {
+    RemoteBufferState& b = *unbound[k].first;
+    for (int r : s.local_replicas) b.data[r][unbound[k].second] = entries[k][r].copy();
+  }
+  if (s.weights_on_device) session.weights_from_host();
+  s.host_stale = false;
+  return user;
+}
+
+}  // namespace weft
