@@ -1,7 +1,9 @@
-# Runs COMMAND (a ;-list), expects a non-zero exit within SECONDS and every regex of PATTERNS (a ;-list)
-# in its combined output; then checks that no process named MARKER is left.
+# Runs COMMAND (a ;-list), expects a non-zero exit within SECONDS, every regex of PATTERNS (a ;-list) and
+# none of NOT_PATTERNS in its combined output; then checks that no process named MARKER is left.
+# A job that hangs is stopped at SECONDS + 30 s, so the report comes before ctest's own TIMEOUT.
 string(TIMESTAMP start "%s")
-execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+math(EXPR limit "${SECONDS} + 30")
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${limit})
 string(TIMESTAMP end "%s")
 math(EXPR elapsed "${end} - ${start}")
 set(all "${out}${err}")
@@ -14,6 +16,11 @@ endif()
 foreach(pattern IN LISTS PATTERNS)
   if(NOT all MATCHES "${pattern}")
     message(FATAL_ERROR "output lacks /${pattern}/ (exit ${rc}, ${elapsed} s):\n${all}")
+  endif()
+endforeach()
+foreach(pattern IN LISTS NOT_PATTERNS)
+  if(all MATCHES "${pattern}")
+    message(FATAL_ERROR "output has /${pattern}/ (exit ${rc}, ${elapsed} s):\n${all}")
   endif()
 endforeach()
 # pgrep exits 1 when nothing matches; anything else (a match, or no pgrep at all) fails the test.

@@ -4,6 +4,16 @@
 //   fault_program absent  : instance 1 exits before it starts the runtime
 //   fault_program catch   : like throw, but instance 1 catches the error and lingers 30 s before exiting: the
 //                           others must not wait for it (the failure is announced to every instance)
+//   fault_program return  : instance 1 returns from main after the first pmap call while instance 0 makes a
+//                           second one (its replicas wait in a psum for instance 1's, which never come)
+//   fault_program exit    : the same with exit(0) instead of returning
+//   fault_program _exit   : the same with _exit(0) (no destructors, no MPI_Finalize)
+//   fault_program linger  : instance 1 returns after the first call, instance 0 computes 3 s more without
+//                           collectives, then returns: a clean run (the leaver waits for it at exit)
+//   fault_program hang_at_end : like linger, but instance 0 sleeps 60 s: the leaver waits for it at most
+//                           WEFT_COLLECTIVE_TIMEOUT, then ends the job naming it
+//   fault_program stall   : replica 2 (instance 1) sleeps 30 s before its psum at step 5; the others wait
+//   fault_program stop    : instance 1 stops itself (SIGSTOP) at step 5: it can say nothing
 //   fault_program ok      : 20 steps of psum, then prints the result
 #include <signal.h>
 #include <unistd.h>
@@ -28,6 +38,8 @@ int main(int argc, char** argv) {
         for (int step = 0; step < 20; ++step) {
           if (step == 5 && (mode == "throw" || mode == "catch") && r.index() == 3) throw std::runtime_error("boom-3");
           if (step == 5 && mode == "kill" && rt.process_index() == 1 && r.index() == 2) ::kill(::getpid(), SIGKILL);
+          if (step == 5 && mode == "stall" && r.index() == 2) std::this_thread::sleep_for(std::chrono::seconds(30));
+          if (step == 5 && mode == "stop" && r.index() == 2) ::kill(::getpid(), SIGSTOP);
           acc = r.psum(acc, "i") / static_cast<double>(r.num_replicas());
         }
         return acc;
@@ -44,5 +56,14 @@ int main(int argc, char** argv) {
     }
   }
   std::cout << "result " << steps(local).to_host().sum() << std::endl;
+  if (rt.process_index() == 1) {
+    if (mode == "return" || mode == "linger" || mode == "hang_at_end") return 0;
+    if (mode == "exit") std::exit(0);
+    if (mode == "_exit") _exit(0);
+  }
+  if (mode == "return" || mode == "exit" || mode == "_exit")
+    std::cout << "second result " << steps(local).to_host().sum() << std::endl;
+  if (mode == "linger") std::this_thread::sleep_for(std::chrono::seconds(3));
+  if (mode == "hang_at_end") std::this_thread::sleep_for(std::chrono::seconds(60));
   return 0;
 }

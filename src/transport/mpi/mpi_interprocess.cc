@@ -1,5 +1,9 @@
 // The MPI transport: the only place that includes <mpi.h>.
 // The deprecated MPI C++ bindings are not used; keep <mpi.h> to the C API.
+//
+// Every MPI call is made under one mutex: the caller serializes collectives (one at a time per process),
+// but a failing replica's thread may announce the failure (mark_failed) while another thread polls a
+// collective, and MPI_THREAD_SERIALIZED allows no two calls at once.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
@@ -10,9 +14,15 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <thread>
 
 #include "core/log.hpp"
@@ -24,18 +34,67 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A waiting process tells the others it is there once it has waited this long (cheap: never on a fast path).
+constexpr double kAnnounceAfter = 0.1;
+// A member that left may still have completed its part (its messages in flight): poll this long more.
+constexpr double kDepartureGrace = 1.0;
+// A timed-out wait gives the missing processes this long (at most half the timeout) to announce their own
+// failure: theirs names the replica that is stuck, ours only the process.
+constexpr double kTimeoutGrace = 1.0;
+// A departed process that learns another failed waits this long for that one to end the job, then ends it.
+constexpr double kAbortGrace = 2.0;
+
 bool env_int_above_one(const char* name) {
   const char* v = std::getenv(name);
   return v && std::atoi(v) > 1;
 }
 
-std::string procs_str(const std::vector<int>& procs) {
+std::string list_str(const std::vector<int>& items) {
   std::string s = "[";
-  for (std::size_t i = 0; i < procs.size(); ++i) {
+  for (std::size_t i = 0; i < items.size(); ++i) {
     if (i) s += ", ";
-    s += std::to_string(procs[i]);
+    s += std::to_string(items[i]);
   }
   return s + "]";
+}
+
+std::string key_of(const std::vector<int>& procs) {
+  std::string s;
+  for (int p : procs) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(p);
+  }
+  return s;
+}
+
+std::string seconds_str(double s) {
+  std::ostringstream os;
+  os.precision(3);
+  os << s << " s";
+  return os.str();
+}
+
+long long unix_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+// A record for the launcher in $WEFT_JOB_DIR (docs/weftrun.md): instance-<rank><suffix>.
+void job_record(int rank, const char* suffix, const std::string& text) {
+  const char* dir = std::getenv("WEFT_JOB_DIR");
+  if (!dir || !*dir) return;
+  const std::string path = std::string(dir) + "/instance-" + std::to_string(rank) + suffix;
+  if (std::FILE* f = std::fopen(path.c_str(), "a")) {
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  }
+}
+
+// At static destruction the logger may be gone: one raw write.
+void say_error(const std::string& line) {
+  const std::string text = "weft: error: " + line + "\n";
+  [[maybe_unused]] ssize_t written = ::write(2, text.data(), text.size());
 }
 
 class MpiInterprocess final : public Interprocess {
@@ -59,38 +118,51 @@ class MpiInterprocess final : public Interprocess {
     host_.assign(name, static_cast<std::size_t>(len));
     // MPI errors come back as codes, which we turn into weft errors naming the operation.
     MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
-    // A side channel for fate sharing: a receive from anyone, tested whenever we poll.
-    MPI_Comm_dup(world_, &abort_comm_);
-    MPI_Comm_set_errhandler(abort_comm_, MPI_ERRORS_RETURN);
-    MPI_Irecv(abort_in_, sizeof abort_in_ - 1, MPI_CHAR, MPI_ANY_SOURCE, kAbortTag, abort_comm_, &abort_request_);
+    // Who is who, for messages naming another process: every process's pid and host (start-up is
+    // collective anyway: MPI_Init waits for everyone).
+    struct Identity {
+      int pid;
+      char host[64];
+    } mine{static_cast<int>(getpid()), {}}, none{};
+    std::snprintf(mine.host, sizeof mine.host, "%s", host_.c_str());
+    std::vector<Identity> all(static_cast<std::size_t>(size_), none);
+    MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, world_);
+    for (const Identity& id : all) identities_.emplace_back(id.pid, std::string(id.host, strnlen(id.host, sizeof id.host)));
+    departed_.assign(static_cast<std::size_t>(size_), 0);
+    // The side channel (failures, arrivals, departures): a receive from anyone, tested whenever we poll.
+    MPI_Comm_dup(world_, &side_comm_);
+    MPI_Comm_set_errhandler(side_comm_, MPI_ERRORS_RETURN);
+    post_side_receive();
   }
 
   ~MpiInterprocess() override {
-    if (failed_ || !peer_abort_.empty()) {
-      // MPI_Finalize would wait for instances that may be blocked on us inside a collective.
+    std::unique_lock lock(mpi_);
+    poll_side();
+    // MPI_Finalize would wait for instances that may be blocked on us inside a collective.
+    if (failed_ || !peer_abort_.empty() || !depart(lock)) {
       MPI_Abort(world_, 1);
       return;
     }
-    MPI_Cancel(&abort_request_);
-    MPI_Request_free(&abort_request_);
-    MPI_Comm_free(&abort_comm_);
+    MPI_Cancel(&side_request_);
+    MPI_Wait(&side_request_, MPI_STATUS_IGNORE);
+    MPI_Comm_free(&side_comm_);
     for (auto& [procs, comm] : comms_)
       if (comm != world_) MPI_Comm_free(&comm);
     MPI_Comm_free(&world_);
     MPI_Finalize();
   }
 
-  bool peer_failed() const override { return !peer_abort_.empty(); }
+  bool peer_failed() const override {
+    std::lock_guard lock(mpi_);
+    return !peer_abort_.empty();
+  }
 
   void mark_failed(const std::string& cause) override {
     if (failed_.exchange(true)) return;
-    abort_out_ = cause.substr(0, sizeof abort_in_ - 1);
-    abort_sends_.resize(size_);
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      MPI_Isend(abort_out_.data(), static_cast<int>(abort_out_.size()), MPI_CHAR, p, kAbortTag, abort_comm_,
-                &abort_sends_[p]);
-    }
+    std::lock_guard lock(mpi_);
+    const std::string text = cause.substr(0, kSideMessage - 1);
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) send_side(p, kAbortTag, text);
   }
 
   int rank() const override { return rank_; }
@@ -106,38 +178,44 @@ class MpiInterprocess final : public Interprocess {
 
   void allreduce(const std::vector<int>& procs, void* data, std::int64_t count, DType dtype, ReduceOp op,
                  const PollContext& poll) override {
-    check_usable(poll);
-    MPI_Comm comm = comm_for(procs, poll);
+    const std::uint64_t n = begin_op(procs, poll);
+    MPI_Comm comm = comm_for(procs, poll, n);
     MPI_Request request;
-    check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), datatype(dtype), mpi_op(op), comm, &request),
-          "MPI_Iallreduce", poll);
-    wait(request, procs, poll);
+    {
+      std::lock_guard lock(mpi_);
+      check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), datatype(dtype), mpi_op(op), comm, &request),
+            "MPI_Iallreduce", poll);
+    }
+    wait(request, procs, poll, n);
   }
 
   void sendrecv(const std::vector<int>& procs, int to, const void* send, std::size_t send_bytes, int from, void* recv,
                 std::size_t recv_bytes, const PollContext& poll) override {
-    check_usable(poll);
     if (send_bytes > static_cast<std::size_t>(INT_MAX) || recv_bytes > static_cast<std::size_t>(INT_MAX))
       throw InvalidArgument("process " + std::to_string(rank_) + ": a message of more than 2 GiB at " +
                             (poll.what ? poll.what() : std::string("a collective")));
-    MPI_Comm comm = comm_for(procs, poll);
+    const std::uint64_t n = begin_op(procs, poll);
+    MPI_Comm comm = comm_for(procs, poll, n);
     MPI_Request requests[2];
-    check(MPI_Irecv(recv, static_cast<int>(recv_bytes), MPI_BYTE, from, kRingTag, comm, &requests[0]), "MPI_Irecv", poll);
-    check(MPI_Isend(send, static_cast<int>(send_bytes), MPI_BYTE, to, kRingTag, comm, &requests[1]), "MPI_Isend", poll);
-    wait(requests[0], procs, poll);
-    wait(requests[1], procs, poll);
+    {
+      std::lock_guard lock(mpi_);
+      check(MPI_Irecv(recv, static_cast<int>(recv_bytes), MPI_BYTE, from, kRingTag, comm, &requests[0]), "MPI_Irecv", poll);
+      check(MPI_Isend(send, static_cast<int>(send_bytes), MPI_BYTE, to, kRingTag, comm, &requests[1]), "MPI_Isend", poll);
+    }
+    wait(requests[0], procs, poll, n);
+    wait(requests[1], procs, poll, n);
   }
 
   void allgatherv(const std::vector<int>& procs, const void* send, const std::vector<std::size_t>& bytes, void* recv,
                   const PollContext& poll) override {
-    check_usable(poll);
     std::size_t total = 0;
     for (std::size_t b : bytes) total += b;
     if (total > static_cast<std::size_t>(INT_MAX))
       throw InvalidArgument("process " + std::to_string(rank_) + ": exchanging " + std::to_string(total) +
                             " bytes at " + (poll.what ? poll.what() : std::string("a collective")) +
                             " exceeds the 2 GiB an MPI count can address; split the data");
-    MPI_Comm comm = comm_for(procs, poll);
+    const std::uint64_t n = begin_op(procs, poll);
+    MPI_Comm comm = comm_for(procs, poll, n);
     std::vector<int> counts(procs.size()), displs(procs.size());
     std::size_t offset = 0;
     int me = -1;
@@ -148,19 +226,25 @@ class MpiInterprocess final : public Interprocess {
       if (procs[i] == rank_) me = static_cast<int>(i);
     }
     MPI_Request request;
-    check(MPI_Iallgatherv(send, counts[me], MPI_BYTE, recv, counts.data(), displs.data(), MPI_BYTE, comm, &request),
-          "MPI_Iallgatherv", poll);
-    wait(request, procs, poll);
+    {
+      std::lock_guard lock(mpi_);
+      check(MPI_Iallgatherv(send, counts[me], MPI_BYTE, recv, counts.data(), displs.data(), MPI_BYTE, comm, &request),
+            "MPI_Iallgatherv", poll);
+    }
+    wait(request, procs, poll, n);
   }
 
   bool agree(const std::vector<int>& procs, std::uint64_t fingerprint, const PollContext& poll) override {
-    check_usable(poll);
     // max(f) == -max(-f) exactly when every process passed the same value.
     std::int64_t values[2] = {static_cast<std::int64_t>(fingerprint >> 1), -static_cast<std::int64_t>(fingerprint >> 1)};
-    MPI_Comm comm = comm_for(procs, poll);
+    const std::uint64_t n = begin_op(procs, poll);
+    MPI_Comm comm = comm_for(procs, poll, n);
     MPI_Request request;
-    check(MPI_Iallreduce(MPI_IN_PLACE, values, 2, MPI_INT64_T, MPI_MAX, comm, &request), "MPI_Iallreduce", poll);
-    wait(request, procs, poll);
+    {
+      std::lock_guard lock(mpi_);
+      check(MPI_Iallreduce(MPI_IN_PLACE, values, 2, MPI_INT64_T, MPI_MAX, comm, &request), "MPI_Iallreduce", poll);
+    }
+    wait(request, procs, poll, n);
     return values[0] == -values[1];
   }
 
@@ -188,31 +272,161 @@ class MpiInterprocess final : public Interprocess {
     return MPI_SUM;
   }
 
+  static std::string what_of(const PollContext& poll) { return poll.what ? poll.what() : std::string("a collective"); }
+
+  // "process 1 (pid 4242 on vm)"
+  std::string process_name(int p) const {
+    const auto& [pid, host] = identities_[static_cast<std::size_t>(p)];
+    return "process " + std::to_string(p) + " (pid " + std::to_string(pid) + " on " + host + ")";
+  }
+
+  // "process 1 (pid 4242 on vm)" or "processes [1, 2]"
+  std::string processes_name(const std::vector<int>& procs) const {
+    return procs.size() == 1 ? process_name(procs[0]) : "processes " + list_str(procs);
+  }
+
   void check(int code, const char* call, const PollContext& poll) const {
     if (code == MPI_SUCCESS) return;
     char text[MPI_MAX_ERROR_STRING] = {};
     int len = 0;
     MPI_Error_string(code, text, &len);
-    throw PeerLostError("process " + std::to_string(rank_) + ": " + call + " failed during " +
-                        (poll.what ? poll.what() : std::string("a collective")) + ": " + std::string(text, len));
+    throw PeerLostError(process_name(rank_) + ": " + call + " failed during " + what_of(poll) + ": " +
+                        std::string(text, len));
+  }
+
+  // Every operation on a process set is numbered; the members issue the same operations on it in the same
+  // order (the caller's contract), so (set, number) names one collective on every member.
+  std::uint64_t begin_op(const std::vector<int>& procs, const PollContext& poll) {
+    check_usable(poll);
+    return ++ops_[procs];
+  }
+
+  // ---- the side channel ----------------------------------------------------------------------------------
+
+  void post_side_receive() {
+    MPI_Irecv(side_in_, sizeof side_in_, MPI_CHAR, MPI_ANY_SOURCE, MPI_ANY_TAG, side_comm_, &side_request_);
+  }
+
+  void send_side(int to, int tag, const std::string& text) {
+    side_sends_.emplace_back();
+    SideSend& s = side_sends_.back();
+    s.text = text;
+    MPI_Isend(s.text.data(), static_cast<int>(s.text.size()), MPI_CHAR, to, tag, side_comm_, &s.request);
+  }
+
+  // Takes in what the others said; completes our own messages. Caller holds mpi_.
+  void poll_side() {
+    for (;;) {
+      int arrived = 0;
+      MPI_Status status;
+      if (MPI_Test(&side_request_, &arrived, &status) != MPI_SUCCESS || !arrived) break;
+      int length = 0;
+      MPI_Get_count(&status, MPI_CHAR, &length);
+      const std::string text(side_in_, static_cast<std::size_t>(std::max(length, 0)));
+      const int from = status.MPI_SOURCE;
+      if (status.MPI_TAG == kAbortTag) {
+        if (peer_abort_.empty()) peer_abort_ = text.empty() ? "instance " + std::to_string(from) + " failed" : text;
+      } else if (status.MPI_TAG == kDepartTag) {
+        if (from >= 0 && from < size_) departed_[static_cast<std::size_t>(from)] = 1;
+      } else if (status.MPI_TAG == kArriveTag) {
+        // "<operation number> <process set>"
+        const std::size_t space = text.find(' ');
+        if (space != std::string::npos) {
+          const std::uint64_t n = std::strtoull(text.c_str(), nullptr, 10);
+          std::uint64_t& seen = arrivals_[{from, text.substr(space + 1)}];
+          seen = std::max(seen, n);
+        }
+      }
+      post_side_receive();
+    }
+    while (!side_sends_.empty()) {
+      int done = 0;
+      MPI_Test(&side_sends_.front().request, &done, MPI_STATUS_IGNORE);
+      if (!done) break;
+      side_sends_.pop_front();
+    }
+  }
+
+  // Another instance announced that its program failed: stop waiting for it (and for anyone).
+  void check_peer_abort(const PollContext& poll) const {
+    if (!peer_abort_.empty())
+      throw AbortedError("process " + std::to_string(rank_) + " stopped at " + what_of(poll) + " because " + peer_abort_);
+  }
+
+  // ---- reports -------------------------------------------------------------------------------------------
+
+  // Members of `procs` that have not said they wait at (or passed) operation n on it; never this process.
+  std::vector<int> missing_at(const std::vector<int>& procs, std::uint64_t n) const {
+    const std::string key = key_of(procs);
+    std::vector<int> missing;
+    for (int p : procs) {
+      if (p == rank_) continue;
+      const auto it = arrivals_.find({p, key});
+      if (it == arrivals_.end() || it->second < n) missing.push_back(p);
+    }
+    return missing;
+  }
+
+  // "arrived: [0, 1]; missing: [2, 3]" plus one line per missing process: global replica ids when the
+  // caller says which process holds which, else processes.
+  std::string stall_report(const std::vector<int>& procs, const std::vector<int>& missing, const PollContext& poll) const {
+    std::vector<int> arrived_ids, missing_ids;
+    for (int p : procs) {
+      const bool absent = std::find(missing.begin(), missing.end(), p) != missing.end();
+      std::vector<int> ids = poll.replicas_of ? poll.replicas_of(p) : std::vector<int>{p};
+      auto& into = absent ? missing_ids : arrived_ids;
+      into.insert(into.end(), ids.begin(), ids.end());
+    }
+    std::sort(arrived_ids.begin(), arrived_ids.end());
+    std::sort(missing_ids.begin(), missing_ids.end());
+    std::string report = std::string(poll.replicas_of ? "arrived: " : "arrived: processes ") + list_str(arrived_ids) +
+                         (poll.replicas_of ? "; missing: " : "; missing: processes ") + list_str(missing_ids);
+    for (int p : missing) {
+      report += "\n  " + process_name(p);
+      if (poll.replicas_of) {
+        const std::vector<int> ids = poll.replicas_of(p);
+        report += ids.size() == 1 ? ", replica " + std::to_string(ids[0]) : ", replicas " + list_str(ids);
+      }
+      report += ": " + (poll.missing_progress.empty() ? std::string("has not reached it") : poll.missing_progress);
+    }
+    return report;
+  }
+
+  std::string replicas_note(int p, const PollContext& poll) const {
+    if (!poll.replicas_of) return "";
+    const std::vector<int> ids = poll.replicas_of(p);
+    return ids.size() == 1 ? ", replica " + std::to_string(ids[0]) + "," : ", replicas " + list_str(ids) + ",";
+  }
+
+  // ---- waiting -------------------------------------------------------------------------------------------
+
+  // After a wait was abandoned (timeout, abort), MPI may still complete that operation into memory its
+  // caller has released, and the communicator's collectives are out of step: refuse further use.
+  void check_usable(const PollContext& poll) const {
+    if (broken_)
+      throw AbortedError("process " + std::to_string(rank_) + ": the transport is unusable after an abandoned " +
+                         "collective; cannot run " + what_of(poll));
   }
 
   // Communicators per process set, made lazily: MPI_Comm_create_group is collective over the set only.
-  void handshake(const std::vector<int>& procs, const PollContext& poll) {
+  void handshake(const std::vector<int>& procs, const PollContext& poll, std::uint64_t n) {
     char out = 0;
     std::vector<char> in(procs.size());
     std::vector<MPI_Request> requests;
-    for (std::size_t i = 0; i < procs.size(); ++i) {
-      if (procs[i] == rank_) continue;
-      requests.emplace_back();
-      MPI_Irecv(&in[i], 1, MPI_CHAR, procs[i], kHandshakeTag, world_, &requests.back());
-      requests.emplace_back();
-      MPI_Isend(&out, 1, MPI_CHAR, procs[i], kHandshakeTag, world_, &requests.back());
+    {
+      std::lock_guard lock(mpi_);
+      for (std::size_t i = 0; i < procs.size(); ++i) {
+        if (procs[i] == rank_) continue;
+        requests.emplace_back();
+        MPI_Irecv(&in[i], 1, MPI_CHAR, procs[i], kHandshakeTag, world_, &requests.back());
+        requests.emplace_back();
+        MPI_Isend(&out, 1, MPI_CHAR, procs[i], kHandshakeTag, world_, &requests.back());
+      }
     }
-    for (MPI_Request& r : requests) wait(r, procs, poll);
+    for (MPI_Request& r : requests) wait(r, procs, poll, n);
   }
 
-  MPI_Comm comm_for(const std::vector<int>& procs, const PollContext& poll) {
+  MPI_Comm comm_for(const std::vector<int>& procs, const PollContext& poll, std::uint64_t n) {
     auto it = comms_.find(procs);
     if (it != comms_.end()) return it->second;
     MPI_Comm comm;
@@ -221,15 +435,15 @@ class MpiInterprocess final : public Interprocess {
     } else {
       // MPI_Comm_create_group blocks until every member calls it; a polled handshake first makes sure they
       // all got here, so an absent member ends in a timeout or abort, not a hang.
-      handshake(procs, poll);
+      handshake(procs, poll, n);
+      std::lock_guard lock(mpi_);
       MPI_Group world_group, group;
       MPI_Comm_group(world_, &world_group);
       MPI_Group_incl(world_group, static_cast<int>(procs.size()), procs.data(), &group);
       int tag = 0;
       for (int p : procs) tag = (tag * 31 + p + 1) & 0x7fff;
       if (MPI_Comm_create_group(world_, group, tag, &comm) != MPI_SUCCESS)
-        throw PeerLostError("process " + std::to_string(rank_) + ": MPI_Comm_create_group failed for processes " +
-                            procs_str(procs));
+        throw PeerLostError(process_name(rank_) + ": MPI_Comm_create_group failed for processes " + list_str(procs));
       MPI_Group_free(&group);
       MPI_Group_free(&world_group);
       MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -238,35 +452,10 @@ class MpiInterprocess final : public Interprocess {
     return comm;
   }
 
-  // Polls `request` until done: yields while the partners are likely close (MPI progresses only inside MPI
-  // calls), then sleeps with a growing backoff so a long stall burns no CPU; honours abort and deadline.
-  // Another instance announced that its program failed: stop waiting for it (and for anyone).
-  void check_peer_abort(const PollContext& poll) {
-    if (peer_abort_.empty() && abort_request_ != MPI_REQUEST_NULL) {
-      int arrived = 0;
-      MPI_Status status;
-      MPI_Test(&abort_request_, &arrived, &status);
-      if (arrived) {
-        int length = 0;
-        MPI_Get_count(&status, MPI_CHAR, &length);
-        peer_abort_.assign(abort_in_, static_cast<std::size_t>(std::max(length, 0)));
-        if (peer_abort_.empty()) peer_abort_ = "instance " + std::to_string(status.MPI_SOURCE) + " failed";
-      }
-    }
-    if (!peer_abort_.empty())
-      throw AbortedError("process " + std::to_string(rank_) + " stopped at " +
-                         (poll.what ? poll.what() : std::string("a collective")) + " because " + peer_abort_);
-  }
-
-  // After a wait was abandoned (timeout, abort), MPI may still complete that operation into memory its
-  // caller has released, and the communicator's collectives are out of step: refuse further use.
-  void check_usable(const PollContext& poll) const {
-    if (broken_)
-      throw AbortedError("process " + std::to_string(rank_) + ": the transport is unusable after an abandoned " +
-                         "collective; cannot run " + (poll.what ? poll.what() : std::string("a collective")));
-  }
-
-  void wait(MPI_Request& request, const std::vector<int>& procs, const PollContext& poll) {
+  // Polls `request` (operation n on `procs`) until done: yields while the partners are likely close (MPI
+  // progresses only inside MPI calls), then sleeps with a growing backoff so a long stall burns no CPU.
+  // Honours abort, departure, warning and deadline, each reported naming the processes concerned.
+  void wait(MPI_Request& request, const std::vector<int>& procs, const PollContext& poll, std::uint64_t n) {
     struct Abandon {  // set unless the wait completes
       bool& broken;
       bool done = false;
@@ -274,50 +463,179 @@ class MpiInterprocess final : public Interprocess {
         if (!done) broken = true;
       }
     } abandon{broken_};
-    check_peer_abort(poll);
+    {
+      std::lock_guard lock(mpi_);
+      exit_timeout_ = poll.timeout_s;
+      poll_side();
+      check_peer_abort(poll);
+    }
     const Clock::time_point start = Clock::now();
     auto sleep_for = std::chrono::microseconds(20);
+    bool announced = false, warned = false;
+    std::optional<Clock::time_point> departure_seen;
+    const double grace = std::min(kTimeoutGrace, poll.timeout_s / 2);
     for (long iteration = 0;; ++iteration) {
-      int done = 0;
-      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", poll);
-      if (done) {
-        abandon.done = true;
-        return;
-      }
-      if ((iteration & 63) == 0) {
-        check_peer_abort(poll);
-        if (poll.aborted && poll.aborted())
-          throw AbortedError("process " + std::to_string(rank_) + " stopped waiting for processes " + procs_str(procs) +
-                             " at " + (poll.what ? poll.what() : std::string("a collective")) + ": the execution was aborted");
-        const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-        if (poll.timeout_s > 0 && waited >= poll.timeout_s)
-          throw TimeoutError("process " + std::to_string(rank_) + " (" + host_ + ", pid " + std::to_string(getpid()) +
-                             ") timed out after " + std::to_string(poll.timeout_s) +
-                             " s (WEFT_COLLECTIVE_TIMEOUT) waiting for processes " + procs_str(procs) + " at " +
-                             (poll.what ? poll.what() : std::string("a collective")));
-        // Large transfers progress only while we call MPI_Test, so keep polling (yielding the core) for a
-        // second; only a partner that is really late makes us back off to sleeping.
-        if (waited > 1.0) {
-          std::this_thread::sleep_for(sleep_for);
-          if (sleep_for < std::chrono::milliseconds(1)) sleep_for *= 2;
-          continue;
+      const bool look_around = (iteration & 63) == 0;
+      {
+        std::lock_guard lock(mpi_);
+        int done = 0;
+        check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test", poll);
+        if (done) {
+          abandon.done = true;
+          return;
+        }
+        if (look_around) {
+          poll_side();
+          check_peer_abort(poll);
         }
       }
+      if (!look_around) {
+        sched_yield();
+        continue;
+      }
+      if (poll.aborted && poll.aborted())
+        throw AbortedError("process " + std::to_string(rank_) + " stopped waiting for " +
+                           processes_name(others(procs)) + " at " + what_of(poll) + ": the execution was aborted");
+      const Clock::time_point now = Clock::now();
+      const double waited = std::chrono::duration<double>(now - start).count();
+      {
+        std::lock_guard lock(mpi_);
+        if (!announced && waited >= kAnnounceAfter) {
+          announced = true;
+          const std::string text = std::to_string(n) + " " + key_of(procs);
+          for (int p : procs)
+            if (p != rank_) send_side(p, kArriveTag, text);
+        }
+        // A member whose program ended will not come: fail once its messages in flight had time to land.
+        int gone = -1;
+        for (int p : procs)
+          if (p != rank_ && departed_[static_cast<std::size_t>(p)]) {
+            gone = p;
+            break;
+          }
+        if (gone >= 0) {
+          if (!departure_seen) departure_seen = now;
+          if (std::chrono::duration<double>(now - *departure_seen).count() >= kDepartureGrace) {
+            job_record(rank_, ".blame", "departed " + std::to_string(gone) + "\n");
+            throw PeerLostError(process_name(gone) + replicas_note(gone, poll) +
+                                " left the job (its program ended: it returned from main or called exit) while " +
+                                process_name(rank_) + " waits for it at " + what_of(poll));
+          }
+        }
+        if (poll.warn_s > 0 && !warned && waited >= poll.warn_s) {
+          warned = true;
+          const std::vector<int> missing = missing_at(procs, n);
+          if (!missing.empty())
+            log(LogLevel::warn, process_name(rank_) + " stalled for " + seconds_str(poll.warn_s) +
+                                    " (WEFT_COLLECTIVE_WARN) at " + what_of(poll) + " waiting for " +
+                                    processes_name(missing) + "; " + stall_report(procs, missing, poll));
+        }
+        if (poll.timeout_s > 0 && poll.timeout_s <= 1e9 && waited >= poll.timeout_s + grace) {
+          std::vector<int> missing = missing_at(procs, n);
+          if (missing.empty()) missing = others(procs);  // every one says it is here: the wait itself is stuck
+          std::string blame;
+          for (int p : missing) blame += "missing " + std::to_string(p) + "\n";
+          job_record(rank_, ".blame", blame);
+          throw TimeoutError(process_name(rank_) + " timed out after " + seconds_str(poll.timeout_s) +
+                             " (WEFT_COLLECTIVE_TIMEOUT) at " + what_of(poll) + " waiting for " +
+                             processes_name(missing) + "; " + stall_report(procs, missing, poll));
+        }
+      }
+      // Large transfers progress only while we call MPI_Test, so keep polling (yielding the core) for a
+      // second; only a partner that is really late makes us back off to sleeping.
+      if (waited > 1.0) {
+        std::this_thread::sleep_for(sleep_for);
+        if (sleep_for < std::chrono::milliseconds(1)) sleep_for *= 2;
+      } else {
+        sched_yield();
+      }
+    }
+  }
+
+  std::vector<int> others(const std::vector<int>& procs) const {
+    std::vector<int> out;
+    for (int p : procs)
+      if (p != rank_) out.push_back(p);
+    return out;
+  }
+
+  // ---- the end -------------------------------------------------------------------------------------------
+
+  // This process's program ended: tell the others, so a collective that needs it fails naming it instead
+  // of waiting for it, and wait until every other process has ended too: only then is MPI_Finalize (which
+  // waits for every process) bounded. False: end the job instead (another process failed, or did not end
+  // within the collective timeout). Caller holds mpi_ through `lock`.
+  bool depart(std::unique_lock<std::mutex>& lock) {
+    if (size_ <= 1) return true;
+    job_record(rank_, ".departed", std::to_string(unix_ns()) + "\n");
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) send_side(p, kDepartTag, "");
+    const Clock::time_point start = Clock::now();
+    std::optional<Clock::time_point> failure_seen;
+    for (;;) {
+      poll_side();
+      const Clock::time_point now = Clock::now();
+      if (!peer_abort_.empty()) {
+        // Another process failed (perhaps because we left while it waited for us): its exit aborts the job.
+        // Should it linger, we end the job ourselves.
+        if (!failure_seen) failure_seen = now;
+        if (std::chrono::duration<double>(now - *failure_seen).count() >= kAbortGrace) return false;
+      } else {
+        std::vector<int> running;
+        for (int p = 0; p < size_; ++p)
+          if (p != rank_ && !departed_[static_cast<std::size_t>(p)]) running.push_back(p);
+        if (running.empty()) break;
+        const double waited = std::chrono::duration<double>(now - start).count();
+        if (exit_timeout_ > 0 && exit_timeout_ <= 1e9 && waited >= exit_timeout_) {
+          std::string blame;
+          for (int p : running) blame += "unfinished " + std::to_string(p) + "\n";
+          job_record(rank_, ".blame", blame);
+          const std::string line = "instance " + std::to_string(rank_) + ": its program ended, but " +
+                                   processes_name(running) + " did not end within " + seconds_str(exit_timeout_) +
+                                   " (WEFT_COLLECTIVE_TIMEOUT); ending the job";
+          job_record(rank_, ".error", line + "\n");
+          say_error(line);
+          return false;
+        }
+      }
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      lock.lock();
+    }
+    // Everyone has ended and taken in our message (they waited for it): our sends complete at once.
+    const Clock::time_point until = Clock::now() + std::chrono::seconds(2);
+    while (!side_sends_.empty() && Clock::now() < until) {
+      poll_side();
       sched_yield();
     }
+    return true;
   }
 
   static constexpr int kRingTag = 7;
   static constexpr int kAbortTag = 99;
+  static constexpr int kDepartTag = 97;
+  static constexpr int kArriveTag = 96;
   static constexpr int kHandshakeTag = 98;
+  static constexpr std::size_t kSideMessage = 1024;
+
+  struct SideSend {
+    std::string text;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+
+  mutable std::mutex mpi_;  // every MPI call, and the state the side channel fills
   MPI_Comm world_;
-  MPI_Comm abort_comm_;
-  MPI_Request abort_request_ = MPI_REQUEST_NULL;
-  char abort_in_[1024] = {};
-  std::string abort_out_;
-  std::vector<MPI_Request> abort_sends_;
-  std::string peer_abort_;  // what another instance announced, once it did
-  bool broken_ = false;     // a wait was abandoned
+  MPI_Comm side_comm_;
+  MPI_Request side_request_ = MPI_REQUEST_NULL;
+  char side_in_[kSideMessage] = {};
+  std::deque<SideSend> side_sends_;  // in flight (a deque: their buffers must not move)
+  std::string peer_abort_;           // what another instance announced, once it did
+  std::vector<char> departed_;       // per process: its program ended
+  std::map<std::pair<int, std::string>, std::uint64_t> arrivals_;  // (process, set) -> operation it waits at
+  std::vector<std::pair<int, std::string>> identities_;             // per process: pid, host
+  std::map<std::vector<int>, std::uint64_t> ops_;                   // operations issued per process set
+  double exit_timeout_ = 300;        // the last collective timeout a wait used: also the bound at exit
+  bool broken_ = false;              // a wait was abandoned
   std::atomic<bool> failed_{false};
   int rank_ = 0, size_ = 1;
   std::string host_;
