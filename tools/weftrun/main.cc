@@ -36,6 +36,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <sstream>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -422,13 +423,11 @@ std::vector<ProcInfo> list_processes() {
 // Every process of the job: mpirun started its own session, and everything it starts stays in it (Open MPI
 // gives each rank its own process group, so a process-group kill would miss them); orphans of the job are
 // reparented to weftrun (a child subreaper), wherever they are.
-pid_t g_janitor = -1;  // weftrun's own helper (see start_janitor): not part of the job
-
 int signal_job(pid_t session, int sig) {
   int n = 0;
   const pid_t self = getpid();
   for (const ProcInfo& p : list_processes()) {
-    if (p.pid == self || p.pid == g_janitor) continue;
+    if (p.pid == self) continue;
     if ((session > 0 && p.sid == session) || p.ppid == self) {
       if (::kill(p.pid, sig) == 0) ++n;
     }
@@ -482,6 +481,11 @@ struct Instance {
   long long end_ns = 0;
   int exit_code = 0, exit_signal = 0;
   std::string error_file;  // first line of instance-<i>.error
+  // instance-<i>.departed: its program ended and the runtime told the others (docs/weftrun.md)
+  bool departed = false;
+  // instance-<i>.blame: the instances it failed waiting for, and how ("missing", "departed", "unfinished")
+  std::vector<std::pair<std::string, int>> blames;
+  bool improper_exit = false;  // mpirun: it exited without MPI_Finalize while the others ran
   // from its output
   long lines = 0;
   std::string first_weft_error;
@@ -489,6 +493,12 @@ struct Instance {
   int error_line_score = 0;
 
   bool failed() const { return ended && (exit_signal != 0 || exit_code != 0); }
+  // Ended in a way that failed the job: a failure status, or leaving early without finalizing MPI (even
+  // with status 0); not a kill after its program had ended (killed with the job it had left).
+  bool counts_as_failure() const {
+    if (departed && exit_signal != 0) return false;
+    return failed() || (ended && improper_exit);
+  }
   long pid() const { return registered ? reg_pid : launched ? launch_pid : 0; }
 };
 
@@ -513,6 +523,8 @@ class Job {
   std::vector<std::string> build_command(const std::vector<std::string>& exported);
   bool start(const std::vector<std::string>& command, const std::vector<std::string>& env);
   void start_janitor();
+  [[noreturn]] void run_janitor(int in, int ack);
+  void tell_janitor(const std::string& text);
   void stop_janitor();
   void clean_up_files();
   struct Channel;
@@ -536,7 +548,8 @@ class Job {
   std::string job_dir_;
   std::string mpi_tmpdir_base_;  // where Open MPI puts this job's session directory
   pid_t mpirun_ = -1;
-  int janitor_pipe_ = -1;  // its write end: closed without a word only if weftrun dies
+  int janitor_pipe_ = -1;  // to the janitor: closed without a word only if weftrun dies
+  int janitor_ack_ = -1;   // from the janitor: end of file once it has gone
   int out_fd_ = -1, err_fd_ = -1;
   int listen_fd_ = -1;  // $WEFT_JOB_DIR/output.sock: the instance wrappers' direct output streams
   bool reaped_ = false;
@@ -549,6 +562,7 @@ class Job {
   std::vector<std::string> mpirun_lines_;
   int root_rank_ = -1;
   std::string root_line_;
+  std::string blamed_root_;  // the root cause named from another instance's blame record (finish)
   bool stdout_ok_ = true, stderr_ok_ = true;
   // The reader of our stdout or stderr went away (`weftrun ... | head`): the job ends, as `mpirun | head`
   // does when SIGPIPE kills mpirun, and weftrun exits 128 + SIGPIPE without a summary nobody would read.
@@ -787,7 +801,6 @@ void Job::reap() {
     int status = 0;
     const pid_t p = waitpid(-1, &status, WNOHANG);
     if (p <= 0) return;
-    if (p == g_janitor) g_janitor = -1;
     if (p == mpirun_) {
       reaped_ = true;
       mpirun_status_ = status;
@@ -1046,8 +1059,8 @@ void Job::final_sweep() {
     reap();
     int status = 0;
     const pid_t p = waitpid(-1, &status, WNOHANG);
-    // n counts every process of the session and every child of ours, zombies included, but not the
-    // janitor: 0 means everything of the job is gone and reaped.
+    // n counts every process of the session and every child of ours, zombies included: 0 means everything
+    // of the job is gone and reaped.
     if (n == 0) return;
     if (Clock::now() >= until) {
       say("warning: some processes of the job could not be reaped");
@@ -1096,6 +1109,14 @@ void Job::read_records() {
       }
     }
     if (const auto t = read_file(base + ".error")) inst.error_file = first_line(*t);
+    if (read_file(base + ".departed")) inst.departed = true;
+    if (const auto t = read_file(base + ".blame")) {
+      std::istringstream in(*t);
+      std::string kind;
+      int who = -1;
+      while (in >> kind >> who)
+        if (who >= 0 && who < static_cast<int>(instances_.size()) && who != i) inst.blames.emplace_back(kind, who);
+    }
   }
 }
 
@@ -1117,7 +1138,10 @@ std::string Job::who(int rank, long mpirun_pid) const {
 std::string Job::describe_end(int rank) const {
   const Instance& inst = instances_[static_cast<std::size_t>(rank)];
   std::string s;
-  if (inst.exit_signal) {
+  if (inst.improper_exit && !inst.failed()) {
+    s = "left the job: it exited with status 0 without finalizing MPI while the other instances were still "
+        "running (_exit, or a program that never ends the weft runtime)";
+  } else if (inst.exit_signal) {
     s = "was killed by ";
     s += signal_text(inst.exit_signal);
   } else {
@@ -1176,6 +1200,9 @@ int Job::finish() {
   if (output_closed_) return 128 + SIGPIPE;  // the summary's reader is gone (see output_closed)
   const MpirunReport report = parse_mpirun_report(mpirun_lines_);
   const int n = static_cast<int>(instances_.size());
+  for (const MpirunEvent& e : report.events)
+    if (e.kind == MpirunEvent::improper_exit && e.rank >= 0 && e.rank < n)
+      instances_[static_cast<std::size_t>(e.rank)].improper_exit = true;
 
   // The first instance to end in failure, by the wrapper's clock (not counting those weftrun killed).
   int first_failed = -1;
@@ -1183,7 +1210,7 @@ int Job::finish() {
   for (int i = 0; i < n; ++i) {
     const Instance& inst = instances_[static_cast<std::size_t>(i)];
     any_failed = any_failed || inst.failed();
-    if (inst.failed() && (term_unix_ns_ == 0 || inst.end_ns < term_unix_ns_) &&
+    if (inst.counts_as_failure() && (term_unix_ns_ == 0 || inst.end_ns < term_unix_ns_) &&
         (first_failed < 0 || inst.end_ns < instances_[static_cast<std::size_t>(first_failed)].end_ns))
       first_failed = i;
   }
@@ -1260,6 +1287,46 @@ int Job::finish() {
       }
     }
   }
+  // An instance that failed only because it waited for others (a collective they never reached, a member
+  // that left the job, the end of its program while they still ran) names them (instance-<i>.blame): the
+  // root cause is theirs. One of them that reported its own error has the precise cause (the stuck replica);
+  // otherwise the blamed instance is named, with what the waiting one reported.
+  if (root >= 0 && !instances_[static_cast<std::size_t>(root)].blames.empty()) {
+    const Instance& waiting = instances_[static_cast<std::size_t>(root)];
+    int culprit = -1;
+    std::string culprit_text;
+    for (const auto& [kind, k] : waiting.blames) {
+      const Instance& b = instances_[static_cast<std::size_t>(k)];
+      if (!b.first_weft_error.empty())
+        culprit_text = b.first_weft_error;
+      else if (!b.error_file.empty())
+        culprit_text = "weft: error: " + b.error_file;
+      if (!culprit_text.empty() && b.blames.empty()) {
+        culprit = k;
+        break;
+      }
+      culprit_text.clear();
+    }
+    if (culprit >= 0) {
+      root = culprit;
+      root_text = culprit_text;
+    } else {
+      const auto& [kind, k] = waiting.blames.front();
+      std::string m = "instance " + std::to_string(k) + " (" + replicas_of(k, o_) + ") ";
+      if (kind == "departed")
+        m += "left the job (its program ended: it returned from main or called exit) while instance " +
+             std::to_string(root) + " waited for it in a collective";
+      else if (kind == "unfinished")
+        m += "did not end while instance " + std::to_string(root) +
+             ", whose program had ended, waited for it (WEFT_COLLECTIVE_TIMEOUT)";
+      else
+        m += "never reached the collective instance " + std::to_string(root) +
+             " waited in (stuck, stopped or too slow; WEFT_COLLECTIVE_TIMEOUT)";
+      m += "; instance " + std::to_string(root) + " reported: " + root_text;
+      blamed_root_ = m;
+      root = k;
+    }
+  }
   std::vector<std::string> lines;
   bool first_failed_said = false;
   if (timed_out_) {
@@ -1269,7 +1336,9 @@ int Job::finish() {
     m += secs;
     m += " s (exit status 124)";
     lines.push_back(m);
-    if (root >= 0) {
+    if (!blamed_root_.empty()) {
+      lines.push_back("before that, the root cause: " + blamed_root_);
+    } else if (root >= 0) {
       std::string r = "before that, the root cause from instance ";
       r += std::to_string(root);
       r += " (";
@@ -1282,6 +1351,8 @@ int Job::finish() {
     std::string m = "error: the job was killed because weftrun received ";
     m += signal_text(interrupted_);
     lines.push_back(m);
+  } else if (!blamed_root_.empty()) {
+    lines.push_back("error: root cause: " + blamed_root_);
   } else if (root >= 0) {
     std::string m = "error: root cause, from instance ";
     m += std::to_string(root);
@@ -1381,9 +1452,12 @@ int Job::finish() {
       }
       m += ")";
     }
+    if (inst.departed) m += "; its program ended (it left the job)";
     if (inst.ended) {
       m += "; ";
-      if (inst.exit_signal) {
+      if (inst.improper_exit && !inst.failed()) {
+        m += "exited with status 0 without finalizing MPI (it left the job)";
+      } else if (inst.exit_signal) {
         m += "killed by ";
         m += signal_text(inst.exit_signal);
       } else {
@@ -1429,10 +1503,13 @@ int Job::run() {
   sa.sa_flags = SA_RESTART;
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaction(s, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  if (!make_job_dir()) return 1;
+  mpi_tmpdir_base_ = mpi_tmpdir_base(o_.mpi_args);
+  // Before becoming a subreaper: the janitor must be nobody's descendant (see start_janitor).
+  start_janitor();
   // Orphans of the job become our children, so we can kill and reap them at the end.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-  if (!make_job_dir()) return 1;
   if (o_.wrapper) listen_for_output();
   const std::vector<std::string> env = build_environment();
   const std::vector<std::string> command = build_command(env);
@@ -1454,10 +1531,9 @@ int Job::run() {
       }
     if (geteuid() == 0) say("mpirun's own environment also has OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
   }
-  mpi_tmpdir_base_ = mpi_tmpdir_base(o_.mpi_args);
   int status = 1;
   if (start(command, env)) {
-    start_janitor();
+    tell_janitor("m" + std::to_string(mpirun_) + ";");
     supervise();
     final_sweep();
     status = finish();
@@ -1473,28 +1549,42 @@ void Job::clean_up_files() {
   remove_mpi_session_dir(mpi_tmpdir_base_, mpirun_);
 }
 
-// The janitor: a process of ours outside the job that outlives weftrun. weftrun killed with SIGKILL cannot
-// clean up; mpirun then gets SIGTERM (PR_SET_PDEATHSIG) and aborts the job, but the job directory and, if
-// mpirun is slow to die, Open MPI's session directory would stay. The janitor waits on a pipe only weftrun
-// holds: a byte means weftrun cleaned up itself; end of file without one means weftrun died, and the janitor
-// ends what is left of the job (SIGKILL after kTermGrace) and removes both directories.
+// The janitor: a process outside the job that outlives weftrun. weftrun killed with SIGKILL cannot clean
+// up; mpirun then gets SIGTERM (PR_SET_PDEATHSIG) and aborts the job, but the job directory and, if mpirun
+// dies too, Open MPI's session directory would stay. The janitor waits on a pipe only weftrun holds, which
+// tells it mpirun's pid, then "q" once weftrun has cleaned up itself; end of file without "q" means weftrun
+// died, and the janitor ends what is left of the job (SIGKILL after kTermGrace) and removes both directories.
+// It is a grandchild that weftrun's child leaves an orphan before weftrun becomes a subreaper: whoever kills
+// weftrun's process tree by walking parent links (CMake's execute_process and ctest on a timeout) must not
+// find it.
 void Job::start_janitor() {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return;
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
+  int to[2], ack[2];
+  if (pipe2(to, O_CLOEXEC) != 0) return;
+  if (pipe2(ack, O_CLOEXEC) != 0) {
+    close(to[0]);
+    close(to[1]);
     return;
   }
-  if (pid > 0) {
-    close(fds[0]);
-    janitor_pipe_ = fds[1];
-    g_janitor = pid;
+  const pid_t middle = fork();
+  if (middle == 0) {
+    if (fork() == 0) run_janitor(to[0], ack[1]);
+    _exit(0);
+  }
+  close(to[0]);
+  close(ack[1]);
+  if (middle < 0) {
+    close(to[1]);
+    close(ack[0]);
     return;
   }
-  // The janitor. Away from the terminal's signals (weftrun relays those), holding none of weftrun's
-  // descriptors: an inherited stdout would keep `weftrun | head` waiting for it.
+  waitpid(middle, nullptr, 0);
+  janitor_pipe_ = to[1];
+  janitor_ack_ = ack[0];
+}
+
+void Job::run_janitor(int in, int ack) {
+  // Away from the terminal's signals (weftrun relays those), holding none of weftrun's descriptors: an
+  // inherited stdout would keep `weftrun | head` waiting for it.
   setsid();
   prctl(PR_SET_NAME, "weftrun-janitor");
   for (int s : {SIGINT, SIGHUP, SIGPIPE}) std::signal(s, SIG_IGN);
@@ -1504,24 +1594,30 @@ void Job::start_janitor() {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   const int null = ::open("/dev/null", O_RDWR);
   for (int fd = 0; fd <= 2; ++fd) dup2(null, fd);
-  const int keep = fds[0];
   if (DIR* d = opendir("/proc/self/fd")) {
     std::vector<int> open_fds;
     while (dirent* e = readdir(d))
       if (std::isdigit(static_cast<unsigned char>(e->d_name[0]))) open_fds.push_back(std::atoi(e->d_name));
     closedir(d);
     for (int fd : open_fds)
-      if (fd > 2 && fd != keep) close(fd);
+      if (fd > 2 && fd != in && fd != ack) close(fd);
   }
-  char byte = 0;
-  ssize_t n;
-  do n = ::read(keep, &byte, 1);
-  while (n < 0 && errno == EINTR);
-  if (n == 1) _exit(0);  // weftrun cleaned up
-  // weftrun is gone. Give mpirun the grace weftrun would have given it, then kill what is left.
+  // "m<pid>;" gives mpirun's pid; "q" says weftrun cleaned up; end of file without it, that weftrun died.
+  mpirun_ = -1;
+  std::string said;
+  char buf[64];
+  for (;;) {
+    const ssize_t n = ::read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    said.append(buf, static_cast<std::size_t>(n));
+    if (said.find('q') != std::string::npos) _exit(0);
+  }
+  if (const std::size_t m = said.find('m'); m != std::string::npos) mpirun_ = std::atoi(said.c_str() + m + 1);
+  // Give mpirun the grace weftrun would have given it, then kill what is left of its session.
   auto alive = [this] {
     for (const ProcInfo& p : list_processes())
-      if (p.sid == mpirun_ && p.state != 'Z') return true;
+      if (mpirun_ > 0 && p.sid == mpirun_ && p.state != 'Z') return true;
     return false;
   };
   const auto until = Clock::now() + kTermGrace;
@@ -1536,14 +1632,24 @@ void Job::start_janitor() {
   _exit(0);
 }
 
+void Job::tell_janitor(const std::string& text) {
+  if (janitor_pipe_ < 0) return;
+  [[maybe_unused]] ssize_t w = ::write(janitor_pipe_, text.data(), text.size());
+}
+
+// weftrun has cleaned up: the janitor goes, and weftrun returns only once it has (its ack pipe closes).
 void Job::stop_janitor() {
   if (janitor_pipe_ < 0) return;
-  const char byte = 'q';
-  [[maybe_unused]] ssize_t w = ::write(janitor_pipe_, &byte, 1);
+  tell_janitor("q");
   close(janitor_pipe_);
   janitor_pipe_ = -1;
-  if (g_janitor > 0) waitpid(g_janitor, nullptr, 0);
-  g_janitor = -1;
+  pollfd p{janitor_ack_, POLLIN, 0};
+  char byte;
+  const auto until = Clock::now() + std::chrono::seconds(2);
+  while (Clock::now() < until && ::poll(&p, 1, 100) >= 0)
+    if ((p.revents & (POLLIN | POLLHUP)) && ::read(janitor_ack_, &byte, 1) <= 0) break;
+  close(janitor_ack_);
+  janitor_ack_ = -1;
 }
 
 }  // namespace
