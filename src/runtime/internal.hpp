@@ -78,8 +78,18 @@ struct Runtime::Impl {
   int local_device_count = 0;
   std::vector<std::unique_ptr<DeviceWorker>> workers;    // by device id; null for other processes' devices
   // Executions run one at a time: two executions sharing devices could otherwise each hold a device the
-  // other one waits for.
-  std::mutex launch_mutex;
+  // other one waits for. A call waits for the one in flight as long as that one makes progress (see
+  // Execution::run): the one in flight may itself wait for the caller (a pmap from a thread a replica
+  // started), and a wait for it is a blocking wait like any other, with the collective deadlines.
+  struct Admission {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool busy = false;
+    std::string running;  // the name of the execution in flight
+    std::chrono::steady_clock::time_point since;
+  } admission;
+  // Completed collective rounds and executions: how a waiting call tells a busy runtime from a stuck one.
+  std::atomic<std::uint64_t> progress{0};
   struct {
     std::atomic<std::uint64_t> preparations{0}, executions{0}, h2d{0}, d2h{0}, collectives{0}, bytes_reduced{0};
   } stats;

@@ -66,6 +66,7 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
       plan = collectives::make_plan(requests, account_of);
     }
     ex.runtime.stats.collectives++;
+    ex.runtime.progress++;
     ex.runtime.stats.bytes_reduced += plan->bytes_reduced;
     return plan;
   };

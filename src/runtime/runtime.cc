@@ -429,13 +429,73 @@ void report_to_launcher(const Runtime::Impl& rt, const std::string& message) {
 }
 }  // namespace
 
+namespace {
+// The runtime's turn for one execution: waits while another one runs and makes progress; fails when the
+// one in flight completes no collective for the collective timeout (it may be waiting for this caller).
+class Admitted {
+ public:
+  Admitted(Runtime::Impl& rt, const std::string& name) : rt_(rt) {
+    using Clock = std::chrono::steady_clock;
+    auto& a = rt.admission;
+    std::unique_lock lock(a.mutex);
+    if (a.busy) {
+      const double warn_s = rt.options.collective_warn_s, timeout_s = rt.options.collective_timeout_s;
+      Clock::time_point start = Clock::now();
+      std::uint64_t seen = rt.progress.load();
+      bool warned = false;
+      while (a.busy) {
+        const Clock::time_point fail_at = transport::deadline_after(start, timeout_s);
+        const Clock::time_point warn_at = warned ? Clock::time_point::max() : transport::deadline_after(start, warn_s);
+        a.cv.wait_until(lock, std::min(fail_at, warn_at));
+        if (!a.busy) break;
+        const Clock::time_point now = Clock::now();
+        if (rt.progress.load() != seen) {  // the execution in flight is alive: wait afresh
+          seen = rt.progress.load();
+          start = now;
+          warned = false;
+          continue;
+        }
+        const double running_s = std::chrono::duration<double>(now - a.since).count();
+        const std::string why = a.running + " is running on this runtime (for " + transport::seconds_str(running_s) +
+                                ") and completed no collective meanwhile; executions run one at a time, so a pmap "
+                                "called from a thread that a replica started cannot start before that replica "
+                                "returns (use one program over a multi-axis mesh instead)";
+        if (now >= fail_at)
+          throw TimeoutError(name + ": could not start within " + transport::seconds_str(timeout_s) +
+                             " (WEFT_COLLECTIVE_TIMEOUT): " + why);
+        if (now >= warn_at) {
+          warned = true;
+          log(LogLevel::warn, name + ": waiting " + transport::seconds_str(warn_s) + " (WEFT_COLLECTIVE_WARN) to start: " + why);
+        }
+      }
+    }
+    a.busy = true;
+    a.running = name;
+    a.since = Clock::now();
+  }
+  ~Admitted() {
+    {
+      std::lock_guard lock(rt_.admission.mutex);
+      rt_.admission.busy = false;
+    }
+    rt_.progress++;
+    rt_.admission.cv.notify_all();
+  }
+  Admitted(const Admitted&) = delete;
+  Admitted& operator=(const Admitted&) = delete;
+
+ private:
+  Runtime::Impl& rt_;
+};
+}  // namespace
+
 void Execution::run(const std::function<void(Replica&)>& body) {
   if (t_current_execution)
     throw InvalidArgument(name + ": cannot start a program from inside " + t_current_execution->name +
                           " (a replica's function); use one program over a multi-axis mesh instead");
-  std::lock_guard launch(runtime.launch_mutex);
   const int n = static_cast<int>(local_replicas.size());
   if (n == 0) return;  // none of this program's devices belongs to this process
+  Admitted admitted(runtime, name);
   remaining_ = n;
   errors_.assign(n, std::nullopt);
   runtime.stats.executions++;

@@ -10,9 +10,9 @@
 namespace weft::transport {
 namespace {
 using Clock = std::chrono::steady_clock;
+}  // namespace
 
-Clock::time_point after(Clock::time_point start, double seconds) {
-  // 0 = never; so is anything past ~30 years, which would overflow the clock's representation.
+Clock::time_point deadline_after(Clock::time_point start, double seconds) {
   if (seconds <= 0 || seconds > 1e9) return Clock::time_point::max();
   return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
@@ -23,7 +23,6 @@ std::string seconds_str(double s) {
   os << s << " s";
   return os.str();
 }
-}  // namespace
 
 Rendezvous::Rendezvous(int participants, Deadlines deadlines, std::string execution_name,
                        std::function<std::string(int)> participant_name)
@@ -34,7 +33,8 @@ Rendezvous::Rendezvous(int participants, Deadlines deadlines, std::string execut
       has_arrived_(participants, 0),
       has_finished_(participants, 0),
       rounds_done_(participants, 0),
-      departed_(participants, 0) {
+      departed_(participants, 0),
+      left_round_(participants, 0) {
   for (Slot& s : slots_) s.payloads.assign(participants, nullptr);
 }
 
@@ -127,11 +127,12 @@ void Rendezvous::throw_aborted(int rank) const { throw AbortedError(aborted_mess
 
 std::string Rendezvous::missing_report(Phase phase) const {
   const std::vector<char>& present = phase == Phase::arrive ? has_arrived_ : has_finished_;
+  const std::uint64_t round = arrive_generation_.load(std::memory_order_relaxed);
   std::ostringstream arrived, missing;
   bool first_a = true, first_m = true;
   std::ostringstream details;
   for (int p = 0; p < n_; ++p) {
-    if (present[p]) {
+    if (present[p] || (phase == Phase::arrive && left_round_[p] == round + 1)) {
       arrived << (first_a ? "" : ", ") << p;
       first_a = false;
     } else {
@@ -159,14 +160,15 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
   lock.lock();
 
   const Clock::time_point start = Clock::now();
-  const Clock::time_point warn_at = after(start, deadlines_.warn_s);
-  const Clock::time_point fail_at = after(start, deadlines_.timeout_s);
+  const Clock::time_point warn_at = deadline_after(start, deadlines_.warn_s);
+  const Clock::time_point fail_at = deadline_after(start, deadlines_.timeout_s);
   auto describe = [&] { return what ? what() : std::string("a collective"); };
   // Leaving the arrive phase early takes our payload back, so a partner completing the round later never
   // reads an input we are about to release.
   auto leave = [&](auto&& error) {
     if (phase == Phase::arrive) {
       has_arrived_[rank] = 0;
+      left_round_[rank] = generation + 1;
       slots_[generation % 2].payloads[rank] = nullptr;
       --arrived_;
     }
@@ -190,7 +192,14 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
     // Only arrivals time out: in the finish phase every partner has arrived and its remaining work is local
     // and bounded, and leaving early would free an input a partner may still be reading.
     if (phase == Phase::arrive && !aborted_ && !completing_ && now >= fail_at) {
-      const std::string report = missing_report(phase);
+      // Every waiter of the round times out at about the same time, and the first to leave is not always
+      // the first to report: all of them report who was missing at the round's first timeout, so the root
+      // cause names the same absentees whichever waiter's error wins.
+      if (timeout_round_ != generation + 1) {
+        timeout_round_ = generation + 1;
+        timeout_report_ = missing_report(phase);
+      }
+      const std::string report = timeout_report_;
       leave(TimeoutError(execution_name_ + ": " + participant_name_(rank) + " timed out after " +
                          seconds_str(deadlines_.timeout_s) + " (WEFT_COLLECTIVE_TIMEOUT) at " + describe() +
                          ", seq " + std::to_string(generation) + "; " + report));

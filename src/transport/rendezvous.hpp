@@ -26,9 +26,14 @@
 namespace weft::transport {
 
 struct Deadlines {
-  double warn_s = 30;     // a stall warning naming who is missing
+  double warn_s = 30;     // a stall warning naming who is missing; 0 = never
   double timeout_s = 300; // then a TimeoutError; 0 = never
 };
+
+// `start` + `seconds`, where 0 (and anything past ~30 years, which would overflow the clock) means never.
+std::chrono::steady_clock::time_point deadline_after(std::chrono::steady_clock::time_point start, double seconds);
+// "2 s", "0.5 s": a duration as the messages print it.
+std::string seconds_str(double seconds);
 
 // What a participant is doing at a rendezvous, for diagnostics ("psum(float32[3]) at a.cc:10").
 using Describe = std::function<std::string()>;
@@ -92,6 +97,12 @@ class Rendezvous {
   std::vector<char> has_finished_;  // for the finishing round
   std::vector<std::uint64_t> rounds_done_;  // per participant: rounds completed
   std::vector<char> departed_;
+  // Per participant: 1 + the round it arrived at and then left early (timed out, aborted, peer lost), else 0.
+  // It did arrive: reports of that round must not count it as missing.
+  std::vector<std::uint64_t> left_round_;
+  // The report of the first timeout of round timeout_round_ - 1, which every later timeout of it repeats.
+  std::uint64_t timeout_round_ = 0;
+  std::string timeout_report_;
   Slot slots_[2];
   bool warned_ = false;
   bool completing_ = false;  // the last arriver is running `complete` on everyone's payloads

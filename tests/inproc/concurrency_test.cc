@@ -8,6 +8,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -104,6 +108,93 @@ TEST(ConcurrentFirstCalls, CopiesOfAPmappedFunctionCalledConcurrently) {
     for (std::thread& t : threads) t.join();
     EXPECT_EQ(wrong.load(), 0) << "round " << round;
   }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Item 7: a pmap called from a thread that a replica started. The runtime runs one execution at a time and
+// the one in flight cannot end before its replica (which joins the thread) returns: the call must fail
+// within the collective timeout (the wait for the runtime is a blocking wait like any other), and the outer
+// execution must then end normally.
+
+// Runs `f` on another thread; if it has not returned after `limit`, the runtime is deadlocked and nothing
+// can unblock it: report and end the test binary instead of hanging until ctest's timeout.
+void FinishesWithin(std::chrono::seconds limit, const std::function<void()>& f, const char* what) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread worker([f, done] {
+    f();
+    *done = true;
+  });
+  const auto start = Clock::now();
+  while (!*done && Clock::now() - start < limit) std::this_thread::sleep_for(10ms);
+  if (!*done) {
+    ADD_FAILURE() << what << " did not return within " << limit.count() << " s: deadlock";
+    std::fflush(stdout);
+    std::_Exit(1);
+  }
+  worker.join();
+}
+
+TEST(PmapFromAReplicaThread, FailsWithinTheTimeoutInsteadOfDeadlocking) {
+  Runtime rt({.device_count = 2, .collective_warn_s = 0.5, .collective_timeout_s = 1, .log_level = "error"});
+  auto inner = pmap([](const Array& y) { return y * 2.0; }, {.axis = "j", .runtime = &rt, .name = "inner"});
+  std::mutex m;
+  std::vector<Outcome> seen(2);
+  auto outer = pmap(
+      [&](Replica& r, const Array& x) {
+        Outcome o;
+        std::thread t([&] { o = Timed([&] { inner(Array::arange(2)); }); });
+        t.join();
+        std::lock_guard lock(m);
+        seen[r.index()] = o;
+        return x + 1.0;
+      },
+      {.axis = "i", .runtime = &rt, .name = "outer"});
+  Outcome call;
+  FinishesWithin(20s, [&] { call = Timed([&] { outer(Array::arange(2)).to_host(); }); }, "the outer pmap");
+  EXPECT_FALSE(call.threw) << call.message;
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("replica " + std::to_string(r));
+    ASSERT_TRUE(seen[r].threw);
+    EXPECT_EQ(seen[r].type, "TimeoutError") << seen[r].message;
+    EXPECT_GE(seen[r].seconds, 0.9);
+    EXPECT_LT(seen[r].seconds, 2.5);
+    ExpectContains(seen[r].message, {"inner: could not start within 1 s (WEFT_COLLECTIVE_TIMEOUT)",
+                                     "outer is running", "completed no collective",
+                                     "a pmap called from a thread that a replica started"});
+  }
+  // The runtime is still usable.
+  EXPECT_EQ(inner(Array::arange(2)).to_host().to_doubles(), (std::vector<double>{0, 2}));
+}
+
+// The same wait is not a timeout while the execution in flight makes progress: a pmap from another user
+// thread waits for a long run of collectives (3 s, three times the timeout) and then runs.
+TEST(PmapFromAReplicaThread, AWaitBehindAnExecutionThatMakesProgressDoesNotTimeOut) {
+  Runtime rt({.device_count = 2, .collective_warn_s = 1, .collective_timeout_s = 1, .log_level = "error"});
+  std::atomic<bool> long_started{false};
+  auto long_run = pmap(
+      [&](Replica& r, const Array& x) {
+        long_started = true;
+        Array y = x;
+        for (int s = 0; s < 30; ++s) {
+          std::this_thread::sleep_for(100ms);
+          y = r.pmax(y, "i");
+        }
+        return y;
+      },
+      {.axis = "i", .runtime = &rt, .name = "long"});
+  auto quick = pmap([](Replica& r, const Array& x) { return r.psum(x, "i"); }, {.axis = "i", .runtime = &rt, .name = "quick"});
+  Outcome first, second;
+  FinishesWithin(20s,
+                 [&] {
+                   std::thread a([&] { first = Timed([&] { long_run(Array::arange(2)); }); });
+                   while (!long_started) std::this_thread::sleep_for(1ms);
+                   second = Timed([&] { EXPECT_EQ(quick(Array::arange(2)).to_host().to_doubles(), (std::vector<double>{1, 1})); });
+                   a.join();
+                 },
+                 "the two pmaps");
+  EXPECT_FALSE(first.threw) << first.message;
+  EXPECT_FALSE(second.threw) << second.message;
+  EXPECT_GE(second.seconds, 2.0) << "quick must have waited for long";
 }
 
 }  // namespace

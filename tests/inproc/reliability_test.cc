@@ -149,13 +149,48 @@ TEST(R3StuckReplica, TimeoutReportNamesMissingReplicaAndLastCompletedSeq) {
   ASSERT_TRUE(o.threw);
   EXPECT_EQ(o.type, "TimeoutError") << o.message;
   const std::string site = "reliability_test.cc:" + std::to_string(psum_line.load());
-  ExpectContains(o.message, {"timed out after 2 s", "(WEFT_COLLECTIVE_TIMEOUT)", "psum(float32[], axes (i), op=sum)",
-                             site, "seq 1", "arrived: [0, 1, 3]", "missing: [2]",
-                             "replica 2 (CpuDevice(id=2, process=0)): last completed seq=1"});
+  // The root cause (first line) lists exactly who arrived and who did not, whichever waiter's timeout won.
+  ExpectContains(FirstLine(o.message), {"timed out after 2 s", "(WEFT_COLLECTIVE_TIMEOUT)",
+                                        "psum(float32[], axes (i), op=sum)", site, "seq 1",
+                                        "; arrived: [0, 1, 3]; missing: [2]"});
+  EXPECT_EQ(CountOccurrences(o.message, "last completed seq="), 1) << o.message;
+  ExpectContains(o.message, {"\n  replica 2 (CpuDevice(id=2, process=0)): last completed seq=1"});
   EXPECT_FALSE(Contains(FirstLine(o.message), "replica 2 ")) << "replica 2 is not the root cause: " << o.message;
   // The stall warning came first (at 1 s) and named the same absentee.
   EXPECT_EQ(CountOccurrences(err, "stalled for 1 s (WEFT_COLLECTIVE_WARN)"), 1) << err;
   ExpectContains(err, {"missing: [2]", "last completed seq=1"});
+}
+
+// Every waiter times out at about the same moment, and the first to leave the rendezvous is not always the
+// first to report: a later waiter's report must not count replicas that arrived and already left (timed out)
+// as missing, nor miss the straggler because it came after the first timeouts. 8 replicas, replica 5 late;
+// the replicas that arrived first take longest to unwind their error (as destructors may), so that a later
+// waiter's report wins the race for the root cause. The root cause names exactly [5], every time.
+TEST(R3StuckReplica, RootCauseNamesExactlyTheReplicasThatNeverArrived) {
+  Runtime rt({.device_count = 8, .collective_warn_s = 0.2, .collective_timeout_s = 0.2, .log_level = "error"});
+  for (int run = 0; run < 6; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    Gate release;
+    auto step = pmap(
+        [&](Replica& r, const Array& x) {
+          if (r.index() == 5) release.wait(10s);
+          try {
+            return r.psum(x, "i");
+          } catch (const TimeoutError&) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(4 * (8 - r.index())));
+            release.open();
+            throw;
+          }
+        },
+        {.axis = "i", .runtime = &rt});
+    const Outcome o = Timed([&] { step(Array::arange(8)); });
+    ASSERT_TRUE(o.threw);
+    EXPECT_EQ(o.type, "TimeoutError") << o.message;
+    const std::string first = FirstLine(o.message);
+    ExpectContains(first, {"; arrived: [0, 1, 2, 3, 4, 6, 7]; missing: [5]"});
+    EXPECT_EQ(CountOccurrences(o.message, "last completed seq="), 1) << o.message;
+    EXPECT_LT(o.seconds, 2.0);
+  }
 }
 
 // The window between a waiter's timeout and the abort (which happens only once the TimeoutError has left
