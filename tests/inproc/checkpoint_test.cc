@@ -470,8 +470,8 @@ int CheckBig(const std::string& path) {
 
 // A child saves checkpoints of 32 MiB in a loop (step 1, 2, ...) over the same target until it is killed
 // with SIGKILL; after every kill the target is absent (no save finished yet) or a complete checkpoint of
-// some step. Kills are spread over time, so that some land mid-write: those leave a temporary file behind
-// (counted, and then removed), never a truncated target.
+// some step. Kills are spread over time (5 ms, then 150 ms more each round), so that some land mid-write:
+// those leave a temporary file behind (counted, and then removed), never a truncated target.
 TEST(CheckpointTest, AWriterKilledMidWriteNeverLeavesATruncatedFile) {
 #ifdef __SANITIZE_THREAD__
   // ThreadSanitizer runs a thread of its own and, by default, kills a child of a multi-threaded fork that
@@ -481,7 +481,9 @@ TEST(CheckpointTest, AWriterKilledMidWriteNeverLeavesATruncatedFile) {
   TempDir dir;
   const std::string target = dir.file("big.safetensors");
   int mid_write = 0, complete = 0;
-  for (int round = 0; round < 6; ++round) {
+  // Six rounds, more (with longer delays) while no kill has landed mid-write or no save has completed yet,
+  // as on a loaded machine.
+  for (int round = 0; round < 12 && (round < 6 || mid_write == 0 || complete == 0); ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     ASSERT_EQ(ThreadCount(), 1) << "fork needs a single-threaded process";
     const pid_t child = ::fork();
