@@ -1,6 +1,7 @@
 // Results of pmap: one shard per device, readable as one global array.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,9 @@
 #include "weft/runtime.hpp"
 
 namespace weft {
+namespace detail {
+struct RuntimeCounters;
+}
 
 struct Shard {
   Device device;
@@ -40,7 +44,9 @@ class ShardedArray {
  private:
   std::vector<Shard> shards_;
   Shape mesh_shape_;
-  Runtime* runtime_ = nullptr;
+  // The runtime's transfer counters (reads count device-to-host bytes), shared: a sharded array may outlive
+  // its runtime, and its shards keep their buffers and memory accounts alive themselves.
+  std::shared_ptr<detail::RuntimeCounters> counters_;
   int mapped_axis_ = 0;
 };
 

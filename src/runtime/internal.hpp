@@ -66,6 +66,12 @@ class Tracer {
   std::vector<Event> events_;
 };
 
+namespace detail {
+struct RuntimeCounters {
+  std::atomic<std::uint64_t> preparations{0}, executions{0}, h2d{0}, d2h{0}, collectives{0}, bytes_reduced{0};
+};
+}  // namespace detail
+
 struct Runtime::Impl {
   RuntimeOptions options;
   std::unique_ptr<Tracer> tracer;
@@ -90,11 +96,14 @@ struct Runtime::Impl {
   } admission;
   // Completed collective rounds and executions: how a waiting call tells a busy runtime from a stuck one.
   std::atomic<std::uint64_t> progress{0};
-  struct {
-    std::atomic<std::uint64_t> preparations{0}, executions{0}, h2d{0}, d2h{0}, collectives{0}, bytes_reduced{0};
-  } stats;
+  // Shared with the sharded arrays the runtime hands out, which count their reads and may outlive it.
+  std::shared_ptr<detail::RuntimeCounters> counters = std::make_shared<detail::RuntimeCounters>();
+  detail::RuntimeCounters& stats = *counters;
 
   const Device& device(int id) const;
+  // `device` itself, checked: its id exists and its process is the one that owns that id. `what` names the
+  // caller in the InvalidArgument.
+  const Device& device(const Device& device, const std::string& what) const;
 };
 
 // 0, 1, ..., count-1

@@ -150,7 +150,7 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
                             devices_str(options.devices) + ")");
     std::vector<char> seen(rt.device_count(), 0);
     for (const Device& d : options.devices) {
-      rt.device(d.id);  // validates the id
+      rt.impl().device(d, name);  // an existing id, on the process that owns it
       if (seen[d.id]++) throw InvalidArgument(name + ": " + to_string(d) + " appears twice in devices=[" + devices_str(options.devices) + "]");
     }
     p->devices = options.devices;

@@ -136,6 +136,15 @@ const Device& Runtime::Impl::device(int id) const {
   return devices[id];
 }
 
+const Device& Runtime::Impl::device(const Device& d, const std::string& what) const {
+  const Device& known = device(d.id);
+  if (!(known == d))
+    throw InvalidArgument(what + ": " + to_string(d) + " is not a device of this runtime: device " +
+                          std::to_string(d.id) + " is " + to_string(known) + " (this job has " +
+                          std::to_string(process_count) + (process_count == 1 ? " process" : " processes") + ")");
+  return known;
+}
+
 // ---- runtime ---------------------------------------------------------------------------------------------
 namespace {
 std::mutex g_runtimes_mutex;
@@ -278,7 +287,7 @@ std::vector<Device> Runtime::local_devices() const {
 const Device& Runtime::device(int id) const { return impl_->device(id); }
 std::int64_t Runtime::memory_in_use(const Device& device) const { return memory_account(device)->in_use(); }
 std::shared_ptr<MemoryAccount> Runtime::memory_account(const Device& device) const {
-  impl_->device(device.id);
+  impl_->device(device, "memory_account");
   return impl_->accounts[device.id];
 }
 const RuntimeOptions& Runtime::options() const { return impl_->options; }

@@ -8,7 +8,10 @@
 namespace weft {
 
 ShardedArray::ShardedArray(std::vector<Shard> shards, Shape mesh_shape, Runtime* runtime, int mapped_axis)
-    : shards_(std::move(shards)), mesh_shape_(std::move(mesh_shape)), runtime_(runtime), mapped_axis_(mapped_axis) {
+    : shards_(std::move(shards)),
+      mesh_shape_(std::move(mesh_shape)),
+      counters_(runtime ? runtime->impl().counters : nullptr),
+      mapped_axis_(mapped_axis) {
   if (shards_.empty()) throw InvalidArgument("a sharded array needs at least one shard");
   if (!mesh_shape_.empty() && num_elements(mesh_shape_) != static_cast<std::int64_t>(shards_.size()))
     throw InvalidArgument("a sharded array over mesh shape " + shape_str(mesh_shape_) + " needs " +
@@ -39,7 +42,7 @@ Shape ShardedArray::shape() const {
 Array ShardedArray::to_host() const {
   if (shards_.empty()) return Array();
   auto count = [&](std::size_t bytes) {
-    if (runtime_) runtime_->impl().stats.d2h += bytes;
+    if (counters_) counters_->d2h += bytes;
   };
   if (mesh_shape_.empty()) {
     count(shards_[0].data.nbytes());
@@ -69,7 +72,7 @@ Array ShardedArray::operator[](std::int64_t index) const {
 Array ShardedArray::slice(std::int64_t begin, std::int64_t end) const { return to_host().slice(begin, end); }
 
 Array device_put(const Array& array, const Device& device, Runtime& runtime) {
-  runtime.device(device.id);
+  runtime.impl().device(device, "device_put");
   if (array.device() == device.id) return array;
   if (array.device() < 0) runtime.impl().stats.h2d += array.nbytes();
   Array placed = Array::empty(array.shape(), array.dtype(), runtime.memory_account(device), device.id);
