@@ -57,9 +57,20 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
       std::vector<int> process_of(ex.num_replicas());
       for (int r = 0; r < ex.num_replicas(); ++r) process_of[r] = ex.devices[r].process_index;
       const std::uint64_t seq = ex.rendezvous.completed_rounds(st.local);
+      // Reports across processes name global replicas; every process takes part in every round of an
+      // execution spanning processes, so one that has not arrived at round seq completed seq - 1.
       transport::PollContext poll{ex.runtime.options.collective_timeout_s,
                                   [&ex] { return ex.rendezvous.aborted(); },
-                                  [&ex, first, seq] { return collectives::describe(*first) + ", seq " + std::to_string(seq) + " of " + ex.name; }};
+                                  [&ex, first, seq] { return collectives::describe(*first) + ", seq " + std::to_string(seq) + " of " + ex.name; },
+                                  ex.runtime.options.collective_warn_s,
+                                  [&ex](int process) {
+                                    std::vector<int> replicas;
+                                    for (int r = 0; r < ex.num_replicas(); ++r)
+                                      if (ex.devices[r].process_index == process) replicas.push_back(r);
+                                    return replicas;
+                                  },
+                                  seq == 0 ? std::string("last completed seq=none")
+                                           : "last completed seq=" + std::to_string(seq - 1)};
       plan = collectives::plan_across_processes(requests, process_of, *ex.runtime.job, ex.processes, account_of, poll,
                                                 seq);
     } else {

@@ -25,11 +25,12 @@ std::string seconds_str(double s) {
 }
 
 Rendezvous::Rendezvous(int participants, Deadlines deadlines, std::string execution_name,
-                       std::function<std::string(int)> participant_name)
+                       std::function<std::string(int)> participant_name, std::vector<int> participant_ids)
     : n_(participants),
       deadlines_(deadlines),
       execution_name_(std::move(execution_name)),
       participant_name_(std::move(participant_name)),
+      participant_ids_(std::move(participant_ids)),
       has_arrived_(participants, 0),
       has_finished_(participants, 0),
       rounds_done_(participants, 0),
@@ -132,13 +133,19 @@ std::string Rendezvous::missing_report(Phase phase) const {
   bool first_a = true, first_m = true;
   std::ostringstream details;
   for (int p = 0; p < n_; ++p) {
+    const int id = participant_ids_.empty() ? p : participant_ids_[p];
     if (present[p] || (phase == Phase::arrive && left_round_[p] == round + 1)) {
-      arrived << (first_a ? "" : ", ") << p;
+      arrived << (first_a ? "" : ", ") << id;
       first_a = false;
     } else {
-      missing << (first_m ? "" : ", ") << p;
+      missing << (first_m ? "" : ", ") << id;
       first_m = false;
-      details << "\n  " << participant_name_(p) << ": last completed seq=" << rounds_done_[p];
+      // rounds_done_ counts completed rounds: the last one completed is seq rounds_done_ - 1.
+      details << "\n  " << participant_name_(p) << ": last completed seq=";
+      if (rounds_done_[p] == 0)
+        details << "none";
+      else
+        details << rounds_done_[p] - 1;
       if (departed_[p]) details << " (returned from its function)";
     }
   }
@@ -204,7 +211,9 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
                          seconds_str(deadlines_.timeout_s) + " (WEFT_COLLECTIVE_TIMEOUT) at " + describe() +
                          ", seq " + std::to_string(generation) + "; " + report));
     }
-    if (!aborted_ && now >= warn_at && !warned_) {
+    // While the last arriver completes the round with the other processes, the transport warns (it knows
+    // which processes are missing); every local replica is here.
+    if (!aborted_ && !completing_ && now >= warn_at && !warned_) {
       warned_ = true;
       log(LogLevel::warn, execution_name_ + ": stalled for " + seconds_str(deadlines_.warn_s) +
                               " (WEFT_COLLECTIVE_WARN) at " + describe() + ", seq " + std::to_string(generation) +

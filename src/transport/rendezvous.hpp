@@ -40,9 +40,11 @@ using Describe = std::function<std::string()>;
 
 class Rendezvous {
  public:
-  // `participant_name(i)` names participant i in messages ("replica 3 (CpuDevice(id=3, process=0))").
+  // `participant_name(i)` names participant i in messages ("replica 3 (CpuDevice(id=3, process=0))");
+  // `participant_ids[i]`, its id in "arrived: [...]; missing: [...]" lists (the global replica index: in a
+  // job of several processes the participants are this process's replicas); default: i.
   Rendezvous(int participants, Deadlines deadlines, std::string execution_name,
-             std::function<std::string(int)> participant_name);
+             std::function<std::string(int)> participant_name, std::vector<int> participant_ids = {});
 
   int participants() const { return n_; }
 
@@ -86,6 +88,7 @@ class Rendezvous {
   const Deadlines deadlines_;
   const std::string execution_name_;
   const std::function<std::string(int)> participant_name_;
+  const std::vector<int> participant_ids_;
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

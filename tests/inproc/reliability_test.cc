@@ -154,11 +154,11 @@ TEST(R3StuckReplica, TimeoutReportNamesMissingReplicaAndLastCompletedSeq) {
                                         "psum(float32[], axes (i), op=sum)", site, "seq 1",
                                         "; arrived: [0, 1, 3]; missing: [2]"});
   EXPECT_EQ(CountOccurrences(o.message, "last completed seq="), 1) << o.message;
-  ExpectContains(o.message, {"\n  replica 2 (CpuDevice(id=2, process=0)): last completed seq=1"});
+  ExpectContains(o.message, {"\n  replica 2 (CpuDevice(id=2, process=0)): last completed seq=0"});
   EXPECT_FALSE(Contains(FirstLine(o.message), "replica 2 ")) << "replica 2 is not the root cause: " << o.message;
   // The stall warning came first (at 1 s) and named the same absentee.
   EXPECT_EQ(CountOccurrences(err, "stalled for 1 s (WEFT_COLLECTIVE_WARN)"), 1) << err;
-  ExpectContains(err, {"missing: [2]", "last completed seq=1"});
+  ExpectContains(err, {"missing: [2]", "last completed seq=0"});
 }
 
 // Every waiter times out at about the same moment, and the first to leave the rendezvous is not always the
@@ -325,7 +325,7 @@ TEST(R5WarnThenAbort, OneStallWarningNamingTheLateReplicaAndTheRunSucceeds) {
   EXPECT_EQ(CountOccurrences(err, "weft: warn: "), 1) << err;
   EXPECT_EQ(CountOccurrences(err, "stalled for 1 s (WEFT_COLLECTIVE_WARN)"), 1) << err;
   ExpectContains(err, {"psum(float32[], axes (i), op=sum)", "arrived: [1, 2, 3]", "missing: [0]",
-                       "replica 0 (CpuDevice(id=0, process=0)): last completed seq=0"});
+                       "replica 0 (CpuDevice(id=0, process=0)): last completed seq=none"});
 }
 
 TEST(R5WarnThenAbort, TimeoutBelowWarningIsRejectedAtStartup) {
