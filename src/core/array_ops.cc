@@ -1,5 +1,8 @@
-// Typed array kernels: conversions, creation from values, elementwise ops with numpy broadcasting, and
-// reductions. Dtype dispatch is a switch over DType calling a template with the element's storage type.
+// Typed array kernels: conversions, creation from values, the binary elementwise ops (arithmetic, comparisons,
+// bitwise, maximum/minimum) with numpy broadcasting, and the compound assignments. Dtype dispatch is a switch
+// over DType calling a template with the element's storage type; the common layouts (equal shapes, a scalar,
+// a bias row) take contiguous loops the compiler vectorises.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,8 +12,10 @@
 
 #include "core/broadcast.hpp"
 #include "core/element_types.hpp"
+#include "core/isa.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
+#include "weft/ops.hpp"
 
 namespace weft {
 namespace {
@@ -21,7 +26,7 @@ std::string dname(DType dtype) { return std::string(dtype_name(dtype)); }
 
 // ---- scalar kernels -------------------------------------------------------------------------------------
 
-enum class Op { add, sub, mul, div, pow, band, bor, bxor, lt, le, gt, ge, eq, ne };
+enum class Op { add, sub, mul, div, pow, max, min, band, bor, bxor, lt, le, gt, ge, eq, ne };
 
 const char* op_name(Op op) {
   switch (op) {
@@ -30,6 +35,8 @@ const char* op_name(Op op) {
     case Op::mul: return "multiply";
     case Op::div: return "divide";
     case Op::pow: return "power";
+    case Op::max: return "maximum";
+    case Op::min: return "minimum";
     case Op::band: return "bitwise_and";
     case Op::bor: return "bitwise_or";
     case Op::bxor: return "bitwise_xor";
@@ -46,17 +53,183 @@ const char* op_name(Op op) {
 bool is_comparison(Op op) { return op >= Op::lt; }
 bool is_bitwise(Op op) { return op == Op::band || op == Op::bor || op == Op::bxor; }
 
+// ---- fast paths ---------------------------------------------------------------------------------------------
+// Contiguous loops for the layouts a training step produces (equal shapes, a scalar operand, a bias row), for
+// element types that are computed as stored (float, double, the integers). They apply the same scalar
+// expression as the generic broadcast walk below, so results are bitwise identical; they only let the compiler
+// vectorise. The output may be the first operand itself (in-place `x += y`): every loop reads element i of its
+// inputs before writing element i, and nothing else.
+//
+// GCC keeps floating-point compares from being if-converted while -ftrapping-math is on (its default), so
+// the select-based loops (maximum, minimum) would stay scalar; FP exception flags are never read here, so
+// these loops are compiled without it. Everything they call is defined inside this region: GCC does not
+// inline across differing FP options.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
+
+template <class C>
+struct AddF {
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return a + b;
+    } else {
+      return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) + static_cast<wide_unsigned_t<C>>(b));
+    }
+  }
+};
+template <class C>
+struct SubF {
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return a - b;
+    } else {
+      return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) - static_cast<wide_unsigned_t<C>>(b));
+    }
+  }
+};
+template <class C>
+struct MulF {
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return a * b;
+    } else {
+      return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) * static_cast<wide_unsigned_t<C>>(b));
+    }
+  }
+};
+template <class C>
+struct DivF {  // only instantiated for floating types (integer division is promoted to float32 first)
+  C operator()(C a, C b) const { return a / b; }
+};
+// numpy.maximum / numpy.minimum: a NaN operand wins (the first one when both are NaN); ties keep `a`. The
+// same decisions as max_nan / min_nan in element_types.hpp, spelled as selects.
+template <class C>
+struct MaxF {
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return a != a ? a : (b != b ? b : (a < b ? b : a));
+    } else {
+      return a < b ? b : a;
+    }
+  }
+};
+template <class C>
+struct MinF {
+  C operator()(C a, C b) const {
+    if constexpr (std::is_floating_point_v<C>) {
+      return a != a ? a : (b != b ? b : (b < a ? b : a));
+    } else {
+      return b < a ? b : a;
+    }
+  }
+};
+
+template <class C, class F>
+void loop_same(const C* a, const C* b, C* out, std::int64_t n) {
+  const F f{};
+  for (std::int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+}
+template <class C, class F>
+void loop_scalar_b(const C* a, C b, C* out, std::int64_t n) {
+  const F f{};
+  for (std::int64_t i = 0; i < n; ++i) out[i] = f(a[i], b);
+}
+template <class C, class F>
+void loop_scalar_a(C a, const C* b, C* out, std::int64_t n) {
+  const F f{};
+  for (std::int64_t i = 0; i < n; ++i) out[i] = f(a, b[i]);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+// How each operand maps onto the output, when it does so in one of the fast ways.
+struct Layout {
+  enum Kind { same, scalar_a, scalar_b, rows_a, rows_b, generic } kind = generic;
+  std::int64_t inner = 0;  // rows_*: the repeated operand's size (the output is rows x inner)
+};
+
+// True when `s`, without its leading 1s, is the trailing part of `out`: element j of the operand is then
+// element j % size of every row of the output.
+bool is_trailing_block(const Shape& s, const Shape& out) {
+  std::size_t lead = 0;
+  while (lead < s.size() && s[lead] == 1) ++lead;
+  const std::size_t k = s.size() - lead;
+  if (k > out.size()) return false;
+  return std::equal(s.begin() + static_cast<std::ptrdiff_t>(lead), s.end(),
+                    out.end() - static_cast<std::ptrdiff_t>(k));
+}
+
+Layout layout_of(const Shape& sa, const Shape& sb, const Shape& out) {
+  // An operand with as many elements as the output covers it one to one (broadcasting only adds elements).
+  const std::int64_t n = num_elements(out);
+  const std::int64_t na = num_elements(sa);
+  const std::int64_t nb = num_elements(sb);
+  if (na == n && nb == n) return {Layout::same, 0};
+  if (na == n && nb == 1) return {Layout::scalar_b, 0};
+  if (nb == n && na == 1) return {Layout::scalar_a, 0};
+  if (na == n && is_trailing_block(sb, out)) return {Layout::rows_b, nb};
+  if (nb == n && is_trailing_block(sa, out)) return {Layout::rows_a, na};
+  return {};
+}
+
+template <class C, class F>
+void run_fast(const Layout& layout, const C* a, const C* b, C* out, std::int64_t n) {
+  switch (layout.kind) {
+    case Layout::same: loop_same<C, F>(a, b, out, n); break;
+    case Layout::scalar_a: loop_scalar_a<C, F>(a[0], b, out, n); break;
+    case Layout::scalar_b: loop_scalar_b<C, F>(a, b[0], out, n); break;
+    case Layout::rows_a:
+      for (std::int64_t r = 0; r < n; r += layout.inner) loop_same<C, F>(a, b + r, out + r, layout.inner);
+      break;
+    case Layout::rows_b:
+      for (std::int64_t r = 0; r < n; r += layout.inner) loop_same<C, F>(a + r, b, out + r, layout.inner);
+      break;
+    case Layout::generic: break;
+  }
+}
+
+// Runs `op` through a fast path if one applies; false leaves the work to the generic walk.
 template <class S>
-void run_binary(Op op, const Array& x, const Array& y, Array& out) {
+bool try_fast(Op op, const S* a, const Shape& sa, const S* b, const Shape& sb, S* out, const Shape& shape) {
+  if constexpr (std::is_same_v<compute_t<S>, S> && !std::is_same_v<S, bool>) {
+    const Layout layout = layout_of(sa, sb, shape);
+    if (layout.kind == Layout::generic) return false;
+    const std::int64_t n = num_elements(shape);
+    switch (op) {
+      case Op::add: run_fast<S, AddF<S>>(layout, a, b, out, n); return true;
+      case Op::sub: run_fast<S, SubF<S>>(layout, a, b, out, n); return true;
+      case Op::mul: run_fast<S, MulF<S>>(layout, a, b, out, n); return true;
+      case Op::div:
+        if constexpr (std::is_floating_point_v<S>) {
+          run_fast<S, DivF<S>>(layout, a, b, out, n);
+          return true;
+        }
+        return false;
+      case Op::max: run_fast<S, MaxF<S>>(layout, a, b, out, n); return true;
+      case Op::min: run_fast<S, MinF<S>>(layout, a, b, out, n); return true;
+      default: return false;
+    }
+  } else {
+    (void)op, (void)a, (void)sa, (void)b, (void)sb, (void)out, (void)shape;
+    return false;
+  }
+}
+
+// ---- the generic broadcast walk -------------------------------------------------------------------------------
+
+// `out` is the output's storage (Bool8 for comparisons, S otherwise); it may be `a` itself (see above).
+template <class S>
+void run_binary(Op op, const S* pa, const Shape& sha, const S* pb, const Shape& shb, void* out, const Shape& shape) {
   using T = Traits<S>;
   using C = compute_t<S>;
-  const S* pa = elements<S>(x);
-  const S* pb = elements<S>(y);
-  const Shape& shape = out.shape();
-  const auto sa = broadcast_strides(x.shape(), shape);
-  const auto sb = broadcast_strides(y.shape(), shape);
+  const auto sa = broadcast_strides(sha, shape);
+  const auto sb = broadcast_strides(shb, shape);
   if (is_comparison(op)) {
-    Bool8* po = mutable_elements<Bool8>(out);
+    Bool8* po = static_cast<Bool8*>(out);
     auto cmp = [&](auto pred) {
       for_each_broadcast(shape, sa, sb, [&](std::int64_t o, std::int64_t i, std::int64_t j) {
         po[o] = Traits<Bool8>::store(pred(T::load(pa[i]), T::load(pb[j])));
@@ -73,7 +246,8 @@ void run_binary(Op op, const Array& x, const Array& y, Array& out) {
     }
     return;
   }
-  S* po = mutable_elements<S>(out);
+  S* po = static_cast<S*>(out);
+  if (try_fast<S>(op, pa, sha, pb, shb, po, shape)) return;
   auto apply = [&](auto fn) {
     for_each_broadcast(shape, sa, sb, [&](std::int64_t o, std::int64_t i, std::int64_t j) {
       po[o] = T::store(static_cast<C>(fn(T::load(pa[i]), T::load(pb[j]))));
@@ -93,6 +267,8 @@ void run_binary(Op op, const Array& x, const Array& y, Array& out) {
         apply([](C a, C b) { return int_power(a, b); });
       }
       break;
+    case Op::max: apply([](C a, C b) { return max_nan(a, b); }); break;
+    case Op::min: apply([](C a, C b) { return min_nan(a, b); }); break;
     case Op::band:
       if constexpr (std::is_integral_v<C>) apply([](C a, C b) { return static_cast<C>(a & b); });
       break;
@@ -106,8 +282,9 @@ void run_binary(Op op, const Array& x, const Array& y, Array& out) {
   }
 }
 
-Array binary(const Array& a, const Array& b, Op op) {
-  DType common = promote_types(a.dtype(), b.dtype());
+// The dtype `op` computes in for operands of dtypes a and b (after checking that the op allows it).
+DType compute_dtype(Op op, DType a, DType b) {
+  DType common = promote_types(a, b);
   if (op == Op::div && !is_floating(common)) common = DType::f32;
   if (is_bitwise(op) && is_floating(common)) {
     throw InvalidArgument(std::string(op_name(op)) + ": not supported for dtype " + dname(common) +
@@ -117,24 +294,62 @@ Array binary(const Array& a, const Array& b, Op op) {
     throw InvalidArgument("subtract: boolean subtract, the `-` operator, is not supported for dtype bool; use the "
                           "`^` operator instead");
   }
-  const Shape shape = broadcast_shapes(a.shape(), b.shape());
+  return common;
+}
+
+Shape broadcast_for(Op op, const Shape& a, const Shape& b) {
+  try {
+    return broadcast_shapes(a, b);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string(op_name(op)) + ": " + e.what());
+  }
+}
+
+Array binary(const Array& a, const Array& b, Op op) {
+  isa::ensure_kernels_supported();
+  const DType common = compute_dtype(op, a.dtype(), b.dtype());
+  const Shape shape = broadcast_for(op, a.shape(), b.shape());
   const Array x = a.astype(common);
   const Array y = b.astype(common);
   Array out = Array::empty(shape, is_comparison(op) ? DType::boolean : common);
   if (out.size() == 0) return out;
-  dispatch(common, [&](auto tag) { run_binary<typename decltype(tag)::type>(op, x, y, out); });
+  void* po = out.mutable_bytes();
+  dispatch(common, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    run_binary<S>(op, elements<S>(x), x.shape(), elements<S>(y), y.shape(), po, shape);
+  });
   return out;
 }
 
-// Writes `result` (broadcast to target's shape by the op) into `target` in its own dtype.
-void assign_in_place(Array& target, const Array& result, const char* op) {
-  if (result.shape() != target.shape()) {
-    throw InvalidArgument(std::string(op) + ": non-broadcastable output operand with shape " +
-                          shape_str(target.shape()) + " doesn't match the broadcast shape " +
-                          shape_str(result.shape()));
+// target = target op other, written into target's own buffer (copy-on-write: a shared buffer is detached
+// first, so other holders never see the change). The result keeps target's dtype and must keep its shape.
+void compound_assign(Array& target, const Array& other, Op op, const char* name) {
+  isa::ensure_kernels_supported();
+  const DType common = compute_dtype(op, target.dtype(), other.dtype());
+  const Shape shape = broadcast_for(op, target.shape(), other.shape());
+  if (shape != target.shape()) {
+    throw InvalidArgument(std::string(name) + ": non-broadcastable output operand with shape " +
+                          shape_str(target.shape()) + " doesn't match the broadcast shape " + shape_str(shape));
   }
-  const Array converted = result.astype(target.dtype());
-  if (target.nbytes() > 0) std::memcpy(target.mutable_bytes(), converted.bytes(), target.nbytes());
+  if (target.size() == 0) return;
+  if (common != target.dtype()) {
+    // Computed in a wider dtype (int32 += float32, int /= int): convert the result back, as numpy's casting
+    // of an in-place output does.
+    const Array converted = binary(target, other, op).astype(target.dtype());
+    std::memcpy(target.mutable_bytes(), converted.bytes(), target.nbytes());
+    return;
+  }
+  Array converted_other;
+  const Array* rhs = &other;
+  if (other.dtype() != common) {
+    converted_other = other.astype(common);
+    rhs = &converted_other;
+  }
+  void* po = target.mutable_bytes();  // before reading rhs: rhs may be target itself
+  dispatch(common, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    run_binary<S>(op, static_cast<const S*>(po), target.shape(), elements<S>(*rhs), rhs->shape(), po, shape);
+  });
 }
 
 }  // namespace
@@ -300,20 +515,44 @@ Array Array::operator~() const {
 }
 
 Array& Array::operator+=(const Array& other) {
-  assign_in_place(*this, *this + other, "+=");
+  compound_assign(*this, other, Op::add, "+=");
   return *this;
 }
 Array& Array::operator-=(const Array& other) {
-  assign_in_place(*this, *this - other, "-=");
+  compound_assign(*this, other, Op::sub, "-=");
   return *this;
 }
 Array& Array::operator*=(const Array& other) {
-  assign_in_place(*this, *this * other, "*=");
+  compound_assign(*this, other, Op::mul, "*=");
   return *this;
 }
 Array& Array::operator/=(const Array& other) {
-  assign_in_place(*this, *this / other, "/=");
+  compound_assign(*this, other, Op::div, "/=");
   return *this;
 }
+// The scalar takes the array's dtype (as in x + value), so the result never widens.
+Array& Array::operator+=(double value) {
+  compound_assign(*this, scalar(value, dtype_), Op::add, "+=");
+  return *this;
+}
+Array& Array::operator-=(double value) {
+  compound_assign(*this, scalar(value, dtype_), Op::sub, "-=");
+  return *this;
+}
+Array& Array::operator*=(double value) {
+  compound_assign(*this, scalar(value, dtype_), Op::mul, "*=");
+  return *this;
+}
+Array& Array::operator/=(double value) {
+  compound_assign(*this, scalar(value, dtype_), Op::div, "/=");
+  return *this;
+}
+
+// ---- maximum / minimum (ops.hpp): the binary machinery with numpy's NaN-propagating selection -----------------
+
+Array maximum(const Array& a, const Array& b) { return binary(a, b, Op::max); }
+Array minimum(const Array& a, const Array& b) { return binary(a, b, Op::min); }
+Array maximum(const Array& a, double b) { return binary(a, Array::scalar(b, a.dtype()), Op::max); }
+Array minimum(const Array& a, double b) { return binary(a, Array::scalar(b, a.dtype()), Op::min); }
 
 }  // namespace weft

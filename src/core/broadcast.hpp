@@ -69,4 +69,36 @@ void for_each_broadcast(const Shape& out, const std::vector<std::int64_t>& sa, c
   }
 }
 
+// Calls f(out_index, c_index, a_index, b_index) for every element of `out` in row-major order: the walk of
+// for_each_broadcast with a third operand (numpy.where's condition).
+template <class F>
+void for_each_broadcast3(const Shape& out, const std::vector<std::int64_t>& sc, const std::vector<std::int64_t>& sa,
+                         const std::vector<std::int64_t>& sb, F&& f) {
+  const std::int64_t total = num_elements(out);
+  if (total == 0) return;
+  const int nd = static_cast<int>(out.size());
+  if (nd == 0) {
+    f(0, 0, 0, 0);
+    return;
+  }
+  const std::int64_t inner = out[nd - 1];
+  std::vector<std::int64_t> counter(nd, 0);
+  std::int64_t ic = 0, ia = 0, ib = 0;
+  for (std::int64_t o = 0; o < total; o += inner) {
+    for (std::int64_t k = 0; k < inner; ++k) f(o + k, ic + k * sc[nd - 1], ia + k * sa[nd - 1], ib + k * sb[nd - 1]);
+    for (int d = nd - 2; d >= 0; --d) {
+      if (++counter[d] < out[d]) {
+        ic += sc[d];
+        ia += sa[d];
+        ib += sb[d];
+        break;
+      }
+      ic -= sc[d] * (out[d] - 1);
+      ia -= sa[d] * (out[d] - 1);
+      ib -= sb[d] * (out[d] - 1);
+      counter[d] = 0;
+    }
+  }
+}
+
 }  // namespace weft::kernels

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -14,11 +15,14 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "weft/dtype.hpp"
 #include "weft/error.hpp"
 #include "weft/memory.hpp"
+#include "weft/ops.hpp"
 
 namespace weft {
 namespace {
@@ -647,6 +651,244 @@ TEST(Elementwise, UnaryMinus) {
   EXPECT_TRUE(std::signbit((-Array::zeros({1})).value_at(0)));
   EXPECT_EQ((-Array::from_list<std::int64_t>({5})).to_doubles(), (D{-5}));
   EXPECT_EQ(bits16(-Array::ones({1}, DType::bf16)), std::vector<std::uint16_t>{0xBF80});
+}
+
+// ---- contiguous fast paths and in-place compound assignment -------------------------------------------------
+
+// Element i of `shape` read from an operand of shape `in` broadcast to it (row-major, numpy's rule).
+std::int64_t BroadcastIndex(std::int64_t flat, const Shape& out, const Shape& in) {
+  std::int64_t index = 0, stride = 1;
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const std::size_t d = out.size() - 1 - k;
+    const std::int64_t coord = flat % out[d];
+    flat /= out[d];
+    if (k < in.size()) {
+      const std::int64_t size = in[in.size() - 1 - k];
+      if (size != 1) index += coord * stride;
+      stride *= size;
+    }
+  }
+  return index;
+}
+
+// The value `op` gives for one pair of elements of type C, written as the plain C++ expression (integers
+// wrap through the unsigned type, integer division is float32 division, maximum/minimum follow numpy).
+template <class C>
+C ScalarOp(char op, C a, C b) {
+  using U = std::make_unsigned_t<std::conditional_t<std::is_integral_v<C>, C, int>>;
+  if constexpr (std::is_integral_v<C>) {
+    switch (op) {
+      case '+': return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
+      case '-': return static_cast<C>(static_cast<U>(a) - static_cast<U>(b));
+      case '*': return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
+      case 'M': return a < b ? b : a;
+      case 'm': return b < a ? b : a;
+    }
+  } else {
+    switch (op) {
+      case '+': return a + b;
+      case '-': return a - b;
+      case '*': return a * b;
+      case '/': return a / b;
+      case 'M': return std::isnan(a) ? a : std::isnan(b) ? b : (a < b ? b : a);
+      case 'm': return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a);
+    }
+  }
+  return C{};
+}
+
+Array ApplyOp(char op, const Array& a, const Array& b) {
+  switch (op) {
+    case '+': return a + b;
+    case '-': return a - b;
+    case '*': return a * b;
+    case '/': return a / b;
+    case 'M': return maximum(a, b);
+    case 'm': return minimum(a, b);
+  }
+  return {};
+}
+
+template <class C>
+std::vector<C> SampleValues(std::int64_t n, int salt) {
+  std::vector<C> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t k = (i * 37 + salt * 11) % 23 - 11;
+    if constexpr (std::is_floating_point_v<C>) {
+      v[i] = static_cast<C>(k) / C(3);  // inexact quotients, so rounding shows
+    } else {
+      v[i] = static_cast<C>(k * 13);
+    }
+  }
+  if constexpr (std::is_floating_point_v<C>) {
+    if (n > 5) {
+      v[1] = std::numeric_limits<C>::quiet_NaN();
+      v[3] = std::numeric_limits<C>::infinity();
+      v[4] = -C(0);
+    }
+  } else if (n > 2) {
+    v[2] = std::numeric_limits<C>::max();  // + anything wraps
+    v[n - 1] = std::numeric_limits<C>::min();
+  }
+  return v;
+}
+
+template <class C>
+void CheckLayouts() {
+  // Equal shapes, a scalar on either side (also a size-1 array of higher rank), a row repeated along the
+  // leading axes on either side (the bias add), and layouts only the generic walk handles. Sizes are odd so
+  // vector loops have tails.
+  struct Layout {
+    Shape a, b, out;
+  };
+  const std::vector<Layout> layouts = {
+      {{3, 37}, {3, 37}, {3, 37}},          {{3, 37}, {}, {3, 37}},           {{}, {3, 37}, {3, 37}},
+      {{1, 1}, {3, 37}, {3, 37}},           {{5, 37}, {37}, {5, 37}},         {{37}, {5, 37}, {5, 37}},
+      {{2, 3, 37}, {3, 37}, {2, 3, 37}},    {{2, 3, 37}, {1, 37}, {2, 3, 37}}, {{3, 1}, {1, 37}, {3, 37}},
+      {{1, 37}, {3, 1}, {3, 37}},           {{2, 1, 37}, {3, 37}, {2, 3, 37}}};
+  const std::string ops = std::is_integral_v<C> ? "+-*Mm" : "+-*/Mm";
+  for (const Layout& layout : layouts) {
+    const Shape& sa = layout.a;
+    const Shape& sb = layout.b;
+    const Shape& shape = layout.out;
+    const std::vector<C> va = SampleValues<C>(num_elements(sa), 1), vb = SampleValues<C>(num_elements(sb), 2);
+    const Array a = Array::from_vector(va, sa.empty() ? Shape{1} : sa).reshape(sa);
+    const Array b = Array::from_vector(vb, sb.empty() ? Shape{1} : sb).reshape(sb);
+    for (char op : ops) {
+      const Array got = ApplyOp(op, a, b);
+      ASSERT_EQ(got.shape(), shape) << op << shape_str(sa) << shape_str(sb);
+      std::vector<C> expected(static_cast<std::size_t>(num_elements(shape)));
+      for (std::int64_t i = 0; i < num_elements(shape); ++i) {
+        expected[i] = ScalarOp<C>(op, va[BroadcastIndex(i, shape, sa)], vb[BroadcastIndex(i, shape, sb)]);
+      }
+      const Array want = Array::from_vector(expected, shape);
+      EXPECT_TRUE(got.identical(want)) << dtype_name(want.dtype()) << " " << op << " " << shape_str(sa) << " "
+                                       << shape_str(sb) << "\ngot  " << to_string(got)
+                                       << "\nwant " << to_string(want);
+    }
+  }
+}
+
+TEST(Elementwise, FastPathsAreBitwiseTheScalarExpression) {
+  CheckLayouts<float>();
+  CheckLayouts<double>();
+  CheckLayouts<std::int8_t>();
+  CheckLayouts<std::uint8_t>();
+  CheckLayouts<std::int32_t>();
+  CheckLayouts<std::int64_t>();
+}
+
+TEST(Elementwise, FastAndGenericPathsAgreeOnTheSameValues) {
+  // (4, 6) + (6,) takes the bias-row loop; the same values as (4, 6) + (4, 6) take the equal-shape loop, and
+  // as (4, 1, 6) + (1, 3, 6) [sliced back] the generic walk. All three must agree bit for bit.
+  const Array x = Array::from_doubles({0.1, -0.7, 1e30, -1e-30, 3.3, 7.1, 0.2, 0.3, -0.0, 2.5, 1e-8, 9.9,
+                                       -4.4, 5.5, 6.6, -7.7, 8.8, -9.9, 0.12, 0.23, 0.34, 0.45, 0.56, 0.67},
+                                      {4, 6}, DType::f32);
+  const Array bias = Array::from_doubles({0.3, 1.7, -1e30, 1e-30, -3.3, 0.01}, {6}, DType::f32);
+  const Array bias_full = Array::stack({bias, bias, bias, bias});
+  const Array generic = (x.reshape({4, 1, 6}) * Array::ones({1, 3, 6})) / bias.reshape({1, 1, 6});
+  for (int k = 0; k < 3; ++k) {
+    const Array slice = generic.moveaxis(1, 0)[k];
+    EXPECT_TRUE(slice.identical(x / bias_full)) << k;
+    EXPECT_TRUE(slice.identical(x / bias)) << k;
+  }
+  EXPECT_TRUE((x + bias).identical(x + bias_full));
+  EXPECT_TRUE((x - 0.25).identical(x - Array::full({4, 6}, 0.25)));
+  EXPECT_TRUE((0.25 - x).identical(Array::full({4, 6}, 0.25) - x));
+}
+
+TEST(CopyOnWrite, CompoundAssignmentWritesInPlaceWhenTheBufferIsUnshared) {
+  Array x = Array::arange(1000);
+  const std::byte* buffer = x.bytes();
+  x += Array::ones({1000});
+  x *= 2.0;
+  x -= Array::full({1000}, 2);  // back to 2i
+  x /= Array::scalar(2.0);
+  EXPECT_EQ(x.bytes(), buffer);
+  EXPECT_TRUE(x.identical(Array::arange(1000)));
+  x += x;  // both sides the same buffer
+  EXPECT_EQ(x.bytes(), buffer);
+  EXPECT_TRUE(x.identical(Array::arange(1000) * 2.0));
+  Array m = Array::zeros({3, 4});
+  const std::byte* mb = m.bytes();
+  m += Array::from_list<float>({1, 2, 3, 4});  // the bias row, in place
+  EXPECT_EQ(m.bytes(), mb);
+  EXPECT_EQ(m.to_doubles(), (D{1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4}));
+}
+
+TEST(CopyOnWrite, CompoundAssignmentDetachesSharedBuffersAndViews) {
+  Array a = Array::arange(5);
+  Array b = a;
+  b += 1.0;
+  EXPECT_FALSE(b.shares_buffer_with(a));
+  EXPECT_EQ(a.to_doubles(), (D{0, 1, 2, 3, 4}));
+  EXPECT_EQ(b.to_doubles(), (D{1, 2, 3, 4, 5}));
+  Array c = a;
+  c += c;  // c shares with a: a stays, c doubles
+  EXPECT_EQ(a.to_doubles(), (D{0, 1, 2, 3, 4}));
+  EXPECT_EQ(c.to_doubles(), (D{0, 2, 4, 6, 8}));
+  const Array big = Array::arange(6).reshape({2, 3});
+  Array row = big[1];
+  row *= 10.0;
+  EXPECT_EQ(row.to_doubles(), (D{30, 40, 50}));
+  EXPECT_EQ(big.to_doubles(), (D{0, 1, 2, 3, 4, 5}));
+}
+
+TEST(CopyOnWrite, CompoundAssignmentKeepsDeviceAndAccountAndNeedsNoTemporary) {
+  // The account holds exactly one (10,) float32 array: an in-place += fits, as numpy's would.
+  auto account = std::make_shared<MemoryAccount>("cpu:3", 40);
+  Array a = Array::empty({10}, DType::f32, account, 3);
+  std::fill(a.mutable_data<float>().begin(), a.mutable_data<float>().end(), 1.0f);
+  a += Array::ones({10});
+  a *= 3.0;
+  EXPECT_EQ(a.device(), 3);
+  EXPECT_EQ(a.buffer()->account(), account);
+  EXPECT_EQ(account->in_use(), 40);
+  EXPECT_EQ(a.to_doubles(), D(10, 6.0));
+}
+
+TEST(CopyOnWrite, ScalarCompoundAssignmentKeepsTheDType) {
+  // Equal to x op scalar (the scalar takes x's dtype), for every dtype.
+  for (DType dtype : kAllDTypes) {
+    const Array x = Array::from_doubles({1, 2, 3, 0}, {2, 2}, dtype);
+    struct Case {
+      char op;
+      double value;
+    };
+    for (const Case& c : {Case{'+', 3.0}, Case{'-', 1.0}, Case{'*', 2.5}, Case{'/', 2.0}}) {
+      if (dtype == DType::boolean && c.op == '-') continue;  // refused, below
+      Array y = x.copy();
+      Array expected;
+      switch (c.op) {
+        case '+': y += c.value, expected = x + c.value; break;
+        case '-': y -= c.value, expected = x - c.value; break;
+        case '*': y *= c.value, expected = x * c.value; break;
+        case '/': y /= c.value, expected = (x / c.value).astype(dtype); break;
+      }
+      EXPECT_EQ(y.dtype(), dtype) << dtype_name(dtype) << " " << c.op;
+      EXPECT_TRUE(y.identical(expected)) << dtype_name(dtype) << " " << c.op << ": " << to_string(y) << " vs "
+                                         << to_string(expected);
+    }
+  }
+  Array h = Array::full({1}, 2048, DType::f16);
+  h += 1.0;  // rounds (to even) back to 2048 in float16
+  EXPECT_EQ(h.dtype(), DType::f16);
+  EXPECT_EQ(h.to_doubles(), (D{2048}));
+  Array i = Array::from_list<std::int32_t>({7, -7});
+  i /= 2.0;  // true division, then truncation back to int32
+  EXPECT_EQ(i.to_doubles(), (D{3, -3}));
+  Array flags = Array::from_list<bool>({true});
+  ExpectError([&] { flags -= 1.0; }, {"subtract", "bool"});
+}
+
+TEST(CopyOnWrite, CompoundAssignmentWithAWiderOperandConvertsBack) {
+  Array i = Array::from_list<std::int32_t>({1, 2});
+  i += Array::from_list<float>({0.75f, -0.75f});  // float32 result 1.75, 1.25 -> truncated
+  EXPECT_EQ(i.dtype(), DType::i32);
+  EXPECT_EQ(i.to_doubles(), (D{1, 1}));
+  Array f = Array::from_list<float>({1, 2});
+  ExpectError([&] { f += Array::zeros({3}); },
+              {"add: operands could not be broadcast together with shapes (2,) (3,)"});
 }
 
 // ---- reductions -------------------------------------------------------------------------------------------
