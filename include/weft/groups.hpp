@@ -75,6 +75,7 @@ class ReplicaGroups {
 
   bool operator==(const ReplicaGroups& other) const = default;
   std::string to_string() const;  // "[[0, 2], [1, 3]]"
+  std::string brief() const;      // to_string(), cut after 240 characters (" ...]"): for error messages
 
  private:
   void index();

@@ -23,7 +23,8 @@ std::ostream& operator<<(std::ostream& os, const Device& device);
 std::ostream& operator<<(std::ostream& os, const std::vector<Device>& devices);
 
 // Every knob has an environment twin (WEFT_*), a unit and a default; see docs/settings.md.
-// A negative / zero "unset" value means: take the environment variable, else the default.
+// A negative / zero "unset" value means: take the environment variable, else the default. Every value is
+// validated when a Runtime is made: a bad one is an InvalidArgument naming the setting.
 struct RuntimeOptions {
   int device_count = 0;                 // WEFT_DEVICE_COUNT, default 8
   std::int64_t device_memory = -1;      // WEFT_DEVICE_MEMORY bytes (K/M/G), default 0 = unlimited
@@ -31,6 +32,7 @@ struct RuntimeOptions {
   double collective_timeout_s = -1;     // WEFT_COLLECTIVE_TIMEOUT seconds, default 300; 0 disables
   std::string log_level{};              // WEFT_LOG: error|warn|info|debug, default warn
   std::string trace_path{};             // WEFT_TRACE, default off
+  std::int64_t trace_events = 0;        // WEFT_TRACE_EVENTS: the timeline keeps the last N spans, default 100000
 
   // Fills every unset field from the environment or the default, and validates (throws InvalidArgument).
   RuntimeOptions resolved() const;

@@ -1,7 +1,9 @@
 // weft::Array storage, views and dtype-agnostic (byte-level) copies; MemoryAccount::charge.
 // Typed kernels (conversions, arithmetic, reductions) live in array_ops.cc, printing in array_format.cc.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <new>
@@ -89,6 +91,11 @@ Buffer::Buffer(std::size_t bytes, std::shared_ptr<MemoryAccount> account)
   if (account_) account_->charge(static_cast<std::int64_t>(bytes_));
   try {
     data_ = BufferPool::instance().acquire(allocation_size(bytes_));
+  } catch (const std::bad_alloc&) {
+    // Resource exhaustion is an error the program can report, like a device's capacity.
+    if (account_) account_->release(static_cast<std::int64_t>(bytes_));
+    throw OutOfMemoryError("out of memory: cannot allocate " + std::to_string(bytes_) + " bytes" +
+                           (account_ ? " for " + account_->owner() : std::string()) + " (the system refused)");
   } catch (...) {
     if (account_) account_->release(static_cast<std::int64_t>(bytes_));
     throw;
@@ -103,9 +110,18 @@ Buffer::~Buffer() {
 // ---- shapes -----------------------------------------------------------------------------------------
 
 std::int64_t num_elements(const Shape& shape) {
+  // Checked: a count that wraps (2^32 x 2^32 x 3 is 0 in 64-bit arithmetic) would make an array smaller than
+  // its shape. As in numpy, a zero dimension does not excuse the others from overflowing.
   std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
-  return n;
+  bool zero = false;
+  for (std::int64_t d : shape) {
+    if (d == 0) {
+      zero = true;
+    } else if (__builtin_mul_overflow(n, d, &n)) {
+      throw InvalidArgument("array is too big: shape " + shape_str(shape) + " has more than 2^63 - 1 elements");
+    }
+  }
+  return zero ? 0 : n;
 }
 
 std::string shape_str(const Shape& shape) {
@@ -120,12 +136,20 @@ std::string shape_str(const Shape& shape) {
 
 namespace {
 
-void check_shape(const Shape& shape, const char* what) {
+// Dimensions >= 0, and the element count and byte size representable (at most PTRDIFF_MAX bytes: the
+// largest object C++ can index).
+void check_shape(const Shape& shape, DType dtype, const char* what) {
   for (std::int64_t d : shape) {
     if (d < 0) {
       throw InvalidArgument(std::string(what) + ": negative dimensions are not allowed, got shape " +
                             shape_str(shape));
     }
+  }
+  const std::int64_t n = num_elements(shape);
+  const auto item = static_cast<std::int64_t>(dtype_size(dtype));
+  if (n > std::numeric_limits<std::ptrdiff_t>::max() / item) {
+    throw InvalidArgument("array is too big: shape " + shape_str(shape) + " of " + std::string(dtype_name(dtype)) +
+                          " needs more than 2^63 - 1 bytes");
   }
 }
 
@@ -159,8 +183,7 @@ Array::Array() = default;
 
 Array::Array(DType dtype, Shape shape, std::shared_ptr<Buffer> buffer, std::size_t offset, int device)
     : dtype_(dtype), shape_(std::move(shape)), buffer_(std::move(buffer)), offset_(offset), device_(device) {
-  dtype_size(dtype_);  // validates the tag
-  check_shape(shape_, "Array");
+  check_shape(shape_, dtype_, "Array");  // dtype_size() in it validates the tag
   const std::size_t need = nbytes();
   if (need > 0 && !buffer_) {
     throw InvalidArgument("Array: shape " + shape_str(shape_) + " of " + std::string(dtype_name(dtype_)) +
@@ -174,7 +197,7 @@ Array::Array(DType dtype, Shape shape, std::shared_ptr<Buffer> buffer, std::size
 }
 
 Array Array::from_bytes(DType dtype, Shape shape, const void* data) {
-  check_shape(shape, "from_bytes");
+  check_shape(shape, dtype, "from_bytes");
   Array out = empty(shape, dtype);
   const std::size_t n = out.nbytes();
   if (n > 0) {
@@ -189,7 +212,7 @@ Array Array::from_bytes(DType dtype, Shape shape, const void* data) {
 }
 
 Array Array::empty(const Shape& shape, DType dtype, std::shared_ptr<MemoryAccount> account, int device) {
-  check_shape(shape, "empty");
+  check_shape(shape, dtype, "empty");
   const std::size_t n = static_cast<std::size_t>(num_elements(shape)) * dtype_size(dtype);
   return Array(dtype, shape, std::make_shared<Buffer>(n, std::move(account)), 0, device);
 }
@@ -226,10 +249,12 @@ Array Array::reshape(Shape shape) const {
       unknown = static_cast<int>(i);
     } else if (shape[i] < 0) {
       throw InvalidArgument("reshape: negative dimensions are not allowed, got " + shape_str(shape));
-    } else {
-      known *= shape[i];
+    } else if (shape[i] != 0 && __builtin_mul_overflow(known, shape[i], &known)) {
+      throw InvalidArgument("reshape: cannot reshape array of size " + std::to_string(size()) + " into shape " +
+                            shape_str(shape) + ": array is too big");
     }
   }
+  if (std::count(shape.begin(), shape.end(), 0) > 0) known = 0;
   const std::int64_t n = size();
   if (unknown >= 0) {
     if (known == 0 || n % known != 0) {

@@ -461,6 +461,7 @@ bool ReplicaGroups::is_strided(int* stride, int* group_size) const {
 }
 
 std::string ReplicaGroups::to_string() const { return lists_string(groups_); }
+std::string ReplicaGroups::brief() const { return lists_brief(groups_); }
 
 void ReplicaGroups::index() {
   group_of_.assign(static_cast<std::size_t>(num_replicas_), -1);

@@ -43,11 +43,14 @@ class DeviceWorker {
 };
 
 // WEFT_TRACE: a Chrome-trace (Trace Event Format) timeline of collectives, written when the runtime ends.
-// pid = process, tid = replica; one span per collective plus a "wait" sub-span for the rendezvous.
+// pid = process, tid = replica; one span per collective plus a "wait" sub-span for the rendezvous. The last
+// `capacity` spans are kept (a ring: a long run keeps its end, in bounded memory); the file says how many
+// were dropped.
 class Tracer {
  public:
   using Clock = std::chrono::steady_clock;
-  Tracer(std::string path, int process) : path_(std::move(path)), process_(process), start_(Clock::now()) {}
+  Tracer(std::string path, int process, std::int64_t capacity)
+      : path_(std::move(path)), process_(process), capacity_(static_cast<std::size_t>(capacity)), start_(Clock::now()) {}
   bool enabled() const { return !path_.empty(); }
   void span(std::string name, int replica, Clock::time_point begin, Clock::time_point end, std::string args_json);
   void write() const;  // errors are logged, never thrown: tracing must not fail a program
@@ -61,9 +64,12 @@ class Tracer {
   };
   std::string path_;
   int process_;  // the trace's pid
+  std::size_t capacity_;
   Clock::time_point start_;
   mutable std::mutex mutex_;
-  std::vector<Event> events_;
+  std::vector<Event> events_;  // a ring once full: the oldest is at next_
+  std::size_t next_ = 0;
+  std::uint64_t dropped_ = 0;
 };
 
 namespace detail {
@@ -161,6 +167,9 @@ class Execution {
   static constexpr int kHistory = 8;
   void record(int local, const Completed& entry);
   std::string history_of(int local) const;  // "#3 psum(float32, 12 elements) at a.cc:10; ..."
+  // Where a replica is between collectives: "after its collective #3: psum at a.cc:10", or "before its first
+  // collective". Read by the replica itself (it alone writes its history).
+  std::string position_of(int local) const;
 
  private:
   std::vector<std::array<Completed, kHistory>> history_;
@@ -171,6 +180,10 @@ class Execution {
   int root_cause_ = -1;
   std::vector<std::optional<ErrorRecord>> errors_;  // per local replica
 };
+
+// Set on a replica's thread while an error leaves a collective call: such errors carry the collective's call
+// site already; other errors (array ops in the replica's own code) get the replica's position added.
+inline thread_local bool t_error_from_collective = false;
 
 struct ReplicaState {
   Execution* execution;

@@ -26,7 +26,7 @@ void check_groups_fit(const detail::ReplicaState& st, const ReplicaGroups& group
                           std::to_string(ex.num_replicas()));
 }
 
-Array run_collective(detail::ReplicaState& st, Request& req) {
+Array run_collective_unmarked(detail::ReplicaState& st, Request& req) {
   detail::Execution& ex = *st.execution;
   req.replica = st.index;
   check_groups_fit(st, *req.groups, std::string(req.api_name) + " over " + collectives::over(req));
@@ -44,10 +44,16 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
     for (std::size_t li = 0; li < payloads.size(); ++li) {
       const Request* r = static_cast<const Request*>(payloads[li]);
       const std::string diff = collectives::differences(*first, *r);
+      // Groups named by axes say little about how they partition the replicas: print both partitions.
+      const std::string groupings =
+          diff.find("group differs") == std::string::npos
+              ? std::string()
+              : "; replica " + std::to_string(first->replica) + "'s groups " + first->groups->brief() + ", replica " +
+                    std::to_string(r->replica) + "'s groups " + r->groups->brief();
       if (!diff.empty())
         throw MismatchError("collective mismatch in " + ex.name + ": " + ex.replica_name(first->replica) + " called " +
                             collectives::describe(*first) + " but " + ex.replica_name(r->replica) + " called " +
-                            collectives::describe(*r) + ": " + diff + "\n    recent collectives of " +
+                            collectives::describe(*r) + ": " + diff + groupings + "\n    recent collectives of " +
                             ex.replica_name(first->replica) + ": " + ex.history_of(0) + "\n    recent collectives of " +
                             ex.replica_name(r->replica) + ": " + ex.history_of(static_cast<int>(li)));
       requests[r->replica] = r;
@@ -107,6 +113,16 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
   return plan->outputs[st.index].with_device(st.device->id);
 }
 
+// Every collective: its errors are marked as the runtime's (they name the op, and the call site where it helps).
+Array run_collective(detail::ReplicaState& st, Request& req) {
+  try {
+    return run_collective_unmarked(st, req);
+  } catch (...) {
+    detail::t_error_from_collective = true;
+    throw;
+  }
+}
+
 Request make(detail::ReplicaState& st, Kind kind, const char* api, const Array& x, const Axes& axes,
              const AxisIndexGroups& index_groups, std::source_location loc) {
   Request r;
@@ -118,6 +134,7 @@ Request make(detail::ReplicaState& st, Kind kind, const char* api, const Array& 
   try {
     r.groups = st.execution->groups.along_axes(st.execution->mesh, axes, index_groups);
   } catch (const InvalidArgument& e) {
+    detail::t_error_from_collective = true;
     throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + " over " + collectives::over(r) + ": " + e.what());
   }
   return r;

@@ -1,9 +1,12 @@
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ostream>
 #include <sstream>
+#include <system_error>
 
 #include <unistd.h>
 
@@ -44,40 +47,87 @@ double parse_seconds(const char* name, const char* text) {
   return v;
 }
 
+// A byte count with an optional binary suffix; whole bytes only, and representable: "1e30" or "inf" must not
+// quietly become "unlimited" (0) or wrap.
 std::int64_t parse_bytes(const char* name, const char* text) {
+  const std::string what = std::string(name) + "=" + text;
   char* end = nullptr;
   const double v = std::strtod(text, &end);
-  double scale = 1;
-  std::string suffix = end ? end : "";
-  if (suffix == "K" || suffix == "k" || suffix == "KiB") scale = 1024.0;
+  const std::string suffix = end;
+  double scale = 0;
+  if (suffix.empty() || suffix == "B") scale = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KiB") scale = 1024.0;
   else if (suffix == "M" || suffix == "m" || suffix == "MiB") scale = 1024.0 * 1024;
   else if (suffix == "G" || suffix == "g" || suffix == "GiB") scale = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty() && suffix != "B") end = const_cast<char*>(text);
-  if (end == text || !(v >= 0))
-    throw InvalidArgument(std::string(name) + "=" + text + " is not a byte count (a number with an optional K, M or G suffix)");
-  return static_cast<std::int64_t>(v * scale);
+  if (end == text || scale == 0 || !std::isfinite(v) || v < 0)
+    throw InvalidArgument(what + " is not a byte count (a number >= 0 with an optional K, M or G suffix; 0 = unlimited)");
+  const double bytes = v * scale;
+  if (bytes >= 9223372036854775808.0)
+    throw InvalidArgument(what + " is too large: a device holds at most 2^63 - 1 bytes (0 = unlimited)");
+  if (bytes != std::floor(bytes)) throw InvalidArgument(what + " is not a whole number of bytes");
+  return static_cast<std::int64_t>(bytes);
+}
+
+// A whole number in [low, high], or an InvalidArgument "NAME=text is not <what>".
+long long parse_count(const char* name, const char* text, long long low, long long high, const std::string& what) {
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || n < low || n > high)
+    throw InvalidArgument(std::string(name) + "=" + text + " is not " + what);
+  return n;
+}
+
+std::string number_str(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// A RuntimeOptions field in seconds: negative means unset; NaN and infinity are mistakes (0 means never).
+void check_seconds_option(const char* field, double v) {
+  if (std::isnan(v) || std::isinf(v))
+    throw InvalidArgument(std::string("RuntimeOptions::") + field + " = " + number_str(v) +
+                          " is not a number of seconds >= 0 (0 disables it, a negative value takes the environment)");
+}
+
+constexpr int kMaxDevices = 4096;  // per process: one worker thread each
+constexpr std::int64_t kDefaultTraceEvents = 100000;
+
+// Set by weftrun for every instance (docs/settings.md); checked here so that a mistyped value is an error at
+// start-up rather than a silent single-process run.
+void check_launcher_environment() {
+  if (const char* v = env("WEFT_NUM_INSTANCES"))
+    parse_count("WEFT_NUM_INSTANCES", v, 1, 1 << 20, "a number of instances (a whole number >= 1; weftrun sets it)");
+  if (const char* v = env("WEFT_NUM_REPLICAS"))
+    parse_count("WEFT_NUM_REPLICAS", v, 1, 1 << 30, "a number of replicas (a whole number >= 1; weftrun sets it)");
 }
 
 }  // namespace
 
 RuntimeOptions RuntimeOptions::resolved() const {
   RuntimeOptions o = *this;
-  if (o.device_count <= 0) {
-    o.device_count = 8;
-    if (const char* v = env("WEFT_DEVICE_COUNT")) {
-      char* end = nullptr;
-      const long n = std::strtol(v, &end, 10);
-      if (end == v || *end != '\0' || n < 1 || n > 4096)
-        throw InvalidArgument(std::string("WEFT_DEVICE_COUNT=") + v + " is not a device count between 1 and 4096");
-      o.device_count = static_cast<int>(n);
-    }
-  }
+  const std::string devices_rule = "a device count between 1 and " + std::to_string(kMaxDevices);
+  if (o.device_count > kMaxDevices)
+    throw InvalidArgument("RuntimeOptions::device_count = " + std::to_string(o.device_count) + " is not " + devices_rule +
+                          " (0 takes WEFT_DEVICE_COUNT)");
+  if (o.device_count <= 0)
+    o.device_count = env("WEFT_DEVICE_COUNT")
+                         ? static_cast<int>(parse_count("WEFT_DEVICE_COUNT", env("WEFT_DEVICE_COUNT"), 1, kMaxDevices, devices_rule))
+                         : 8;
   if (o.device_memory < 0) o.device_memory = env("WEFT_DEVICE_MEMORY") ? parse_bytes("WEFT_DEVICE_MEMORY", env("WEFT_DEVICE_MEMORY")) : 0;
+  check_seconds_option("collective_warn_s", o.collective_warn_s);
+  check_seconds_option("collective_timeout_s", o.collective_timeout_s);
+  const bool warn_given = o.collective_warn_s >= 0 || env("WEFT_COLLECTIVE_WARN");
   if (o.collective_warn_s < 0)
     o.collective_warn_s = env("WEFT_COLLECTIVE_WARN") ? parse_seconds("WEFT_COLLECTIVE_WARN", env("WEFT_COLLECTIVE_WARN")) : 30;
   if (o.collective_timeout_s < 0)
     o.collective_timeout_s =
         env("WEFT_COLLECTIVE_TIMEOUT") ? parse_seconds("WEFT_COLLECTIVE_TIMEOUT", env("WEFT_COLLECTIVE_TIMEOUT")) : 300;
+  // A timeout below the default warning lowers the warning with it (the warning would never fire); a warning
+  // the user chose above the timeout is a mistake (reliability R5).
+  if (!warn_given && o.collective_timeout_s > 0 && o.collective_timeout_s < o.collective_warn_s)
+    o.collective_warn_s = o.collective_timeout_s;
   if (o.collective_timeout_s > 0 && o.collective_timeout_s < o.collective_warn_s) {
     std::ostringstream os;
     os << "the collective timeout (WEFT_COLLECTIVE_TIMEOUT, " << o.collective_timeout_s
@@ -88,6 +138,15 @@ RuntimeOptions RuntimeOptions::resolved() const {
   if (o.log_level.empty()) o.log_level = env("WEFT_LOG") ? env("WEFT_LOG") : "warn";
   parse_log_level(o.log_level);
   if (o.trace_path.empty() && env("WEFT_TRACE")) o.trace_path = env("WEFT_TRACE");
+  if (o.trace_events < 0)
+    throw InvalidArgument("RuntimeOptions::trace_events = " + std::to_string(o.trace_events) +
+                          " is not a number of events >= 1 (0 takes WEFT_TRACE_EVENTS)");
+  if (o.trace_events == 0)
+    o.trace_events = env("WEFT_TRACE_EVENTS")
+                         ? parse_count("WEFT_TRACE_EVENTS", env("WEFT_TRACE_EVENTS"), 1, 1'000'000'000,
+                                       "a number of events between 1 and 1000000000")
+                         : kDefaultTraceEvents;
+  check_launcher_environment();
   return o;
 }
 
@@ -214,7 +273,7 @@ Runtime::Runtime(RuntimeOptions options) : impl_((isa::check_cpu(), std::make_un
   // Every instance writes its own timeline: WEFT_TRACE=t.json gives t.json.0, t.json.1, ... in a job.
   std::string trace_path = impl_->options.trace_path;
   if (!trace_path.empty() && processes > 1) trace_path += "." + std::to_string(impl_->process_index);
-  impl_->tracer = std::make_unique<Tracer>(trace_path, impl_->process_index);
+  impl_->tracer = std::make_unique<Tracer>(trace_path, impl_->process_index, impl_->options.trace_events);
   for (int p = 0; p < processes; ++p)
     for (int k = 0; k < local; ++k) {
       Device d{p * local + k, p, "cpu"};
@@ -224,7 +283,14 @@ Runtime::Runtime(RuntimeOptions options) : impl_((isa::check_cpu(), std::make_un
   impl_->workers.resize(impl_->devices.size());
   for (int k = 0; k < local; ++k) {
     const int id = impl_->process_index * local + k;
-    impl_->workers[id] = std::make_unique<DeviceWorker>(impl_->devices[id], impl_->accounts[id]);
+    try {
+      impl_->workers[id] = std::make_unique<DeviceWorker>(impl_->devices[id], impl_->accounts[id]);
+    } catch (const std::system_error& e) {
+      // Out of threads (or of memory for their stacks): the workers made so far are joined as impl_ unwinds.
+      throw Error("cannot start the worker thread of " + to_string(impl_->devices[id]) + ": " + e.what() + " (" +
+                  std::to_string(k) + " of " + std::to_string(local) + " devices started; lower WEFT_DEVICE_COUNT " +
+                  "or RuntimeOptions::device_count, or raise the process's thread limit)");
+    }
   }
   std::lock_guard lock(g_runtimes_mutex);
   g_runtimes.push_back(this);
@@ -242,26 +308,43 @@ Runtime::~Runtime() {
 
 void Tracer::span(std::string name, int replica, Clock::time_point begin, Clock::time_point end, std::string args_json) {
   auto us = [&](Clock::time_point t) { return std::chrono::duration<double, std::micro>(t - start_).count(); };
+  Event e{std::move(name), replica, us(begin), us(end) - us(begin), std::move(args_json)};
   std::lock_guard lock(mutex_);
-  events_.push_back({std::move(name), replica, us(begin), us(end) - us(begin), std::move(args_json)});
+  if (events_.size() < capacity_) {
+    events_.push_back(std::move(e));
+  } else {
+    events_[next_] = std::move(e);
+    next_ = (next_ + 1) % capacity_;
+    ++dropped_;
+  }
 }
 
 void Tracer::write() const {
   std::lock_guard lock(mutex_);
   std::FILE* f = std::fopen(path_.c_str(), "w");
   if (!f) {
-    log(LogLevel::error, "WEFT_TRACE: cannot write " + path_);
+    log(LogLevel::error, "WEFT_TRACE: cannot open " + path_ + ": " + std::strerror(errno));
     return;
   }
   std::fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", f);
   for (std::size_t i = 0; i < events_.size(); ++i) {
-    const Event& e = events_[i];
+    const Event& e = events_[(next_ + i) % events_.size()];  // oldest first
     std::fprintf(f, "%s{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": %s}",
                  i ? ",\n" : "", e.name.c_str(), process_, e.replica, e.begin_us, e.duration_us,
                  e.args_json.empty() ? "{}" : e.args_json.c_str());
   }
-  std::fputs("\n]}\n", f);
-  std::fclose(f);
+  if (dropped_ > 0)
+    std::fprintf(f, "\n], \"otherData\": {\"dropped_events\": %llu, \"kept_events\": %zu}}\n",
+                 static_cast<unsigned long long>(dropped_), events_.size());
+  else
+    std::fputs("\n]}\n", f);
+  // Written through a buffer: a full disk (or /dev/full) shows only at the flush in fclose.
+  const bool failed = std::ferror(f) != 0;
+  const int write_errno = errno;
+  const bool close_failed = std::fclose(f) != 0;
+  if (failed || close_failed)
+    log(LogLevel::error, "WEFT_TRACE: writing " + path_ + " failed: " + std::strerror(close_failed ? errno : write_errno) +
+                             " (the timeline is incomplete)");
 }
 
 Runtime& Runtime::current() {
@@ -367,7 +450,7 @@ Execution::Execution(Runtime::Impl& rt, std::string execution_name, Mesh m, std:
       groups(group_cache),
       rendezvous(static_cast<int>(local_replicas.size()),
                  transport::Deadlines{rt.options.collective_warn_s, rt.options.collective_timeout_s}, name,
-                 [this](int local) { return replica_name(local_replicas[local]); }) {
+                 [this](int local) { return replica_name(local_replicas[local]); }, local_replicas) {
   for (std::size_t i = 0; i < local_replicas.size(); ++i) local_index[local_replicas[i]] = static_cast<int>(i);
   history_.resize(local_replicas.size());
   completed_.assign(local_replicas.size(), 0);
@@ -402,6 +485,13 @@ std::string Execution::history_of(int local) const {
     out += std::to_string(c.line);
   }
   return out;
+}
+
+std::string Execution::position_of(int local) const {
+  const std::uint64_t n = completed_[local];
+  if (n == 0) return "before its first collective";
+  const Completed& c = history_[local][(n - 1) % kHistory];
+  return "after its collective #" + std::to_string(n - 1) + ": " + c.api + " at " + c.file + ":" + std::to_string(c.line);
 }
 
 std::string Execution::replica_name(int replica) const {
@@ -514,12 +604,21 @@ void Execution::run(const std::function<void(Replica&)>& body) {
       ReplicaState state{this, r, li, &devices[r]};
       Replica replica(&state);
       t_current_execution = this;
+      t_error_from_collective = false;
       std::optional<ErrorRecord> error;
       try {
         body(replica);
         rendezvous.depart(li);
       } catch (...) {
         error = current_error();
+        // An array op's error (a shape mismatch) has no call site: say which replica and where it was. (The
+        // op functions cannot take a std::source_location: operators have fixed arity.)
+        if (!t_error_from_collective &&
+            (error->kind == ErrorKind::invalid_argument || error->kind == ErrorKind::out_of_memory)) {
+          const std::size_t eol = error->message.find('\n');
+          error->message.insert(eol == std::string::npos ? error->message.size() : eol,
+                                " (in the replica's own code, " + position_of(li) + ")");
+        }
       }
       t_current_execution = nullptr;
       if (error) {
@@ -544,7 +643,10 @@ void Execution::run(const std::function<void(Replica&)>& body) {
     // Errors raised by the runtime already start with the replica's name.
     const std::string who = replica_name(local_replicas[li]);
     // Only the first line: details (reports, histories) belong to the root cause above.
-    const std::string text = errors_[li]->message.substr(0, errors_[li]->message.find('\n'));
+    std::string text = errors_[li]->message.substr(0, errors_[li]->message.find('\n'));
+    // The root cause is printed once: an abort it caused is listed without repeating it.
+    const std::string aborted = who + " aborted because " + replica_name(root) + " failed";
+    if (text.rfind(aborted, 0) == 0) text = aborted;
     message += "\n  " + (text.rfind(who, 0) == 0 ? text : who + ": " + text);
   }
   throw_error(errors_[root_cause_]->kind, message);

@@ -470,8 +470,24 @@ std::map<HostStream, Array> Session::run(const std::function<void(Replica&)>& pr
   execution.session = &s;
   s.host_stale = true;  // even a failed run may have changed the devices' values
   execution.run(program);
-  for (const auto& h : s.streams)
-    if (!h->h2d) outputs.emplace(HostStream{h}, s.io.at(h.get()).output);
+  // A device-to-host stream is returned only if the program wrote it, and then only whole: every local
+  // replica wrote every transfer. Rows nobody wrote must never pass for data (they were zeros).
+  for (const auto& h : s.streams) {
+    if (h->h2d) continue;
+    const detail::SessionState::RunIO& io = s.io.at(h.get());
+    int writer = -1;
+    for (int r : s.local_replicas)
+      if (io.transfers[r] > 0) writer = r;
+    if (writer < 0) continue;
+    for (int r : s.local_replicas)
+      if (io.transfers[r] != transfers)
+        throw InvalidArgument(s.options.name + ": run(): " + execution.replica_name(r) + " wrote " +
+                              std::to_string(io.transfers[r]) + " of " + std::to_string(transfers) +
+                              " transfers of device-to-host stream " + h->name + " (" + execution.replica_name(writer) +
+                              " wrote " + std::to_string(io.transfers[writer]) +
+                              "); every replica writes every transfer of a stream the program writes");
+    outputs.emplace(HostStream{h}, io.output);
+  }
   s.io.clear();
   return outputs;
 }

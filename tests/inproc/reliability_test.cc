@@ -82,7 +82,8 @@ TEST(R1FatePropagation, ThrowingReplicaStopsAllOthersWithRootCauseFirst) {
   }
   EXPECT_EQ(CountOccurrences(o.message, "aborted because replica 3 (CpuDevice(id=3, process=0)) failed"), 3)
       << o.message;
-  EXPECT_EQ(CountOccurrences(o.message, "boom-3"), 4) << o.message;  // root cause + three echoes
+  // The root cause's error is printed once, not once per replica (issue 8, item 11).
+  EXPECT_EQ(CountOccurrences(o.message, "boom-3"), 1) << o.message;
 
   // The runtime stays usable after a failed execution.
   auto sum = pmap([](Replica& r, const Array& x) { return r.psum(x, "i"); }, {.axis = "i", .runtime = &rt});
@@ -601,6 +602,8 @@ TEST(R10Mismatch, GroupDiffers) {
       {{"rows", 2}, {"cols", 2}});
   ExpectMismatch(r, {"psum(float32[4], axes (rows)", "psum(float32[4], axes (cols)", Site(a), Site(b), "group differs"});
   EXPECT_FALSE(Contains(FirstLine(r.outcome.message), "op kind differs"));
+  // Both groupings, not only the axis names (issue 8, item 11).
+  ExpectContains(FirstLine(r.outcome.message), {"replica 0's groups [[0, 2], [1, 3]]", "replica 1's groups [[0, 1], [2, 3]]"});
 }
 
 TEST(R10Mismatch, AxisParametersAndPermutationDiffer) {
@@ -633,6 +636,34 @@ TEST(R12OrderDivergence, SkippedCollectiveIsCaughtAtTheNextOne) {
   // Both sides' recent histories: replica 1's last completed collective is the all_gather of step 1.
   ExpectContains(r.outcome.message, {"recent collectives of replica 0", "recent collectives of replica 1",
                                      "#3 all_gather(float32"});
+}
+
+// Errors of array ops inside a replica's function (a shape mismatch) have no call site of their own: the
+// replica context names the replica and where the replica was, its last collective with its call site.
+TEST(R13Validation, ArrayOpErrorsSayWhichReplicaAndWhereItWas) {
+  Runtime rt({.device_count = 4, .collective_warn_s = 30, .collective_timeout_s = 30});
+  std::atomic<int> line{0};
+  auto f = pmap(
+      [&](Replica& r, const Array& x) {
+        line = __LINE__; Array y = r.psum(x, "i");
+        y = r.psum(y, "i");
+        if (r.index() == 1) y = y + Array::zeros({3});  // float32[4] + float32[3]
+        return y;
+      },
+      {.axis = "i", .runtime = &rt});
+  const Outcome o = Timed([&] { f(Array::ones({4, 4})); });
+  ASSERT_TRUE(o.threw);
+  EXPECT_EQ(o.type, "InvalidArgument") << o.message;
+  ExpectContains(FirstLine(o.message), {"pmap: replica 1 (CpuDevice(id=1, process=0)) failed: ",
+                                        "operands could not be broadcast together with shapes (4,) (3,)",
+                                        "in the replica's own code, after its collective #1: psum at ",
+                                        "reliability_test.cc:" + std::to_string(line.load() + 1)});
+  EXPECT_EQ(CountOccurrences(o.message, "operands could not be broadcast"), 1) << o.message;
+  // Before any collective.
+  auto g = pmap([](Replica& r, const Array& x) { return r.index() == 2 ? x.reshape({5}) : x; }, {.axis = "i", .runtime = &rt});
+  const Outcome early = Timed([&] { g(Array::ones({4, 4})); });
+  EXPECT_EQ(early.type, "InvalidArgument") << early.message;
+  ExpectContains(FirstLine(early.message), {"replica 2", "reshape", "in the replica's own code, before its first collective"});
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -303,8 +303,10 @@ int main(int argc, char** argv) {
   app.add_option("--n-shard-over", opt.shard_over, "shard domain size (implies sharding; default: group size)")
       ->check(CLI::PositiveNumber);
   app.add_option("--retrieval-mode", opt.retrieval_mode, "one_per_group (default) or all_replicas");
-  app.add_option("--replicas", opt.replicas, "replicas of this process (default: every device of the runtime)")
-      ->check(CLI::NonNegativeNumber);
+  // A readable bound (CLI11's NonNegativeNumber prints the range up to DBL_MAX); the runtime allows 4096
+  // devices per process.
+  app.add_option("--replicas", opt.replicas, "replicas of this process, 1 to 4096 (default 0: every device of the runtime)")
+      ->check(CLI::Range(0, 4096));
   app.add_option("--dump-dir", opt.dump_dir, "write DIR/instance-<i>.json");
   app.add_flag("--keep-group-dim", opt.keep_group_dim,
                "one group: pass host data of shape (1, 16), as the reference test really does (its squeeze is a "

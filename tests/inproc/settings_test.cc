@@ -1,0 +1,206 @@
+// Settings (docs/settings.md; issue 8, items 2 and 9): every WEFT_* variable and RuntimeOptions field is
+// validated once, when a Runtime is made, and a bad value is an InvalidArgument naming the setting and the
+// value, never an abort, a silent default or "unlimited". A timeout below the default stall warning lowers
+// the warning with it; only an explicit warning above an explicit timeout is rejected (R5). Resources the
+// system refuses (threads for the devices) are a weft::Error naming what was asked.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../support/replica_faults.hpp"
+#include "weft/weft.hpp"
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace weft {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace weft::testing;
+
+// Every variable this test sets, unset around each case so that the caller's environment cannot leak in.
+struct CleanEnvironment {
+  ScopedEnv a{"WEFT_DEVICE_COUNT", nullptr}, b{"WEFT_DEVICE_MEMORY", nullptr}, c{"WEFT_COLLECTIVE_WARN", nullptr},
+      d{"WEFT_COLLECTIVE_TIMEOUT", nullptr}, e{"WEFT_LOG", nullptr}, f{"WEFT_TRACE", nullptr},
+      g{"WEFT_TRACE_EVENTS", nullptr}, h{"WEFT_NUM_INSTANCES", nullptr}, i{"WEFT_NUM_REPLICAS", nullptr};
+};
+
+Outcome MakeRuntime(RuntimeOptions options) {
+  return Timed([&] { Runtime rt(options); });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Bad values of each variable: an InvalidArgument naming it and the value.
+
+struct BadValue {
+  const char* variable;
+  const char* value;
+  std::vector<std::string> expected;  // in the message, besides "VARIABLE=value"
+};
+
+TEST(Settings, EveryBadEnvironmentValueIsRejectedNamingTheVariable) {
+  const std::vector<BadValue> cases = {
+      {"WEFT_DEVICE_COUNT", "abc", {"not a device count between 1 and 4096"}},
+      {"WEFT_DEVICE_COUNT", "0", {"between 1 and 4096"}},
+      {"WEFT_DEVICE_COUNT", "100000", {"between 1 and 4096"}},
+      {"WEFT_DEVICE_MEMORY", "inf", {"byte count"}},
+      {"WEFT_DEVICE_MEMORY", "1e30", {"at most"}},
+      {"WEFT_DEVICE_MEMORY", "nan", {"byte count"}},
+      {"WEFT_DEVICE_MEMORY", "-1", {"byte count"}},
+      {"WEFT_DEVICE_MEMORY", "0.5", {"whole number of bytes"}},
+      {"WEFT_DEVICE_MEMORY", "12X", {"byte count"}},
+      {"WEFT_DEVICE_MEMORY", "9E", {"byte count"}},
+      {"WEFT_COLLECTIVE_TIMEOUT", "soon", {"number of seconds"}},
+      {"WEFT_COLLECTIVE_TIMEOUT", "inf", {"number of seconds"}},
+      {"WEFT_COLLECTIVE_TIMEOUT", "-3", {"number of seconds"}},
+      {"WEFT_COLLECTIVE_WARN", "nan", {"number of seconds"}},
+      {"WEFT_LOG", "loud", {"error, warn, info or debug"}},
+      {"WEFT_TRACE_EVENTS", "abc", {"number of events"}},
+      {"WEFT_TRACE_EVENTS", "0", {"number of events"}},
+      {"WEFT_NUM_INSTANCES", "abc", {"number of instances"}},
+      {"WEFT_NUM_INSTANCES", "0", {"number of instances"}},
+      {"WEFT_NUM_INSTANCES", "2.5", {"number of instances"}},
+      {"WEFT_NUM_REPLICAS", "many", {"number of replicas"}},
+  };
+  for (const BadValue& c : cases) {
+    SCOPED_TRACE(std::string(c.variable) + "=" + c.value);
+    CleanEnvironment clean;
+    ScopedEnv set(c.variable, c.value);
+    const Outcome o = MakeRuntime({.device_count = 0});
+    ASSERT_TRUE(o.threw) << "accepted";
+    EXPECT_EQ(o.type, "InvalidArgument") << o.message;
+    ExpectContains(o.message, {std::string(c.variable) + "=" + c.value});
+    ExpectContains(o.message, c.expected);
+  }
+}
+
+TEST(Settings, EveryBadOptionIsRejectedNamingTheField) {
+  CleanEnvironment clean;
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::pair<RuntimeOptions, std::string>> cases = {
+      {{.device_count = 100000}, "RuntimeOptions::device_count = 100000"},
+      {{.device_count = 2, .collective_timeout_s = nan}, "RuntimeOptions::collective_timeout_s = nan"},
+      {{.device_count = 2, .collective_timeout_s = inf}, "RuntimeOptions::collective_timeout_s = inf"},
+      {{.device_count = 2, .collective_warn_s = nan}, "RuntimeOptions::collective_warn_s = nan"},
+      {{.device_count = 2, .log_level = "loud"}, "loud"},
+  };
+  for (const auto& [options, expected] : cases) {
+    SCOPED_TRACE(expected);
+    const Outcome o = MakeRuntime(options);
+    ASSERT_TRUE(o.threw) << "accepted";
+    EXPECT_EQ(o.type, "InvalidArgument") << o.message;
+    ExpectContains(o.message, {expected});
+  }
+}
+
+TEST(Settings, GoodValuesAreReadExactly) {
+  CleanEnvironment clean;
+  struct Memory {
+    const char* value;
+    std::int64_t bytes;
+  };
+  for (const Memory& m : std::vector<Memory>{{"0", 0}, {"4096", 4096}, {"1.5K", 1536}, {"2M", 2 << 20},
+                                             {"3G", std::int64_t{3} << 30}, {"64KiB", 64 << 10}, {"100B", 100}}) {
+    SCOPED_TRACE(m.value);
+    ScopedEnv set("WEFT_DEVICE_MEMORY", m.value);
+    Runtime rt({.device_count = 1});
+    EXPECT_EQ(rt.options().device_memory, m.bytes);
+  }
+  ScopedEnv instances("WEFT_NUM_INSTANCES", "1");
+  ScopedEnv count("WEFT_DEVICE_COUNT", "3");
+  Runtime rt;
+  EXPECT_EQ(rt.device_count(), 3);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The timeout and the warning.
+
+TEST(Settings, ATimeoutBelowTheDefaultWarningLowersTheWarning) {
+  CleanEnvironment clean;
+  {
+    ScopedEnv timeout("WEFT_COLLECTIVE_TIMEOUT", "5");
+    Runtime rt({.device_count = 1});
+    EXPECT_EQ(rt.options().collective_timeout_s, 5);
+    EXPECT_EQ(rt.options().collective_warn_s, 5);
+  }
+  {
+    Runtime rt({.device_count = 1, .collective_timeout_s = 0.5});
+    EXPECT_EQ(rt.options().collective_timeout_s, 0.5);
+    EXPECT_EQ(rt.options().collective_warn_s, 0.5);
+  }
+  {
+    Runtime rt({.device_count = 1, .collective_timeout_s = 60});  // above the default warning: unchanged
+    EXPECT_EQ(rt.options().collective_warn_s, 30);
+  }
+  // An explicit warning above an explicit timeout is still a mistake (R5), from either source.
+  {
+    ScopedEnv warn("WEFT_COLLECTIVE_WARN", "10");
+    const Outcome o = MakeRuntime({.device_count = 1, .collective_timeout_s = 5});
+    EXPECT_EQ(o.type, "InvalidArgument") << o.message;
+    ExpectContains(o.message, {"WEFT_COLLECTIVE_TIMEOUT, 5 s", "WEFT_COLLECTIVE_WARN, 10 s"});
+  }
+}
+
+TEST(Settings, ZeroDisablesTheStallWarning) {
+  CleanEnvironment clean;
+  ScopedEnv warn("WEFT_COLLECTIVE_WARN", "0");
+  Runtime rt({.device_count = 2, .collective_timeout_s = 5, .log_level = "warn"});
+  EXPECT_EQ(rt.options().collective_warn_s, 0);
+  auto step = pmap(
+      [](Replica& r, const Array& x) {
+        if (r.index() == 1) std::this_thread::sleep_for(300ms);
+        return r.psum(x, "i");
+      },
+      {.axis = "i", .runtime = &rt});
+  ::testing::internal::CaptureStderr();
+  const Outcome o = Timed([&] { step(Array::arange(2)); });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(o.threw) << o.message;
+  EXPECT_FALSE(Contains(err, "stalled")) << err;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Threads the system refuses.
+
+// Virtual memory of this process, in bytes.
+std::int64_t AddressSpaceInUse() {
+  std::ifstream statm("/proc/self/statm");
+  std::int64_t pages = 0;
+  statm >> pages;
+  return pages * ::sysconf(_SC_PAGESIZE);
+}
+
+// In a child process: an address-space limit leaves room for a few dozen thread stacks, not 4096. Exits 3
+// on a weft::Error, 4 on another exception, 5 and 6 when the check could not run.
+[[noreturn]] void StartMoreDevicesThanTheLimitAllows() {
+  const rlim_t limit = static_cast<rlim_t>(AddressSpaceInUse() + (std::int64_t{512} << 20));
+  const rlimit rl{limit, limit};
+  if (::setrlimit(RLIMIT_AS, &rl) != 0) std::_Exit(5);
+  try {
+    Runtime rt({.device_count = 4096, .log_level = "error"});
+    std::_Exit(6);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "weft::Error: %s\n", e.what());
+    std::_Exit(3);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "other exception: %s\n", e.what());
+    std::_Exit(4);
+  }
+}
+
+TEST(Settings, ThreadsTheSystemRefusesAreAClearError) {
+  EXPECT_EXIT(StartMoreDevicesThanTheLimitAllows(), ::testing::ExitedWithCode(3),
+              "weft::Error: cannot start the worker thread of CpuDevice\\(id=[0-9]+, process=0\\).*of 4096 devices");
+}
+
+}  // namespace
+}  // namespace weft
