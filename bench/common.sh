@@ -77,38 +77,57 @@ blas_env() {  # blas_env LIB CORE
   return 0
 }
 
+# Busy and total CPU jiffies of the whole machine so far (/proc/stat's first line).
+cpu_jiffies() {
+  local -a a
+  read -r -a a </proc/stat
+  echo "$((a[1] + a[2] + a[3] + a[6] + a[7] + a[8])) $((a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7] + a[8]))"
+}
+
 # Runs a command with stdout and stderr to files and sets PEAK_KIB (the largest single process's peak RSS:
 # GNU time's %M when /usr/bin/time exists, else the largest polled VmHWM), SUM_KIB (the sum over every
-# process of the tree of its peak VmHWM, polled every 0.2 s: what a multi-process run holds in all),
-# WALL_S and RC.
+# process of the tree of its peak VmHWM, polled every 0.5 s: what a multi-process run holds in all),
+# OTHER_PCT (CPU time that other processes used during the run, as % of all CPUs: a measurement taken
+# beside a compiler is not one to trust; -1 without GNU time), WALL_S and RC.
 run_measured() {  # run_measured STDOUT STDERR CMD...
   local out="$1" err="$2"; shift 2
-  local timef start
+  local timef start jiffies_before
   timef="$(mktemp)"
   start="$(date +%s%N)"
+  jiffies_before="$(cpu_jiffies)"
   if [ -x /usr/bin/time ]; then
-    /usr/bin/time -f %M -o "$timef" "$@" >"$out" 2>"$err" &
+    /usr/bin/time -f '%M %U %S' -o "$timef" "$@" >"$out" 2>"$err" &
   else
     "$@" >"$out" 2>"$err" &
   fi
   local root=$! peaks
   peaks="$(mktemp)"
   while kill -0 "$root" 2>/dev/null; do
-    # pid ppid of every process, then VmHWM of the root's descendants: a per-pid running maximum.
-    ps -e -o pid=,ppid= | awk -v root="$root" '
-      { parent[$1] = $2 }
-      END { for (p in parent) { q = p; while (q in parent && q != root && q > 1) q = parent[q]; if (q == root) print p } }' |
-      while read -r p; do
-        awk -v p="$p" '/^VmHWM:/ { print p, $2 }' "/proc/$p/status" 2>/dev/null || true  # it may have exited
-      done >>"$peaks" || true
-    sleep 0.2
+    # One awk over every /proc/PID/status (one fork per poll, so the poller barely loads the machine):
+    # parent and VmHWM of each process, then those of the root's descendants.
+    awk -v root="$root" '
+      FNR == 1 { pid = FILENAME; sub("^/proc/", "", pid); sub("/status$", "", pid) }
+      /^PPid:/ { parent[pid] = $2 }
+      /^VmHWM:/ { hwm[pid] = $2 }
+      END { for (p in hwm) { q = p; while (q in parent && q != root && q > 1) q = parent[q]; if (q == root) print p, hwm[p] } }
+    ' /proc/[0-9]*/status 2>/dev/null >>"$peaks" || true
+    sleep 0.5
   done
   RC=0
   wait "$root" || RC=$?
   WALL_S="$(awk -v ns="$(($(date +%s%N) - start))" 'BEGIN { printf "%.2f", ns / 1e9 }')"
   SUM_KIB="$(awk '{ if ($2 > m[$1]) m[$1] = $2 } END { s = 0; for (p in m) s += m[p]; print s }' "$peaks")"
+  OTHER_PCT=-1
   if [ -x /usr/bin/time ] && [ -s "$timef" ]; then
-    PEAK_KIB="$(tail -n 1 "$timef")"
+    local peak user sys
+    read -r peak user sys < <(tail -n 1 "$timef")
+    PEAK_KIB="$peak"
+    # The machine's busy time less this command tree's own CPU time (GNU time counts waited-for children).
+    OTHER_PCT="$(awk -v before="$jiffies_before" -v after="$(cpu_jiffies)" -v user="$user" -v sys="$sys" \
+                     -v hz="$(getconf CLK_TCK)" '
+      BEGIN { split(before, b, " "); split(after, a, " ")
+              busy = (a[1] - b[1]) / hz; total = (a[2] - b[2]) / hz; other = busy - user - sys
+              printf "%.0f", (total > 0 ? 100 * (other > 0 ? other : 0) / total : 0) }')"
   else
     PEAK_KIB="$(awk '{ if ($2 > m) m = $2 } END { print m + 0 }' "$peaks")"
   fi

@@ -11,8 +11,9 @@
 #
 # Layouts: weft-1 (--devices 1), weft-dp8 (--devices 8), weft-dp4xmp2 (--devices 8 --model-parallel 2),
 # weft-zero8 (--devices 8 --zero), weft-2x4 (weftrun --num-instances 2 --num-replicas 8; only when
-# INSTANCES > 1), pt-1 (PyTorch, one process, every core) and pt-ddp (PyTorch DDP over gloo, DEVICES ranks,
-# one thread each).
+# INSTANCES > 1), pt-1 (PyTorch, one process, every core), pt-ddp (PyTorch DDP over gloo, DEVICES ranks,
+# one thread each) and pt-ddp-cores (DDP with one rank per core: DDP's own recommendation, and on a machine
+# with fewer cores than DEVICES much faster than pt-ddp).
 #
 # Knobs (environment): BUILD (weft build dir, default build), OUT (default $BUILD/bench/training), STEPS
 # (default 300), EPOCHS (default: enough for STEPS), RUNS (default 3), DEVICES (default 8; also the DDP
@@ -50,9 +51,12 @@ PT_THREADS="${PT_THREADS:-$(nproc)}"
 PY=/usr/bin/python3
 WEFT_TRAIN="$BUILD/bin/train_fashion_mnist"
 WEFTRUN="$BUILD/bin/weftrun"
-ALL_LAYOUTS="weft-1 pt-1 weft-dp8 pt-ddp weft-dp4xmp2 weft-zero8"
+ALL_LAYOUTS="weft-1 pt-1 weft-dp8 pt-ddp weft-dp4xmp2 pt-ddp-cores weft-zero8"
 [ "$INSTANCES" -gt 1 ] && ALL_LAYOUTS="$ALL_LAYOUTS weft-2x4"
 LAYOUTS="${LAYOUTS:-$ALL_LAYOUTS}"
+# pt-ddp-cores: one rank per core, rounded down to a power of two so that the ranks divide the batch of 256.
+CORE_RANKS=1
+while [ $((CORE_RANKS * 2)) -le "$(nproc)" ] && [ "$CORE_RANKS" -lt 256 ]; do CORE_RANKS=$((CORE_RANKS * 2)); done
 
 # Open MPI refuses to run as root without these (containers usually run as root).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -114,6 +118,9 @@ layout_cmd() {  # layout_cmd LAYOUT CSV
     pt-ddp)
       blas_env "$PT_BLAS" "$PT_CORETYPE"
       CMD=("${BLAS_ENV[@]}" "$PY" "$ROOT/bench/pytorch_mlp.py" --ddp --ranks "$DEVICES" "${common[@]}") ;;
+    pt-ddp-cores)
+      blas_env "$PT_BLAS" "$PT_CORETYPE"
+      CMD=("${BLAS_ENV[@]}" "$PY" "$ROOT/bench/pytorch_mlp.py" --ddp --ranks "$CORE_RANKS" "${common[@]}") ;;
     *) log "unknown layout $layout (known: $ALL_LAYOUTS)"; exit 2 ;;
   esac
 }
@@ -128,9 +135,10 @@ run_layout() {  # run_layout LAYOUT RUN
   run_measured "$base.out" "$base.err" "${CMD[@]}"
   [ "$RC" = 0 ] || log "$layout run $run failed (exit $RC); stderr in $base.err"
   # weftrun prefixes every line with "[instance 0] "; the result is the last JSON object printed.
-  "$PY" - "$base.out" "$layout" "$run" "$RC" "$WALL_S" "$PEAK_KIB" "$SUM_KIB" >>"$OUT/runs.jsonl" <<'EOF'
+  [ "$OTHER_PCT" -gt 10 ] && log "$layout run $run: other processes used $OTHER_PCT% of the CPUs meanwhile"
+  "$PY" - "$base.out" "$layout" "$run" "$RC" "$WALL_S" "$PEAK_KIB" "$SUM_KIB" "$OTHER_PCT" >>"$OUT/runs.jsonl" <<'EOF'
 import json, re, sys
-out, layout, run, rc, wall, peak, total = sys.argv[1:]
+out, layout, run, rc, wall, peak, total, other = sys.argv[1:]
 result = None
 for line in open(out, errors="replace"):
     line = re.sub(r"^\[instance \d+\] ", "", line.strip())
@@ -140,7 +148,8 @@ for line in open(out, errors="replace"):
         except ValueError:
             pass
 print(json.dumps({"layout": layout, "run": int(run), "rc": int(rc), "wall_s": float(wall),
-                  "peak_rss_kib": int(peak), "sum_rss_kib": int(total), "result": result}))
+                  "peak_rss_kib": int(peak), "sum_rss_kib": int(total), "other_cpu_pct": int(other),
+                  "result": result}))
 EOF
 }
 
@@ -163,6 +172,7 @@ for layout in layouts:
         "peak": med([r["peak_rss_kib"] for r in ok]), "sum": med([r["sum_rss_kib"] for r in ok]),
         "wall": med([r["wall_s"] for r in ok]), "loss": med([x.get("final_loss") for x in res]),
         "acc": med([x.get("test_accuracy") for x in res]),
+        "other": max([r.get("other_cpu_pct", -1) for r in ok], default=None),
         "shape": (f"{res[0].get('instances', '?')} / {res[0].get('devices', '?')}"
                   f" (dp {res[0].get('data_parallel', '?')}, mp {res[0].get('model_parallel', '?')}"
                   f"{', zero' if res[0].get('zero') else ''})") if res else "",
@@ -173,18 +183,19 @@ def ratio(layout, peer):
     a, b = stats[layout]["sps"], stats.get(peer, {}).get("sps")
     return f"{a / b:.2f}x" if a and b else "-"
 print("| layout | processes / devices | runs ok | samples/s | step ms | / pt-1 | / pt-ddp "
-      "| peak RSS MiB (largest process) | RSS MiB (all processes) | wall s | final loss | test acc |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+      "| peak RSS MiB (largest process) | RSS MiB (all processes) | wall s | final loss | test acc | other load % (max) |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for layout in layouts:
     s = stats[layout]
     if s["runs"] == 0:
         why = "not built" if layout.startswith("weft") and not weft_ok else "not run"
-        print(f"| {layout} | {why} | 0/0 | - | - | - | - | - | - | - | - | - |")
+        print(f"| {layout} | {why} | 0/0 | - | - | - | - | - | - | - | - | - | - |")
         continue
     print(f"| {layout} | {s['shape']} | {s['ok']}/{s['runs']} | {fmt(s['sps'], '.0f')} | {fmt(s['ms'], '.2f')} "
           f"| {ratio(layout, 'pt-1')} | {ratio(layout, 'pt-ddp')} "
           f"| {fmt(s['peak'] and s['peak'] / 1024, '.0f')} | {fmt(s['sum'] and s['sum'] / 1024, '.0f')} "
-          f"| {fmt(s['wall'], '.1f')} | {fmt(s['loss'], '.4f')} | {fmt(s['acc'], '.4f')} |")
+          f"| {fmt(s['wall'], '.1f')} | {fmt(s['loss'], '.4f')} | {fmt(s['acc'], '.4f')} "
+          f"| {'-' if s['other'] is None or s['other'] < 0 else s['other']} |")
 EOF
 }
 
@@ -193,7 +204,8 @@ machine() {
        "$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo) RAM; $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "PyTorch: torch $("$PY" -c 'import torch; print(torch.__version__)'), BLAS" \
        "$([ "$PT_BLAS" = system ] && readlink -f "$BENCH_LIBDIR/libblas.so.3" || echo "$BENCH_LIBDIR/$PT_BLAS")," \
-       "OPENBLAS_CORETYPE=${PT_CORETYPE:-(unset)}; pt-1 with $PT_THREADS thread(s), pt-ddp $DEVICES ranks x 1 thread, gloo"
+       "OPENBLAS_CORETYPE=${PT_CORETYPE:-(unset)}; pt-1 with $PT_THREADS thread(s), pt-ddp $DEVICES ranks x 1 thread," \
+       "pt-ddp-cores $CORE_RANKS ranks x 1 thread, gloo"
   echo "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg);" \
        "runs started on a busy machine: $BUSY_STARTS"
 }
@@ -214,7 +226,8 @@ main() {
          "samples/s and step ms are each run's steady state (its JSON), medians over the runs;" \
          "ratios are weft (or the row's) samples/s over the peer's"
     echo "peak RSS: the largest process (GNU time %M, or polled VmHWM), and the sum of every process's peak" \
-         "(polled VmHWM, 0.2 s) for multi-process runs"
+         "(polled VmHWM, 0.5 s) for multi-process runs; other load: the largest share of all CPUs that other" \
+         "processes used during one of the layout's runs (above ~10% its timings are suspect)"
     echo
     summarize
   } | tee "$OUT/summary.md"

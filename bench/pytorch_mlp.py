@@ -7,6 +7,11 @@
 #   /usr/bin/python3 bench/pytorch_mlp.py --epochs 2 --metrics pt.csv --json           # one process, all cores
 #   /usr/bin/python3 bench/pytorch_mlp.py --ranks 8 --steps 300 --json                  # DDP, gloo, 8 ranks
 #
+# Metrics rows: kind=step per step (loss averaged over the ranks), kind=epoch per epoch (mean loss, samples/s
+# over the epoch's training time, test accuracy); with --steps the interrupted last epoch still gets its epoch
+# row. The JSON's samples_per_s and step_ms leave out the first --warmup steps; step_cpu_ms is rank 0's CPU
+# time per step, which still measures the kernels when other work shares the machine (one thread).
+#
 # Runs under Debian's /usr/bin/python3 (torch 1.13, numpy). Debian's torch does its float32 matmuls in
 # whatever libblas.so.3 the loader finds; bench/compare_training.sh chooses the fast one (LD_LIBRARY_PATH,
 # OPENBLAS_CORETYPE) and bench/pytorch_blas_probe.sh measured why.
@@ -20,7 +25,6 @@ import time
 
 DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
 GLOBAL_BATCH = 256
-TRAIN_SIZE_CHECK = 60000
 CSV_HEADER = "kind,epoch,step,elapsed_s,loss,samples_per_s,test_accuracy"
 
 
