@@ -121,8 +121,10 @@ class Session {
 
   // ---- running ----------------------------------------------------------------------------------------
   // Runs `program` once per replica. `inputs` holds each h2d stream's data shaped
-  // (num_host_transfers if > 1) + (local replicas if > 1) + stream shape; the result holds each d2h stream's
-  // data shaped the same way. Weights go to the devices before the first run.
+  // (num_host_transfers if > 1) + (local replicas if > 1) + stream shape; the result holds each d2h stream
+  // the program wrote, shaped the same way (a stream it did not write is absent; one that some replica wrote
+  // fewer than num_host_transfers times is an InvalidArgument naming it and the replica: rows nobody wrote
+  // are never returned). Weights go to the devices before the first run.
   std::map<HostStream, Array> run(const std::function<void(Replica&)>& program,
                                   const std::map<HostStream, Array>& inputs = {});
 

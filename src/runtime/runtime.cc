@@ -637,6 +637,8 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   if (root_cause_ < 0) return;
   const int root = local_replicas[root_cause_];
   std::string message = name + ": " + replica_name(root) + " failed: " + errors_[root_cause_]->message;
+  const std::string& root_error = errors_[root_cause_]->message;
+  const std::string root_text = root_error.substr(0, root_error.find('\n'));
   report_to_launcher(runtime, message);
   for (int li = 0; li < n; ++li) {
     if (li == root_cause_ || !errors_[li]) continue;
@@ -644,9 +646,16 @@ void Execution::run(const std::function<void(Replica&)>& body) {
     const std::string who = replica_name(local_replicas[li]);
     // Only the first line: details (reports, histories) belong to the root cause above.
     std::string text = errors_[li]->message.substr(0, errors_[li]->message.find('\n'));
-    // The root cause is printed once: an abort it caused is listed without repeating it.
+    // The root cause is printed once: an abort it caused, or the same error seen by another replica (every
+    // replica of a mismatched round raises it), is listed without repeating it.
     const std::string aborted = who + " aborted because " + replica_name(root) + " failed";
     if (text.rfind(aborted, 0) == 0) text = aborted;
+    // (A timeout every waiter saw differs from the root cause's only in the replica it names.)
+    std::string as_root = text;
+    const std::string root_who = replica_name(root);
+    for (std::size_t at = as_root.find(who); at != std::string::npos; at = as_root.find(who, at + root_who.size()))
+      as_root.replace(at, who.size(), root_who);
+    if (text == root_text || as_root == root_text) text = "the same error";
     message += "\n  " + (text.rfind(who, 0) == 0 ? text : who + ": " + text);
   }
   throw_error(errors_[root_cause_]->kind, message);

@@ -190,6 +190,8 @@ TEST(R3StuckReplica, RootCauseNamesExactlyTheReplicasThatNeverArrived) {
     const std::string first = FirstLine(o.message);
     ExpectContains(first, {"; arrived: [0, 1, 2, 3, 4, 6, 7]; missing: [5]"});
     EXPECT_EQ(CountOccurrences(o.message, "last completed seq="), 1) << o.message;
+    // The other waiters' timeouts (the same report) are not printed again.
+    EXPECT_EQ(CountOccurrences(o.message, "timed out after"), 1) << o.message;
     EXPECT_LT(o.seconds, 2.0);
   }
 }
@@ -536,6 +538,8 @@ void ExpectMismatch(const MismatchResult& r, const std::vector<std::string>& par
   EXPECT_EQ(o.type, "MismatchError") << o.message;
   ExpectContains(FirstLine(o.message), parts);
   ExpectContains(FirstLine(o.message), {"collective mismatch in pmap", "replica 0 (CpuDevice(id=0, process=0)) called"});
+  // Every replica raised the same report: it is printed once, the others say "the same error".
+  EXPECT_EQ(CountOccurrences(o.message, "collective mismatch in pmap"), 1) << o.message;
   for (std::size_t i = 0; i < r.per_replica.size(); ++i)
     EXPECT_EQ(r.per_replica[i], "MismatchError") << "replica " << i << " (every involved replica raises)";
 }
