@@ -39,7 +39,8 @@
 # says "Core not found"), yet both land on its Cooperlake kernels, whose float32 GEMM is SkylakeX's: five
 # more alternating head-to-head rounds of COOPERLAKE and SKYLAKEX training gave 26.0k and 26.5k samples per
 # CPU s. bench/compare_training.sh therefore uses openblas-openmp with SKYLAKEX, the name 0.3.21 matches.
-# On an idle machine that is ~38.6k samples/s with 2 threads (6.6 ms/step) against ~500 on the default BLAS.
+# With 2 threads on an idle machine that trains at ~53k samples/s (4.8 ms/step; compare_training.sh pt-1)
+# against ~500 samples/s on the default reference BLAS.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
