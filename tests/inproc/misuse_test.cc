@@ -69,7 +69,8 @@ TEST(ShardedArrayLifetime, ReadableAfterItsRuntimeIsDestroyed) {
     replicated = device_put_replicated(Array::arange(3), rt.devices(), rt);
   }
   // A runtime made now is likely to reuse the freed one's memory: reading s must not count its bytes there
-  // (that was a write into freed memory; AddressSanitizer reports it as heap-use-after-free).
+  // (that was a read of the dead Runtime and a write into its freed Impl; AddressSanitizer reports
+  // stack-use-after-scope on the read).
   Runtime fresh({.device_count = 2, .log_level = "error"});
   EXPECT_EQ(s.to_host().to_doubles(), (std::vector<double>{0, 2, 4, 6}));
   EXPECT_EQ(s[1].to_doubles(), (std::vector<double>{4, 6}));

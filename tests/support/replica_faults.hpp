@@ -15,6 +15,19 @@
 
 #include "weft/error.hpp"
 
+// Sanitizers replace the allocator (an impossible allocation aborts instead of throwing std::bad_alloc) and
+// reserve terabytes of address space (an RLIMIT_AS-based test cannot work): tests that rely on either skip.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define WEFT_TEST_UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define WEFT_TEST_UNDER_SANITIZER 1
+#endif
+#endif
+#ifndef WEFT_TEST_UNDER_SANITIZER
+#define WEFT_TEST_UNDER_SANITIZER 0
+#endif
+
 namespace weft::testing {
 
 using Clock = std::chrono::steady_clock;
