@@ -624,6 +624,10 @@ void Execution::run(const std::function<void(Replica&)>& body) {
       if (error) {
         // The first failure poisons the execution; the others' pending waits end with its cause.
         const bool first = rendezvous.abort(li, error->message);
+        // Other instances may wait for this one in a collective: tell them now, not once every local
+        // replica has returned (one stuck in user code would hold the news until it returns).
+        if (first && runtime.process_count > 1)
+          report_to_launcher(runtime, name + ": " + replica_name(r) + " failed: " + error->message);
         std::lock_guard lock(mutex_);
         errors_[li] = std::move(error);
         if (first) root_cause_ = li;
@@ -639,7 +643,7 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   std::string message = name + ": " + replica_name(root) + " failed: " + errors_[root_cause_]->message;
   const std::string& root_error = errors_[root_cause_]->message;
   const std::string root_text = root_error.substr(0, root_error.find('\n'));
-  report_to_launcher(runtime, message);
+  // (reported to the launcher when it happened, above)
   for (int li = 0; li < n; ++li) {
     if (li == root_cause_ || !errors_[li]) continue;
     // Errors raised by the runtime already start with the replica's name.
