@@ -2,17 +2,20 @@
 // replica on each run()), its variables (one value per replica group), remote buffers (host memory, apart
 // from device memory), replica-sharded variables and host streams, and moves weights to and from the host.
 //
-//   Session s(rt, {.replicas = 8});
-//   ReplicaGroups g = s.replica_grouping(/*stride=*/2, /*group_size=*/4);
+//   Runtime rt({.device_count = 8});
+//   Session s({.replicas = 8, .runtime = &rt});
+//   ReplicaGroups g = s.replica_grouping(/*stride=*/2, /*group_size=*/4);   // groups {0,2,4,6} {1,3,5,7}
 //   RemoteBuffer buf = s.replica_sharded_buffer({2, 16}, DType::i32, g, /*shard_over=*/2);
+//   Array w_host = Array::arange(32, DType::i32).reshape({2, 16});          // one row per group
 //   Variable w = s.remote_replica_sharded_variable(w_host, buf, 0, g, Retrieval::all_replicas);
 //   HostStream out = s.d2h_stream({16}, DType::i32);
 //   auto outs = s.run([&](Replica& r) {
-//     Array shard = r.remote_load(buf, 0);
+//     Array shard = r.remote_load(buf, 0);                                    // 8 of the group's 16 values
 //     r.host_store(out, r.gather_shards(shard, s.replica_grouping(2, 2), buf.meta_shape()));
 //     r.remote_store(buf, 0, shard + 2);
 //   });
-//   Array final_w = s.get_tensor_data(w);   // (replicas, 16)
+//   Array final_w = s.get_tensor_data(w);   // (replicas, 16): replica i holds its group's row + 2
+// (tests/package/session_example.cc compiles and runs this example; keep the two identical.)
 #pragma once
 #include <functional>
 #include <map>

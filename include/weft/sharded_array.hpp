@@ -34,7 +34,16 @@ class ShardedArray {
   int mapped_axis() const { return mapped_axis_; }
   bool replicated() const { return mesh_shape_.empty(); }
 
-  // Copies every shard to the host and assembles the global array (counted as device-to-host bytes).
+  // Copies every shard to the host and assembles the array (counted as device-to-host bytes). Its shape
+  // depends on how many processes share the program's devices (docs/using-weft.md, "Results across
+  // instances"), as in JAX, where a process holds only its own devices' shards:
+  //   - one process holding every replica: the global array, (*mesh shape, *shard shape), e.g. (2, 4, 3)
+  //     for a (2, 4) mesh of (3,) shards; with out_axes k the mapped axis sits at k;
+  //   - under weftrun, each process gets only its own replicas' shards, in global replica order, their
+  //     mesh axes flattened into one: (local replicas, *shard shape), e.g. (4, 3) on each of 2 instances
+  //     of 4 devices, for a 1-d pmap and a (2, 4) mesh alike;
+  //   - a replicated result (out_axes nullopt): the one value, the same everywhere.
+  // For the same global value in every process, gather inside the pmap (all_gather, then out_axes nullopt).
   Array to_host() const;
   // First-axis index: with a 1-d mesh this is shard i itself, still on its device, no copy.
   Array operator[](std::int64_t index) const;

@@ -100,7 +100,14 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
                             std::to_string(in_axes[i] + 1) + ", but is only " + std::to_string(s.size()) +
                             " (its shape is " + shape_str(s) + ")");
   }
-  if (!any_mapped) throw InvalidArgument(name + ": pmap must have at least one non-None value in in_axes");
+  // JAX refuses this too (same words): with every argument broadcast nothing gives the number of replicas.
+  // The message shows the two idioms that say it (issue 10; docs/using-weft.md).
+  if (!any_mapped)
+    throw InvalidArgument(name + ": pmap must have at least one non-None value in in_axes: every argument is "
+                          "broadcast (nullopt), so nothing gives the number of replicas (jax.pmap refuses this "
+                          "too). To give each of N replicas the whole of x, map a replicated copy: "
+                          "f(device_put_replicated(x, devices)) with in_axes 0, or map a dummy argument: "
+                          "in_axes {0, std::nullopt} and f(Array::arange(N), x)");
 
   if (!options.mesh.empty()) {
     p->mesh = Mesh(options.mesh);

@@ -209,9 +209,23 @@ namespace {
 std::mutex g_runtimes_mutex;
 std::vector<Runtime*> g_runtimes;  // live runtimes, most recent last
 
+// Where this process's device count came from, for the job checks below. A count hard-coded in the program
+// (RuntimeOptions::device_count) overrides the WEFT_DEVICE_COUNT weftrun gives each instance: blaming that
+// variable then sent users looking for a setting they never made (issue 10).
+std::string device_count_source(const RuntimeOptions& given, int count) {
+  if (given.device_count > 0) return "RuntimeOptions::device_count = " + std::to_string(count) + " in the program";
+  if (const char* v = std::getenv("WEFT_DEVICE_COUNT")) return std::string("WEFT_DEVICE_COUNT=") + v;
+  return "the default of " + std::to_string(count) + " (WEFT_DEVICE_COUNT unset)";
+}
+
 // Every instance must see the same configuration (reliability R27): devices per process, and the replica
 // count weftrun announced.
-void check_job_configuration(Runtime::Impl& rt) {
+void check_job_configuration(Runtime::Impl& rt, const std::string& count_source, bool hard_coded) {
+  // What to do when the program's own count is what breaks the job: weftrun sets the count for it.
+  const std::string fix = hard_coded ? "; under weftrun leave RuntimeOptions::device_count at 0 (its default) so "
+                                       "that each instance takes the WEFT_DEVICE_COUNT weftrun sets "
+                                       "(--num-replicas / --num-instances)"
+                                     : "";
   transport::PollContext poll{rt.options.collective_timeout_s, nullptr, [] { return std::string("start-up"); }};
   const int processes = rt.job->size();
   std::vector<int> counts(processes);
@@ -224,12 +238,14 @@ void check_job_configuration(Runtime::Impl& rt) {
         if (q) list += ", ";
         list += "instance " + std::to_string(q) + ": " + std::to_string(counts[q]);
       }
-      throw InvalidArgument("the instances of this job disagree on their device count (WEFT_DEVICE_COUNT): " + list);
+      throw InvalidArgument("the instances of this job disagree on their device count: " + list + " (this instance's " +
+                            std::to_string(rt.local_device_count) + " is " + count_source + ")" + fix);
     }
   if (const char* r = std::getenv("WEFT_NUM_REPLICAS")) {
     if (std::atoi(r) != processes * rt.local_device_count)
-      throw InvalidArgument(std::string("WEFT_NUM_REPLICAS=") + r + " but this job has " + std::to_string(processes) +
-                            " instances x " + std::to_string(rt.local_device_count) + " devices (WEFT_DEVICE_COUNT)");
+      throw InvalidArgument(std::string("WEFT_NUM_REPLICAS=") + r + " (weftrun --num-replicas) but this job has " +
+                            std::to_string(processes) + " instances x " + std::to_string(rt.local_device_count) +
+                            " devices (" + count_source + ")" + fix);
   }
 }
 
@@ -269,7 +285,7 @@ Runtime::Runtime(RuntimeOptions options) : impl_((isa::check_cpu(), std::make_un
   impl_->process_index = impl_->job ? impl_->job->rank() : 0;
   impl_->process_count = processes;
   impl_->local_device_count = local;
-  if (impl_->job) check_job_configuration(*impl_);
+  if (impl_->job) check_job_configuration(*impl_, device_count_source(options, local), options.device_count > 0);
   // Every instance writes its own timeline: WEFT_TRACE=t.json gives t.json.0, t.json.1, ... in a job.
   std::string trace_path = impl_->options.trace_path;
   if (!trace_path.empty() && processes > 1) trace_path += "." + std::to_string(impl_->process_index);
