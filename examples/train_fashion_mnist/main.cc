@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <map>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
   app.add_option("--train-limit", config.train_limit, "use only the first N training images (0: all)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batch", config.global_batch, "global batch")->check(CLI::PositiveNumber);
+  app.add_option("--dtype", config.dtype, "parameters and arithmetic: f32, or f64 to compare layouts over many steps")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, weft::DType>{{"f32", weft::DType::f32}, {"f64", weft::DType::f64}}));
   app.add_option("--lr", config.learning_rate, "learning rate");
   app.add_option("--momentum", config.momentum, "SGD momentum");
   app.add_option("--seed", config.seed, "seed of the initialisation and the data order");

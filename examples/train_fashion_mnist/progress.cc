@@ -58,7 +58,7 @@ MetricsFile::MetricsFile(const std::string& path) : path_(path), out_(path) {
 
 void MetricsFile::step(const StepRecord& r) {
   char line[256];
-  std::snprintf(line, sizeof line, "step,%d,%lld,%.6f,%.9g,%.3f,\n", r.epoch, static_cast<long long>(r.step), r.elapsed_s,
+  std::snprintf(line, sizeof line, "step,%d,%lld,%.6f,%.17g,%.3f,\n", r.epoch, static_cast<long long>(r.step), r.elapsed_s,
                 r.loss, r.samples_per_s);
   out_ << line;
   if (!out_) throw std::runtime_error("--metrics: write to " + path_ + " failed");

@@ -97,7 +97,7 @@ struct Trainer::Impl {
     build_state();
     images_in = session->h2d_stream({per_replica_batch, config.shape.inputs}, DType::f32, "images");
     labels_in = session->h2d_stream({per_replica_batch}, DType::i32, "labels");
-    result_out = session->d2h_stream({}, DType::f32, "result");
+    result_out = session->d2h_stream({}, config.dtype, "result");
   }
 
   // The host value of a variable grouped by model rank: one row per model rank (a plain value when M = 1).
@@ -106,7 +106,7 @@ struct Trainer::Impl {
   }
 
   void build_state() {
-    const Parameters full = init_parameters(init_key, config.shape);
+    const Parameters full = init_parameters(init_key, config.shape, config.dtype);
     std::vector<Parameters> slices;
     for (int m = 0; m < model; ++m) slices.push_back(model_slice(full, m, model));
     for (int i = 0; i < kNumParameters; ++i) {
@@ -114,14 +114,14 @@ struct Trainer::Impl {
       std::vector<Array> values, zeros;
       for (int m = 0; m < model; ++m) {
         values.push_back(slices[m][i]);
-        zeros.push_back(Array::zeros(local_shapes[i]));
+        zeros.push_back(Array::zeros(local_shapes[i], config.dtype));
       }
       const std::string name = parameter_name(i);
       if (config.zero) {
         // Grouped by model rank (replicated parameters hold M equal copies) and sharded over its data ranks.
         Shape buffer_shape = local_shapes[i];
         if (model > 1) buffer_shape.insert(buffer_shape.begin(), model);
-        buffers[i] = session->replica_sharded_buffer(buffer_shape, DType::f32, data_groups, data_ranks, 2);
+        buffers[i] = session->replica_sharded_buffer(buffer_shape, config.dtype, data_groups, data_ranks, 2);
         weights[i] = session->remote_replica_sharded_variable(per_model_rank(values), buffers[i], 0, data_groups,
                                                               weft::Retrieval::one_per_group, name);
         velocities[i] = session->remote_replica_sharded_variable(per_model_rank(zeros), buffers[i], 1, data_groups,
@@ -151,9 +151,15 @@ struct Trainer::Impl {
     return p;
   }
 
+  // The batch's images in the training dtype (streamed as float32, as the data set holds them).
+  Array images(Replica& r) const {
+    Array x = r.host_load(images_in);
+    return x.dtype() == config.dtype ? x : x.astype(config.dtype);
+  }
+
   void train_program(Replica& r) const {
     Parameters p = acquire(r);
-    const Array images = r.host_load(images_in);
+    const Array images = this->images(r);
     const Array labels = r.host_load(labels_in);
     StepResult s = forward_backward(p, images, labels, config.global_batch, model_sum(r));
     p = Parameters{};  // drop the references so that the updates below write in place
@@ -178,9 +184,9 @@ struct Trainer::Impl {
 
   void eval_program(Replica& r) const {
     const Parameters p = acquire(r);
-    const Array images = r.host_load(images_in);
+    const Array images = this->images(r);
     const Array labels = r.host_load(labels_in);
-    r.host_store(result_out, data_sum(r, count_correct(p, images, labels, model_sum(r))));
+    r.host_store(result_out, data_sum(r, count_correct(p, images, labels, model_sum(r)).astype(config.dtype)));
   }
 
   // The session inputs for one global batch: each local replica gets the rows of its data rank. `rows` holds

@@ -39,6 +39,9 @@ struct TrainConfig {
   double momentum = 0.9;
   std::uint64_t seed = 0;
   MlpShape shape{};
+  // Parameters, activations and optimizer state. f64 makes the layouts comparable over many steps: in f32 a
+  // rounding difference flips some ReLU gate within a few dozen steps and the runs drift apart (tests).
+  weft::DType dtype = weft::DType::f32;
   bool evaluate = true;             // test accuracy at the end of each epoch and of training
   std::string checkpoint_path;      // written at the end of each epoch and of training
   std::string resume_path;          // read before the first step

@@ -134,22 +134,33 @@ void select_loop(const std::uint8_t* cond, const U* a, const U* b, U* out, std::
 
 using FloatKernel = void (*)(const float* in, float* out, std::int64_t n);
 
-// out = eigen_op(in) where every input of a chunk lies in [lo, hi]; otherwise the chunk is merged element by
-// element with fallback(x) for the inputs outside (rare: NaN, inf, the extremes).
+// out = eigen_op(in), with fallback(x) for the inputs outside [lo, hi] (rare: NaN, inf, the extremes).
+//
+// Every element goes through Eigen's packet (vectorised) function, never its scalar one: on a plain Map
+// Eigen peels the elements before the first aligned address and after the last full packet with the scalar
+// std:: function, whose bits differ from the packet one's. A value's result would then depend on the
+// buffer's address (malloc'd scratch is only 16-byte aligned) and on its position in the chunk, and a
+// training run would not repeat bit for bit. So each chunk is copied into an aligned buffer padded to whole
+// packets (the padding, zeros, is computed and dropped): the result depends on the value alone.
 template <class EigenOp, class Fallback>
 void guarded(const float* in, float* out, std::int64_t n, float lo, float hi, EigenOp eigen_op, Fallback fallback) {
-  alignas(64) float tmp[kChunk];
+  using AlignedMap = Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64>;
+  constexpr std::int64_t kWhole = 16;  // floats per 64 bytes: a multiple of every packet size
+  static_assert(kChunk % kWhole == 0);
+  alignas(64) float buf[kChunk];
   for (std::int64_t s = 0; s < n; s += kChunk) {
     const std::int64_t m = std::min(kChunk, n - s);
-    const ConstArrayXfMap x(in + s, m);
+    const std::int64_t padded = (m + kWhole - 1) / kWhole * kWhole;
+    std::copy(in + s, in + s + m, buf);
+    std::fill(buf + m, buf + padded, 0.0f);
+    AlignedMap(buf, padded) = eigen_op(AlignedMap(buf, padded));
     if (all_within(in + s, m, lo, hi)) {
-      ArrayXfMap(out + s, m) = eigen_op(x);
+      std::copy(buf, buf + m, out + s);
       continue;
     }
-    ArrayXfMap(tmp, m) = eigen_op(x);
     for (std::int64_t i = 0; i < m; ++i) {
       const float v = in[s + i];
-      out[s + i] = (v >= lo && v <= hi) ? tmp[i] : fallback(v);
+      out[s + i] = (v >= lo && v <= hi) ? buf[i] : fallback(v);
     }
   }
 }
