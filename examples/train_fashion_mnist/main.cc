@@ -92,9 +92,9 @@ int main(int argc, char** argv) {
     };
     const mnist::TrainResult result = trainer.run(observer);
     if (leader) {
-      std::printf("trained %zu steps on %d devices (%d data x %d model%s, %d instance%s): final loss %.4f, test accuracy %.4f, "
+      std::printf("trained %zu steps on %d device%s (%d data x %d model%s, %d instance%s): final loss %.4f, test accuracy %.4f, "
                   "%.0f samples/s, %.2f ms/step\n",
-                  result.steps.size(), result.devices, result.data_parallel, result.model_parallel,
+                  result.steps.size(), result.devices, result.devices == 1 ? "" : "s", result.data_parallel, result.model_parallel,
                   result.zero ? ", zero" : "", result.instances, result.instances == 1 ? "" : "s", result.final_loss,
                   result.test_accuracy, result.samples_per_s, result.step_ms);
       if (json) std::printf("%s\n", summary_json(result, config.epochs).dump().c_str());
