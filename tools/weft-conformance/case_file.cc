@@ -1,8 +1,13 @@
 // Case files: per-case detection of the kind, broken cases kept by name (case_file.hpp).
 #include "case_file.hpp"
 
+#include <cerrno>
+#include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 
@@ -44,11 +49,28 @@ std::unique_ptr<Case> broken_case(std::string name, const std::string& reason) {
 }
 
 std::vector<std::unique_ptr<Case>> load_case_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error("cannot read " + path + ": it is a directory, not a case file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  if (in.bad()) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  return parse_case_text(text, path);
+}
+
+std::vector<std::unique_ptr<Case>> parse_case_text(std::string_view text, const std::string& path) {
+  // Nesting is bounded: reading, copying and printing a JSON value recurse once per level, so "[[[[...", a
+  // few hundred kilobytes deep, would overflow the stack. Case files nest a few levels (an array's rank).
+  constexpr int kMaxDepth = 256;
+  const json::parser_callback_t bounded = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxDepth)
+      throw std::runtime_error(path + " nests JSON deeper than " + std::to_string(kMaxDepth) + " levels");
+    return true;
+  };
   json doc;
   try {
-    doc = json::parse(in);
+    doc = json::parse(text, bounded);
   } catch (const json::exception& e) {
     throw std::runtime_error(path + " is not valid JSON: " + e.what());
   }

@@ -3,6 +3,8 @@
 // "params" only.
 #include "collective_cases.hpp"
 
+#include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -18,6 +20,7 @@ namespace {
 
 constexpr double kRelativeTolerance = 1e-5;  // inexact cases
 constexpr double kAbsoluteTolerance = 1e-6;  // ... near zero
+constexpr int kIntMax = std::numeric_limits<int>::max();
 
 // What one replica does, from "op" and "params".
 struct OpSpec {
@@ -49,23 +52,42 @@ OpSpec parse_op(const std::string& op, const json& params) {
     return spec;
   }
   spec.axes = parse_axes(params);  // every collective names its axes
+  // Integers are range-checked here (parse_int): a wrapped or truncated value would run a different case.
+  auto axis_param = [&](const char* key, bool required) {
+    if (!params.contains(key)) {
+      if (required) throw std::runtime_error(std::string("params needs \"") + key + "\"");
+      return 0;
+    }
+    return parse_int(params.at(key), std::string("params.") + key, -kIntMax, kIntMax);
+  };
   if (op == "psum" || op == "pmean" || op == "pmax" || op == "pmin") {
-    if (params.contains("axis_index_groups") && !params.at("axis_index_groups").is_null())
-      spec.axis_index_groups = params.at("axis_index_groups").get<weft::AxisIndexGroups>();
+    if (params.contains("axis_index_groups") && !params.at("axis_index_groups").is_null()) {
+      const json& groups = params.at("axis_index_groups");
+      if (!groups.is_array()) throw std::runtime_error("params.axis_index_groups is not a list of lists");
+      for (const json& group : groups) {
+        if (!group.is_array()) throw std::runtime_error("params.axis_index_groups holds " + group.dump() + ", not a list");
+        std::vector<int> members;
+        for (const json& m : group) members.push_back(parse_int(m, "params.axis_index_groups member", 0, kIntMax));
+        spec.axis_index_groups.push_back(std::move(members));
+      }
+    }
   } else if (op == "all_gather") {
-    spec.axis = params.value("axis", 0);
+    spec.axis = axis_param("axis", false);
     spec.tiled = params.value("tiled", false);
   } else if (op == "psum_scatter") {
-    spec.scatter_dimension = params.value("scatter_dimension", 0);
+    spec.scatter_dimension = axis_param("scatter_dimension", false);
     spec.tiled = params.value("tiled", false);
   } else if (op == "all_to_all") {
-    spec.split_axis = params.at("split_axis").get<int>();
-    spec.concat_axis = params.at("concat_axis").get<int>();
+    spec.split_axis = axis_param("split_axis", true);
+    spec.concat_axis = axis_param("concat_axis", true);
     spec.tiled = params.value("tiled", false);
   } else if (op == "ppermute") {
+    if (!params.contains("perm") || !params.at("perm").is_array())
+      throw std::runtime_error("params.perm is not a list of [source, destination] pairs");
     for (const json& pair : params.at("perm")) {
       if (!pair.is_array() || pair.size() != 2) throw std::runtime_error("perm entry is not a pair: " + pair.dump());
-      spec.perm.emplace_back(pair[0].get<int>(), pair[1].get<int>());
+      spec.perm.emplace_back(parse_int(pair[0], "params.perm source", 0, kIntMax),
+                             parse_int(pair[1], "params.perm destination", 0, kIntMax));
     }
   } else if (op != "axis_index") {
     throw std::runtime_error("unknown op '" + op + "'");
@@ -110,11 +132,9 @@ class CollectiveCase final : public Case {
   weft::Array input;     // mesh shape + the local shape one replica sees
   weft::Array expected;  // mesh shape + the local output shape
 
-  int devices() const override {
-    int size = 1;
-    for (const auto& axis : mesh) size *= axis.size;
-    return size;
-  }
+  int device_count = 1;  // the product of the mesh sizes, checked to fit in an int when parsed
+
+  int devices() const override { return device_count; }
 
   std::string describe() const override { return spec.op + " on " + mesh_str(mesh); }
 
@@ -122,6 +142,10 @@ class CollectiveCase final : public Case {
   // every shard this process holds (all of them in one process; under weftrun, the local ones) with its
   // slice of the expected output: shard i of a mesh laid over the first global devices is replica i.
   std::optional<std::string> run(weft::Runtime* runtime) const override {
+    // The driver sizes the runtime for every mesh a process can hold; a larger one cannot run here.
+    if (!runtime || runtime->device_count() < device_count)
+      return "bad case: its mesh " + mesh_str(mesh) + " needs " + std::to_string(device_count) + " devices, this run has " +
+             std::to_string(runtime ? runtime->device_count() : 0);
     weft::PmapOptions options;
     options.mesh = mesh;
     options.runtime = runtime;
@@ -148,15 +172,31 @@ std::unique_ptr<Case> parse_collective_case(const json& j) {
   auto c = std::make_unique<CollectiveCase>(j.at("name").get<std::string>());
   const json& mesh = j.at("mesh");
   const auto names = mesh.at("axes").get<std::vector<std::string>>();
-  const auto sizes = mesh.at("shape").get<std::vector<int>>();
+  const json& sizes = mesh.at("shape");
+  if (!sizes.is_array()) throw std::runtime_error("mesh.shape is not a list of axis sizes");
   if (names.size() != sizes.size())
     throw std::runtime_error("mesh has " + std::to_string(names.size()) + " axis names but " +
                              std::to_string(sizes.size()) + " sizes");
-  for (std::size_t i = 0; i < names.size(); ++i) c->mesh.push_back({names[i], sizes[i]});
+  weft::Shape mesh_shape;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const int size = parse_int(sizes[i], "mesh.shape[" + std::to_string(i) + "]", 1, kIntMax);
+    if (size > kIntMax / c->device_count)
+      throw std::runtime_error("mesh.shape " + sizes.dump() + " has more than " + std::to_string(kIntMax) + " devices");
+    c->device_count *= size;
+    c->mesh.push_back({names[i], size});
+    mesh_shape.push_back(size);
+  }
   c->spec = parse_op(j.at("op").get<std::string>(), j.value("params", json::object()));
   c->tolerance = {j.value("exact", true), kRelativeTolerance, kAbsoluteTolerance};
   c->input = parse_array(j.at("input"), "input");
   c->expected = parse_array(j.at("expected"), "expected");
+  // Both arrays hold one slice per replica: they start with the mesh shape.
+  for (const auto& [array, what] : {std::pair{&c->input, "input"}, std::pair{&c->expected, "expected"}}) {
+    const weft::Shape& shape = array->shape();
+    if (shape.size() < mesh_shape.size() || !std::equal(mesh_shape.begin(), mesh_shape.end(), shape.begin()))
+      throw std::runtime_error(std::string(what) + " has shape " + weft::shape_str(shape) +
+                               "; a collective case's arrays start with the mesh shape " + weft::shape_str(mesh_shape));
+  }
   return c;
 }
 

@@ -60,6 +60,21 @@ std::pair<std::int64_t, std::int64_t> range_of() {
 
 }  // namespace
 
+int parse_int(const json& value, const std::string& what, int lo, int hi) {
+  bool in_range = false;
+  if (value.is_number_unsigned()) {
+    const std::uint64_t v = value.get<std::uint64_t>();
+    in_range = hi >= 0 && v <= static_cast<std::uint64_t>(hi) && static_cast<std::int64_t>(v) >= lo;
+  } else if (value.is_number_integer()) {
+    const std::int64_t v = value.get<std::int64_t>();
+    in_range = v >= lo && v <= hi;
+  }
+  if (!in_range)
+    throw std::runtime_error(what + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                             "], not " + value.dump());
+  return static_cast<int>(value.get<std::int64_t>());
+}
+
 weft::Array parse_array(const json& spec, const std::string& what) {
   if (!spec.is_object()) throw std::runtime_error(what + " is not an object with dtype, shape and data");
   for (const char* key : {"dtype", "shape", "data"})

@@ -16,4 +16,9 @@ using json = nlohmann::json;
 // std::runtime_error starting with `what` (e.g. "inputs[1]").
 weft::Array parse_array(const json& spec, const std::string& what);
 
+// An integer field in [lo, hi]: not a float, a bool or a value that would wrap in an int (nlohmann's
+// get<int>() truncates 1.5 and wraps 4294967298 to 2, and converting 1e10 is undefined). Throws
+// std::runtime_error "<what> must be an integer in [lo, hi], not <value>".
+int parse_int(const json& value, const std::string& what, int lo, int hi);
+
 }  // namespace conformance

@@ -5,7 +5,9 @@
 //
 //   weft-conformance [--verbose] [--filter SUBSTR] FILE...
 //
-// This file is the driver: options, reading the files, one shared runtime, the report and the exit status.
+// This file is the driver: options, reading the files, one shared runtime, the report and the exit status
+// (0: every case passed; 1: some case failed, a malformed case included; 2: a file could not be read, or the
+// run could not start, e.g. an invalid WEFT_* setting: "weft-conformance: error: <why>").
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -39,9 +41,31 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
+// Devices one process can hold (RuntimeOptions::device_count's limit, src/runtime/runtime.cc): the runtime
+// is sized for the largest mesh up to this; a case with a larger mesh fails as a bad case on its own.
+constexpr int kMaxLocalDevices = 4096;
+
+int run(int argc, char** argv);
+
 }  // namespace
 
+// Every error the run can raise ends here as one clear line and exit status 2, never as std::terminate.
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cout.flush();
+    std::cerr << "weft-conformance: error: " << one_line(e.what()) << "\n";
+  } catch (...) {
+    std::cout.flush();
+    std::cerr << "weft-conformance: error: unknown exception\n";
+  }
+  return 2;
+}
+
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"Runs conformance cases (collective cases such as tests/data/jax-cases.json, array-op cases such "
                "as tests/data/array-cases.json) through weft and compares each result with the expected output. "
                "See docs/conformance.md."};
@@ -73,7 +97,8 @@ int main(int argc, char** argv) {
   // devices for the largest mesh. Under weftrun each instance has WEFT_DEVICE_COUNT devices and the meshes
   // are laid over the global ones.
   int devices = 0;
-  for (const auto& c : cases) devices = std::max(devices, c->devices());
+  for (const auto& c : cases)
+    if (c->devices() <= kMaxLocalDevices) devices = std::max(devices, c->devices());
   std::unique_ptr<weft::Runtime> runtime;
   if (devices > 0) {
     weft::RuntimeOptions options;
@@ -104,3 +129,5 @@ int main(int argc, char** argv) {
   if (unreadable) return 2;
   return failed > 0 ? 1 : 0;
 }
+
+}  // namespace
