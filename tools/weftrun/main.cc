@@ -4,9 +4,7 @@
 //
 //   weftrun [options] [--] PROGRAM [ARGS...]
 //
-// Options stop at the first argument that is not one (PROGRAM); PROGRAM's arguments pass through untouched.
-// The options are parsed by hand rather than with CLI11 for exactly that: CLI11 has no "stop at the first
-// positional and keep the rest verbatim" mode that also leaves `--` and option-like words after PROGRAM alone.
+// The command line is parsed in options.cc.
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -43,6 +41,7 @@
 
 #include "instance_wrapper.hpp"
 #include "mpirun_report.hpp"
+#include "options.hpp"
 #include "tagged_output.hpp"
 
 extern char** environ;
@@ -62,235 +61,7 @@ constexpr auto kReapLimit = std::chrono::milliseconds(5000);   // final sweep: w
 constexpr std::size_t kMaxLine = std::size_t{1} << 20;
 
 // ---------------------------------------------------------------------------------------------------------
-// Options
-
-struct Options {
-  int num_instances = 1;
-  int num_replicas = -1;  // default: num_instances
-  int devices_per_replica = 1;
-  int only_output_from = -1;
-  int verbose = 0;
-  std::vector<std::string> mpi_args;
-  std::string hosts, hostfile;
-  double timeout_s = 0;
-  bool wrapper = true;
-  std::vector<std::string> program;
-};
-
-const char* const kUsage = R"(usage: weftrun [options] [--] PROGRAM [ARGS...]
-
-Runs PROGRAM as --num-instances processes under Open MPI's mpirun; instance i holds the global replicas
-[i*R/N, (i+1)*R/N). Options end at the first argument that is not an option: PROGRAM and its arguments pass
-through untouched.
-
-options:
-  --num-instances N              instances (processes) to start (default 1)
-  --num-replicas R               replicas of the whole job (default N); must be divisible by N
-  --devices-per-replica D        devices per replica; only 1 is supported (alias --ipus-per-replica)
-  --only-output-from-instance K  show only instance K's output; other instances' error lines still show
-  --timeout S                    kill the whole job after S seconds and exit 124
-  --hosts H1,H2,...              hosts to run on (mpirun --host)
-  --hostfile FILE                hosts to run on (mpirun --hostfile)
-  --mpi-local-args='ARGS'        extra mpirun arguments, split on spaces (e.g. '-x MY_VAR')
-  --mpi-global-args='ARGS'       the same (PopRun's name for arguments of every host)
-  --no-instance-wrapper          start PROGRAM directly, without weftrun's per-instance exit records
-  -v, -vv                        print the mpirun command line; -vv also the environment passed
-  -h, --help                     this text
-accepted and ignored (PopRun's IPU partitions): --vipu-partition, --update-partition, --remove-partition,
-  --reset-partition, --vipu-server-host, --vipu-server-port, --vipu-cluster
-
-exit status: 0 if every instance succeeded; 124 on --timeout; 2 for a usage error; otherwise the first
-failing instance's exit status (128+n for signal n) when known, else 1. See docs/weftrun.md.
-)";
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "weftrun: error: %s\nweftrun: run 'weftrun --help' for the options\n", message.c_str());
-  std::exit(kUsageError);
-}
-
-int parse_int(const std::string& option, const std::string& value, int min) {
-  int v = 0;
-  const char* end = value.data() + value.size();
-  const auto [p, ec] = std::from_chars(value.data(), end, v);
-  if (value.empty() || ec != std::errc() || p != end || v < min) {
-    std::string m = option;
-    m += " expects an integer >= ";
-    m += std::to_string(min);
-    m += ", got '";
-    m += value;
-    m += "'";
-    usage_error(m);
-  }
-  return v;
-}
-
-double parse_seconds(const std::string& option, const std::string& value) {
-  char* end = nullptr;
-  const double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !(v > 0) || v > 1e9) {
-    std::string m = option;
-    m += " expects a positive number of seconds, got '";
-    m += value;
-    m += "'";
-    usage_error(m);
-  }
-  return v;
-}
-
-std::vector<std::string> split_spaces(const std::string& s) {
-  std::vector<std::string> out;
-  std::string word;
-  for (char c : s) {
-    if (c == ' ' || c == '\t' || c == '\n') {
-      if (!word.empty()) out.push_back(std::move(word));
-      word.clear();
-    } else {
-      word += c;
-    }
-  }
-  if (!word.empty()) out.push_back(std::move(word));
-  return out;
-}
-
-Options parse_options(int argc, char** argv) {
-  Options o;
-  int i = 1;
-  for (; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.size() < 2 || arg[0] != '-') break;  // PROGRAM
-    std::string name = arg, value;
-    bool inline_value = false;
-    if (arg.rfind("--", 0) == 0) {
-      const std::size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        name = arg.substr(0, eq);
-        value = arg.substr(eq + 1);
-        inline_value = true;
-      }
-    }
-    auto take = [&]() -> std::string {
-      if (inline_value) return value;
-      if (i + 1 >= argc) {
-        std::string m = name;
-        m += " needs a value";
-        usage_error(m);
-      }
-      return argv[++i];
-    };
-    auto no_value = [&] {
-      if (inline_value) {
-        std::string m = name;
-        m += " takes no value";
-        usage_error(m);
-      }
-    };
-    if (name == "-h" || name == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (name.size() >= 2 && name[0] == '-' && name[1] == 'v' &&
-               name.find_first_not_of('v', 1) == std::string::npos) {
-      o.verbose += static_cast<int>(name.size() - 1);  // -v, -vv, -vvv
-    } else if (name == "--verbose") {
-      no_value();
-      o.verbose += 1;
-    } else if (name == "--num-instances") {
-      o.num_instances = parse_int(name, take(), 1);
-    } else if (name == "--num-replicas") {
-      o.num_replicas = parse_int(name, take(), 1);
-    } else if (name == "--devices-per-replica" || name == "--ipus-per-replica") {
-      o.devices_per_replica = parse_int(name, take(), 1);
-      if (o.devices_per_replica != 1) {
-        std::string m = name;
-        m += " ";
-        m += std::to_string(o.devices_per_replica);
-        m += " is not supported: weft runs one device per replica (--devices-per-replica 1)";
-        usage_error(m);
-      }
-    } else if (name == "--only-output-from-instance") {
-      o.only_output_from = parse_int(name, take(), 0);
-    } else if (name == "--timeout") {
-      o.timeout_s = parse_seconds(name, take());
-    } else if (name == "--hosts" || name == "--host") {
-      o.hosts = take();
-    } else if (name == "--hostfile") {
-      o.hostfile = take();
-      // mpirun's own complaint ("Open RTE was unable to open the hostfile") comes after a failed start and
-      // buries the path in a help message; say it here, before anything starts.
-      const int fd = ::open(o.hostfile.c_str(), O_RDONLY | O_CLOEXEC);
-      struct stat st {};
-      const int e = fd < 0 ? errno : fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
-      if (fd >= 0) close(fd);
-      if (e != 0) {
-        std::string m = "--hostfile ";
-        m += o.hostfile;
-        m += ": cannot read the file: ";
-        m += std::strerror(e);
-        usage_error(m);
-      }
-    } else if (name == "--mpi-local-args" || name == "--mpi-global-args") {
-      for (std::string& a : split_spaces(take())) o.mpi_args.push_back(std::move(a));
-    } else if (name == "--no-instance-wrapper") {
-      no_value();
-      o.wrapper = false;
-    } else if (name == "--vipu-partition" || name == "--update-partition" || name == "--remove-partition" ||
-               name == "--reset-partition" || name == "--vipu-server-host" || name == "--vipu-server-port" ||
-               name == "--vipu-cluster") {
-      const std::string v = take();
-      std::fprintf(stderr, "weftrun: note: ignoring %s=%s (weft has no IPU partitions to manage)\n", name.c_str(),
-                   v.c_str());
-    } else {
-      std::string m = "unknown option '";
-      m += arg;
-      m += "' (to run a program whose name starts with '-', put -- before it)";
-      usage_error(m);
-    }
-  }
-  for (; i < argc; ++i) o.program.emplace_back(argv[i]);
-  if (o.program.empty()) usage_error("missing PROGRAM: weftrun [options] [--] PROGRAM [ARGS...]");
-
-  if (o.num_replicas < 0) o.num_replicas = o.num_instances;
-  if (o.num_replicas % o.num_instances != 0) {
-    std::string m = "--num-replicas ";
-    m += std::to_string(o.num_replicas);
-    m += " is not divisible by --num-instances ";
-    m += std::to_string(o.num_instances);
-    m += ": every instance must hold the same number of replicas (R/N)";
-    usage_error(m);
-  }
-  if (o.only_output_from >= o.num_instances) {
-    std::string m = "--only-output-from-instance ";
-    m += std::to_string(o.only_output_from);
-    m += " is not an instance of this job (instances 0 to ";
-    m += std::to_string(o.num_instances - 1);
-    m += ")";
-    usage_error(m);
-  }
-  return o;
-}
-
-// ---------------------------------------------------------------------------------------------------------
 // Small helpers
-
-std::string replicas_of(int instance, const Options& o) {
-  const int per = o.num_replicas / o.num_instances;
-  const int first = instance * per;
-  std::string s;
-  if (per == 1) {
-    s = "replica ";
-    s += std::to_string(first);
-  } else {
-    s = "replicas [";
-    s += std::to_string(first);
-    s += ", ";
-    s += std::to_string(first + per - 1);
-    s += "]";
-  }
-  return s;
-}
 
 std::string signal_text(int sig) {
   std::string s = "signal ";
@@ -854,7 +625,8 @@ void Job::feed(Channel& ch, std::string_view data) {
     }
     int rank = -1;
     char stream[8] = {};
-    if (std::sscanf(ch.buf.c_str(), "weftrun-output %d %7s", &rank, stream) == 2 && rank >= 0) {
+    if (std::sscanf(ch.buf.c_str(), "weftrun-output %9d %7s", &rank, stream) == 2 && rank >= 0 &&
+        rank < o_.num_instances) {
       ch.have_header = true;
       ch.rank = rank;
       ch.stream = std::strcmp(stream, "err") == 0 ? Stream::err : Stream::out;
@@ -907,7 +679,7 @@ void Job::supervise() {
     auto ch = std::make_unique<Channel>();
     ch->kind = Channel::mpirun_pipe;
     ch->fd = fd;
-    ch->tagged = std::make_unique<TaggedOutput>(stream, [this](const TaggedLine& l) { on_line(l); });
+    ch->tagged = std::make_unique<TaggedOutput>(stream, o_.num_instances, [this](const TaggedLine& l) { on_line(l); });
     channels.push_back(std::move(ch));
   }
   out_fd_ = err_fd_ = -1;  // owned by the channels now
@@ -1656,6 +1428,18 @@ void Job::stop_janitor() {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], kWrapperFlag) == 0) return run_instance_wrapper(argc, argv);
-  Job job(parse_options(argc, argv));
+  Options options;
+  try {
+    options = parse_options(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "weftrun: error: %s\nweftrun: run 'weftrun --help' for the options\n", e.what());
+    return kUsageError;
+  }
+  if (options.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  for (const std::string& note : options.notes) std::fprintf(stderr, "weftrun: note: %s\n", note.c_str());
+  Job job(std::move(options));
   return job.run();
 }

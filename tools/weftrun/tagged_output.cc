@@ -16,7 +16,7 @@ std::size_t digits(std::string_view s, std::size_t at, int* value) {
 
 }  // namespace
 
-std::size_t TaggedOutput::match_tag(std::string_view s, int& rank, Stream& stream) {
+std::size_t TaggedOutput::match_tag(std::string_view s, int& rank, Stream& stream, int ranks) {
   // [<digits>,<digits>]<stdout>:   (also <stderr>: and <stddiag>:)
   if (s.empty() || s[0] != '[') return 0;
   std::size_t i = 1;
@@ -29,6 +29,7 @@ std::size_t TaggedOutput::match_tag(std::string_view s, int& rank, Stream& strea
   const std::size_t rk = digits(s, i, &r);
   if (rk == 0) return 0;
   i += rk;
+  if (r >= ranks) return 0;  // not an instance of this job: text an instance printed, not mpirun's tag
   if (i >= s.size() || s[i] != ']') return 0;
   ++i;
   static constexpr std::pair<std::string_view, Stream> kinds[] = {
@@ -43,9 +44,11 @@ std::size_t TaggedOutput::match_tag(std::string_view s, int& rank, Stream& strea
 }
 
 void TaggedOutput::feed(std::string_view bytes) {
+  // Only the new bytes are searched for a newline (the pending ones hold none): searching all of pending_
+  // on every feed made a long line fed in small chunks quadratic.
+  const std::size_t nl = bytes.rfind('\n');
+  std::size_t end = nl == std::string_view::npos ? 0 : pending_.size() + nl + 1;
   pending_.append(bytes);
-  const std::size_t nl = pending_.rfind('\n');
-  std::size_t end = nl == std::string::npos ? 0 : nl + 1;
   if (end == 0 && pending_.size() >= kMaxPending) end = pending_.size();
   if (end == 0) return;
   const std::string region = pending_.substr(0, end);
@@ -80,7 +83,7 @@ void TaggedOutput::parse(std::string_view region) {
     int tag_rank = -1;
     Stream tag_stream = pipe_;
     for (std::size_t i = region.find('[', pos); i != std::string_view::npos; i = region.find('[', i + 1)) {
-      const std::size_t n = match_tag(region.substr(i), tag_rank, tag_stream);
+      const std::size_t n = match_tag(region.substr(i), tag_rank, tag_stream, ranks_);
       if (n) {
         tag_at = i;
         tag_len = n;

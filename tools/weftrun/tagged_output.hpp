@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
@@ -32,16 +33,20 @@ class TaggedOutput {
  public:
   using Sink = std::function<void(const TaggedLine&)>;
 
-  // `pipe` is the stream mpirun wrote the bytes on (its stdout or its stderr).
-  TaggedOutput(Stream pipe, Sink sink) : pipe_(pipe), sink_(std::move(sink)), stream_(pipe) {}
+  // `pipe` is the stream mpirun wrote the bytes on (its stdout or its stderr); `ranks` is the number of
+  // instances: a tag naming another rank is not mpirun's (an instance printed it) and stays text.
+  TaggedOutput(Stream pipe, int ranks, Sink sink) : pipe_(pipe), ranks_(ranks), sink_(std::move(sink)), stream_(pipe) {}
+  TaggedOutput(Stream pipe, Sink sink) : TaggedOutput(pipe, std::numeric_limits<int>::max(), std::move(sink)) {}
 
   // Feeds bytes read from the pipe; complete lines go to the sink.
   void feed(std::string_view bytes);
   // End of file: everything still buffered goes out as (unterminated) lines.
   void finish();
 
-  // Recognises a tag at the start of `s`; returns its length (0 if none) and sets rank / stream.
-  static std::size_t match_tag(std::string_view s, int& rank, Stream& stream);
+  // Recognises a tag at the start of `s` naming a rank below `ranks`; returns its length (0 if none) and
+  // sets rank / stream.
+  static std::size_t match_tag(std::string_view s, int& rank, Stream& stream,
+                               int ranks = std::numeric_limits<int>::max());
 
  private:
   void parse(std::string_view region);
@@ -49,6 +54,7 @@ class TaggedOutput {
   void complete(int rank, Stream stream);
 
   Stream pipe_;
+  int ranks_;
   Sink sink_;
   int rank_ = -1;           // the target of text that continues a region cut without a newline
   Stream stream_ = Stream::out;
