@@ -12,8 +12,8 @@ set(weft_layers weft_core weft_transport weft_collectives weft_runtime)
 # Top level: both variants (the package installs both). As a subproject: only the one the host asks for
 # through BUILD_SHARED_LIBS (default static), so nothing is compiled twice or made position independent
 # without need.
-# A ThreadSanitizer build (WEFT_TSAN) is for weft's own tests only: no shared object.
-if(PROJECT_IS_TOP_LEVEL AND NOT WEFT_TSAN)
+# A sanitizer build (WEFT_TSAN, WEFT_ASAN) is for weft's own tests only: no shared object.
+if(PROJECT_IS_TOP_LEVEL AND NOT WEFT_TSAN AND NOT WEFT_ASAN)
   set(weft_variants static shared)
 elseif(PROJECT_IS_TOP_LEVEL)
   set(weft_variants static)
