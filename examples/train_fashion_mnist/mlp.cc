@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <span>
 #include <string>
 
 #include <weft/ops.hpp>
@@ -99,7 +100,28 @@ Array count_correct(const Parameters& p, const Array& images, const Array& label
   return weft::equal(weft::argmax(a.logits, -1), labels).astype(weft::DType::f32).sum();
 }
 
+namespace {
+// One pass over the three buffers instead of three passes and a temporary (the update was ~22 % of an
+// 8-replica step). Each element: v = momentum * v + g; p -= lr * v, in T, as the array ops compute it.
+template <class T>
+void fused_sgd_momentum(Array& param, Array& velocity, const Array& grad, double lr, double momentum) {
+  const std::span<T> p = param.mutable_data<T>();
+  const std::span<T> v = velocity.mutable_data<T>();
+  const std::span<const T> g = grad.data<T>();
+  const T m = static_cast<T>(momentum), rate = static_cast<T>(lr);
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const T vi = v[i] * m + g[i];
+    v[i] = vi;
+    p[i] -= vi * rate;
+  }
+}
+}  // namespace
+
 void sgd_momentum(Array& param, Array& velocity, const Array& grad, double lr, double momentum) {
+  const bool fusable = param.shape() == grad.shape() && velocity.shape() == grad.shape() &&
+                       param.dtype() == grad.dtype() && velocity.dtype() == grad.dtype();
+  if (fusable && grad.dtype() == weft::DType::f32) return fused_sgd_momentum<float>(param, velocity, grad, lr, momentum);
+  if (fusable && grad.dtype() == weft::DType::f64) return fused_sgd_momentum<double>(param, velocity, grad, lr, momentum);
   velocity *= momentum;
   velocity += grad;
   param -= velocity * lr;
