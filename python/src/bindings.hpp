@@ -1,0 +1,117 @@
+// Shared pieces of the Python bindings (python/src/*.cc): numpy <-> weft::Array conversion, the replica the
+// calling thread runs (what weft.lax finds, as jax.lax finds its axis environment), and the init functions
+// of each concern. Only the binding files include this header: pybind11 never reaches weft's own headers.
+#pragma once
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <weft/weft.hpp>
+
+namespace py = pybind11;
+
+namespace weft::python {
+
+// ---- arrays (arrays.cc) ----------------------------------------------------------------------------------
+// numpy's dtype for a weft dtype. bfloat16 has none in numpy: it is refused with InvalidArgument.
+py::dtype numpy_dtype(DType dtype);
+DType weft_dtype(const py::dtype& dtype, const char* what);
+// A read-only numpy view of `array`'s buffer: no copy; the view keeps the buffer alive, and a write raises
+// ValueError ("assignment destination is read-only"), as weft buffers are immutable.
+py::array to_numpy(const Array& array);
+// Anything np.asarray accepts, as an Array. A numpy view made by to_numpy gives its Array back (no copy);
+// anything else is copied once (weft owns its buffers). `what` names the value in errors.
+Array to_array(py::handle value, const char* what);
+
+// ---- the replica of the calling thread (pmap.cc) ------------------------------------------------------------
+// Per call of a Python pmap or session run: what the replicas' threads share with the caller's thread.
+struct CallState {
+  std::string name;
+  std::atomic<bool> interrupted{false};  // Ctrl-C in the caller: replicas stop at their next weft call
+  std::mutex mutex;
+  // The first Python exception raised by a replica's own code (not a weft error), re-raised in the caller.
+  py::object python_error;  // guarded by the GIL
+  int python_error_replica = -1;
+  std::string python_error_where;
+  // Replica threads running Python now (thread id per replica), for delivering KeyboardInterrupt.
+  std::vector<unsigned long> python_threads;  // guarded by the GIL; 0 = not in Python
+};
+
+// The replica this thread runs, or an InvalidArgument naming `op` ("weft.lax.psum called outside pmap").
+Replica& current_replica(const char* op);
+CallState* current_call();
+
+// While alive, this thread runs replica `replica` of `call` (nests: restores the previous one).
+class ReplicaScope {
+ public:
+  ReplicaScope(Replica& replica, CallState* call);
+  ~ReplicaScope();
+  ReplicaScope(const ReplicaScope&) = delete;
+  ReplicaScope& operator=(const ReplicaScope&) = delete;
+
+ private:
+  Replica* previous_replica_;
+  CallState* previous_call_;
+};
+
+// Runs `python_body` (a Python call) for `replica` on this (worker) thread: takes the GIL, makes the
+// replica current, and turns a Python exception into a C++ one the runtime can carry: weft's own errors
+// keep their kind (a MismatchError stays one), any other exception is stashed in `call` (re-raised in the
+// caller as itself, with the replica named) and reported to the runtime as weft::Error.
+template <class F>
+auto run_python_replica(Replica& replica, CallState& call, F&& python_body) -> decltype(python_body());
+
+// Runs `work` (blocking C++ with the GIL released) on a helper thread while this thread waits with the GIL
+// released, checking for signals (Ctrl-C) every 50 ms. On a signal the call is marked interrupted, every
+// replica thread in Python gets KeyboardInterrupt, the work is still waited for (its own deadlines bound
+// it), and the signal's exception (KeyboardInterrupt) is raised. Then re-raises a replica's stashed Python
+// exception, or the work's C++ exception.
+void run_interruptibly(CallState& call, const std::function<void()>& work);
+
+// Throws the stashed Python exception of `call` if there is one, with a note naming its replica.
+void raise_python_error(CallState& call);
+
+// ---- errors (errors.cc) ---------------------------------------------------------------------------------
+// When `error` is an instance of one of weft's Python exception classes, rethrows it as the C++ class
+// (so the runtime sees its kind); otherwise returns.
+void rethrow_as_weft_error(const py::error_already_set& error, const std::string& prefix);
+
+// ---- module parts -----------------------------------------------------------------------------------------
+void init_errors(py::module_& m);
+void init_arrays(py::module_& m);
+void init_pmap(py::module_& m);
+void init_session(py::module_& m);
+
+// ---- template implementation ------------------------------------------------------------------------------
+void note_python_thread(CallState& call, int local, bool running);
+std::string describe_python_error(const py::error_already_set& error);
+void stash_python_error(CallState& call, Replica& replica, const py::error_already_set& error);
+
+template <class F>
+auto run_python_replica(Replica& replica, CallState& call, F&& python_body) -> decltype(python_body()) {
+  if (call.interrupted) throw weft::Error(call.name + ": interrupted (KeyboardInterrupt in the caller)");
+  ReplicaScope scope(replica, &call);
+  py::gil_scoped_acquire gil;
+  note_python_thread(call, replica.index(), true);
+  struct Leave {
+    CallState& call;
+    int index;
+    ~Leave() { note_python_thread(call, index, false); }
+  } leave{call, replica.index()};
+  try {
+    return python_body();
+  } catch (py::error_already_set& error) {
+    rethrow_as_weft_error(error, "");
+    stash_python_error(call, replica, error);
+    throw weft::Error("Python " + describe_python_error(error));
+  }
+}
+
+}  // namespace weft::python

@@ -1,0 +1,89 @@
+// weft's C++ exceptions as Python classes, both ways.
+//
+// C++ -> Python: each weft::Error subclass raises the Python class of the same name, which also derives from
+// the builtin a Python user catches for that situation (InvalidArgument is a ValueError, TimeoutError the
+// builtin TimeoutError, OutOfMemoryError a MemoryError). Python -> C++: a weft error raised in a replica's
+// Python code (a psum that timed out) goes back into the runtime as the same C++ class, so the runtime's
+// root-cause report keeps its kind and the caller gets the class it would get from C++.
+#include <Python.h>
+
+#include "bindings.hpp"
+
+namespace weft::python {
+namespace {
+
+// New references kept for the interpreter's life (classes are never freed; a py::object destroyed after
+// Py_Finalize would crash at exit).
+struct Classes {
+  PyObject* error = nullptr;
+  PyObject* invalid_argument = nullptr;
+  PyObject* mismatch = nullptr;
+  PyObject* timeout = nullptr;
+  PyObject* aborted = nullptr;
+  PyObject* peer_lost = nullptr;
+  PyObject* out_of_memory = nullptr;
+} classes;
+
+PyObject* make_class(py::module_& m, const char* name, std::initializer_list<PyObject*> bases, const char* doc) {
+  const std::string qualified = std::string("weft.") + name;
+  py::tuple base_tuple(bases.size());
+  std::size_t i = 0;
+  for (PyObject* b : bases) base_tuple[i++] = py::handle(b);
+  PyObject* cls = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, base_tuple.ptr(), nullptr);
+  if (!cls) throw py::error_already_set();
+  m.add_object(name, py::handle(cls));  // the module's own reference; ours is leaked on purpose
+  return cls;
+}
+
+}  // namespace
+
+void rethrow_as_weft_error(const py::error_already_set& error, const std::string& prefix) {
+  // Most derived first.
+  const std::string message = prefix + py::str(error.value()).cast<std::string>();
+  if (error.matches(classes.invalid_argument)) throw InvalidArgument(message);
+  if (error.matches(classes.mismatch)) throw MismatchError(message);
+  if (error.matches(classes.timeout)) throw weft::TimeoutError(message);
+  if (error.matches(classes.aborted)) throw AbortedError(message);
+  if (error.matches(classes.peer_lost)) throw PeerLostError(message);
+  if (error.matches(classes.out_of_memory)) throw OutOfMemoryError(message);
+  if (error.matches(classes.error)) throw weft::Error(message);
+}
+
+void init_errors(py::module_& m) {
+  classes.error = make_class(m, "Error", {PyExc_RuntimeError},
+                             "Base of weft's errors; every message names the replica, the op and the rule broken.");
+  classes.invalid_argument = make_class(m, "InvalidArgument", {classes.error, PyExc_ValueError},
+                                        "Bad arguments (shapes, axes, groups, options), raised before any data moves.");
+  classes.mismatch = make_class(m, "MismatchError", {classes.error},
+                                "Replicas disagree about a collective (op, dtype, shape, group); names both sides.");
+  classes.timeout = make_class(m, "TimeoutError", {classes.error, PyExc_TimeoutError},
+                               "A blocking wait passed its deadline (WEFT_COLLECTIVE_TIMEOUT); names who is missing.");
+  classes.aborted = make_class(m, "AbortedError", {classes.error},
+                               "A replica stopped because another one failed; the message names the root cause.");
+  classes.peer_lost = make_class(m, "PeerLostError", {classes.error},
+                                 "A peer (a replica that returned early, a lost process) cannot take part any more.");
+  classes.out_of_memory = make_class(m, "OutOfMemoryError", {classes.error, PyExc_MemoryError},
+                                     "A device has not enough memory (WEFT_DEVICE_MEMORY) for an allocation.");
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const InvalidArgument& e) {
+      PyErr_SetString(classes.invalid_argument, e.what());
+    } catch (const MismatchError& e) {
+      PyErr_SetString(classes.mismatch, e.what());
+    } catch (const weft::TimeoutError& e) {
+      PyErr_SetString(classes.timeout, e.what());
+    } catch (const AbortedError& e) {
+      PyErr_SetString(classes.aborted, e.what());
+    } catch (const PeerLostError& e) {
+      PyErr_SetString(classes.peer_lost, e.what());
+    } catch (const OutOfMemoryError& e) {
+      PyErr_SetString(classes.out_of_memory, e.what());
+    } catch (const weft::Error& e) {
+      PyErr_SetString(classes.error, e.what());
+    }
+  });
+}
+
+}  // namespace weft::python

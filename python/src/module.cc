@@ -1,0 +1,12 @@
+// The extension module weft._weft: the C++ runtime's Python face. Users import `weft` (python/weft/), whose
+// modules give these bindings JAX's and PopXL's names, defaults and pytrees; nothing here is meant to be
+// called directly.
+#include "bindings.hpp"
+
+PYBIND11_MODULE(_weft, m) {
+  m.doc() = "weft's C++ runtime (pmap over virtual CPU devices, collectives, sessions); use the weft package";
+  weft::python::init_errors(m);
+  weft::python::init_arrays(m);
+  weft::python::init_pmap(m);
+  weft::python::init_session(m);
+}

@@ -1,0 +1,274 @@
+// pmap from Python, and the JAX collectives (weft.lax) it runs.
+//
+// Threads and the GIL. A replica of a Python pmap runs its Python function on its device's worker thread (an
+// OS thread of the C++ runtime: a Python frame cannot live anywhere else). It holds the GIL only while it
+// runs Python; every collective releases it before it waits, so the replicas meet in C++ while the others
+// run Python. The caller releases the GIL for the whole execution and waits on a helper thread's result in
+// 50 ms slices, taking the GIL between slices to let Python handle signals: Ctrl-C (KeyboardInterrupt)
+// during a pmap stops the replicas at their next weft call or Python bytecode, and the caller raises
+// KeyboardInterrupt once they have stopped (each is bounded by the collective deadlines).
+//
+// Which replica. As jax.lax.psum finds its axis environment from the trace it is called in, weft.lax.psum
+// finds the replica of the calling thread: pmap makes it current on the worker thread (ReplicaScope) for the
+// length of the Python call.
+#include <Python.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "bindings.hpp"
+
+namespace weft::python {
+namespace {
+
+thread_local Replica* t_replica = nullptr;
+thread_local CallState* t_call = nullptr;
+
+// A py::object whose last owner may be a C++ thread without the GIL.
+std::shared_ptr<py::object> shared_object(py::object object) {
+  return {new py::object(std::move(object)), [](py::object* o) {
+            if (!Py_IsInitialized()) {  // interpreter gone: leak rather than touch it
+              o->release();
+              delete o;
+              return;
+            }
+            py::gil_scoped_acquire gil;
+            delete o;
+          }};
+}
+
+Axes to_axes(const std::vector<std::string>& names) { return Axes(names); }
+
+}  // namespace
+
+Replica& current_replica(const char* op) {
+  if (!t_replica)
+    throw InvalidArgument(std::string(op) +
+                          " was called outside a replica: collectives run inside a function mapped by weft.pmap "
+                          "(or a Session program), on the replica's own thread");
+  if (t_call && t_call->interrupted) throw weft::Error(std::string(op) + ": interrupted (KeyboardInterrupt in the caller)");
+  return *t_replica;
+}
+
+CallState* current_call() { return t_call; }
+
+ReplicaScope::ReplicaScope(Replica& replica, CallState* call) : previous_replica_(t_replica), previous_call_(t_call) {
+  t_replica = &replica;
+  t_call = call;
+}
+
+ReplicaScope::~ReplicaScope() {
+  t_replica = previous_replica_;
+  t_call = previous_call_;
+}
+
+void note_python_thread(CallState& call, int index, bool running) {
+  if (call.python_threads.size() <= static_cast<std::size_t>(index)) call.python_threads.resize(index + 1, 0);
+  call.python_threads[index] = running ? PyThread_get_thread_ident() : 0;
+}
+
+std::string describe_python_error(const py::error_already_set& error) {
+  std::string type = py::str(error.type().attr("__name__")).cast<std::string>();
+  const std::string text = py::str(error.value()).cast<std::string>();
+  return text.empty() ? type : type + ": " + text;
+}
+
+void stash_python_error(CallState& call, Replica& replica, const py::error_already_set& error) {
+  if (call.python_error) return;  // the first one is the root cause
+  py::object value = error.value();
+  if (error.trace() && !PyException_GetTraceback(value.ptr())) PyException_SetTraceback(value.ptr(), error.trace().ptr());
+  call.python_error = value;
+  call.python_error_replica = replica.index();
+  call.python_error_where = "replica " + std::to_string(replica.index()) + " (" + to_string(replica.device()) + ")";
+}
+
+void raise_python_error(CallState& call) {
+  if (!call.python_error) return;
+  py::object value = std::move(call.python_error);
+  call.python_error = py::object();
+  const std::string note = "raised in " + call.python_error_where + " of " + call.name;
+  if (py::hasattr(value, "add_note")) value.attr("add_note")(note);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(value.ptr())), value.ptr());
+  throw py::error_already_set();
+}
+
+void run_interruptibly(CallState& call, const std::function<void()>& work) {
+  if (t_replica)
+    throw InvalidArgument(call.name + ": cannot start a program from inside a replica's function (" + t_call->name +
+                          "); nest pmap inside pmap (a multi-axis mesh) instead");
+  std::exception_ptr failure;
+  std::optional<py::error_already_set> interrupt;
+  {
+    py::gil_scoped_release nogil;
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread helper([&] {
+      try {
+        work();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      std::lock_guard lock(mutex);
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock lock(mutex);
+    while (!cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return done; })) {
+      if (call.interrupted) continue;  // already told the replicas; wait for them to stop
+      lock.unlock();
+      {
+        py::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() != 0) {  // a Python signal handler raised (KeyboardInterrupt)
+          interrupt.emplace();
+          call.interrupted = true;
+          for (unsigned long thread : call.python_threads)
+            if (thread) PyThreadState_SetAsyncExc(thread, PyExc_KeyboardInterrupt);
+        }
+      }
+      lock.lock();
+    }
+    lock.unlock();
+    helper.join();
+  }
+  if (interrupt) {
+    call.python_error = py::object();  // the replicas' KeyboardInterrupts are this one
+    throw std::move(*interrupt);
+  }
+  raise_python_error(call);
+  if (failure) std::rethrow_exception(failure);
+}
+
+namespace {
+
+// A Python function as a weft pmap program. The Python wrapper (weft/_pmap.py) flattens pytrees: the
+// function receives the leaves as numpy arrays and returns a list of leaves.
+class PythonPmap {
+ public:
+  PythonPmap(py::object fn, std::string axis, std::vector<std::pair<std::string, int>> mesh,
+             std::vector<std::optional<int>> in_axes, std::vector<std::optional<int>> out_axes,
+             std::vector<Device> devices, std::string name)
+      : state_(std::make_shared<State>()) {
+    state_->fn = shared_object(std::move(fn));
+    state_->name = name;
+    PmapOptions options;
+    options.axis = std::move(axis);
+    for (auto& [axis_name, size] : mesh) options.mesh.push_back({axis_name, size});
+    options.in_axes = std::move(in_axes);
+    options.out_axes = std::move(out_axes);
+    options.devices = std::move(devices);
+    options.name = std::move(name);
+    std::shared_ptr<State> state = state_;
+    program_ = std::make_shared<PmapProgram>(
+        [state](Replica& r, std::span<const Array> inputs) -> std::vector<Array> {
+          return run_python_replica(r, *state->call, [&] {
+            py::tuple args(inputs.size());
+            for (std::size_t i = 0; i < inputs.size(); ++i) args[i] = to_numpy(inputs[i]);
+            py::object out = (*state->fn)(*args);
+            std::vector<Array> outputs;
+            for (py::handle leaf : out) outputs.push_back(to_array(leaf, "an output of the mapped function"));
+            return outputs;
+          });
+        },
+        std::move(options));
+  }
+
+  py::list call(py::sequence args, py::handle sharded_type) {
+    std::vector<PmapArg> arguments;
+    for (py::handle a : args) {
+      if (py::isinstance(a, sharded_type)) {
+        arguments.emplace_back(a.cast<ShardedArray>());
+      } else {
+        arguments.emplace_back(to_array(a, "a pmap argument"));
+      }
+    }
+    CallState call;
+    call.name = state_->name;
+    std::vector<ShardedArray> result;
+    run_interruptibly(call, [&] {
+      // Calls of one Python pmap from several threads take turns (the runtime runs executions one at a time
+      // anyway); the replicas find this call's state through the program.
+      std::lock_guard lock(state_->mutex);
+      state_->call = &call;
+      result = (*program_)(std::move(arguments));
+    });
+    py::list out;
+    for (ShardedArray& s : result) out.append(py::cast(std::move(s)));
+    return out;
+  }
+
+ private:
+  struct State {
+    std::shared_ptr<py::object> fn;
+    std::string name;
+    std::mutex mutex;
+    CallState* call = nullptr;
+  };
+  std::shared_ptr<State> state_;
+  std::shared_ptr<PmapProgram> program_;
+};
+
+// The collectives release the GIL while they wait for the other replicas.
+template <class F>
+py::array collective(const char* op, py::handle x, F&& body) {
+  Replica& r = current_replica(op);
+  const Array a = to_array(x, op);
+  Array result;
+  {
+    py::gil_scoped_release nogil;
+    result = body(r, a);
+  }
+  return to_numpy(result);
+}
+
+}  // namespace
+
+void init_pmap(py::module_& m) {
+  py::class_<PythonPmap>(m, "PmapProgram")
+      .def(py::init<py::object, std::string, std::vector<std::pair<std::string, int>>, std::vector<std::optional<int>>,
+                    std::vector<std::optional<int>>, std::vector<Device>, std::string>(),
+           py::arg("fn"), py::arg("axis"), py::arg("mesh"), py::arg("in_axes"), py::arg("out_axes"),
+           py::arg("devices"), py::arg("name"))
+      .def("__call__", &PythonPmap::call);
+
+  using Names = std::vector<std::string>;
+  using Groups = AxisIndexGroups;
+  m.def("psum", [](py::handle x, const Names& axes, const Groups& groups) {
+    return collective("weft.lax.psum", x, [&](Replica& r, const Array& a) { return r.psum(a, to_axes(axes), groups); });
+  });
+  m.def("pmean", [](py::handle x, const Names& axes, const Groups& groups) {
+    return collective("weft.lax.pmean", x, [&](Replica& r, const Array& a) { return r.pmean(a, to_axes(axes), groups); });
+  });
+  m.def("pmax", [](py::handle x, const Names& axes, const Groups& groups) {
+    return collective("weft.lax.pmax", x, [&](Replica& r, const Array& a) { return r.pmax(a, to_axes(axes), groups); });
+  });
+  m.def("pmin", [](py::handle x, const Names& axes, const Groups& groups) {
+    return collective("weft.lax.pmin", x, [&](Replica& r, const Array& a) { return r.pmin(a, to_axes(axes), groups); });
+  });
+  m.def("all_gather", [](py::handle x, const Names& axes, const Groups& groups, int axis, bool tiled) {
+    return collective("weft.lax.all_gather", x,
+                      [&](Replica& r, const Array& a) { return r.all_gather(a, to_axes(axes), axis, tiled, groups); });
+  });
+  m.def("psum_scatter", [](py::handle x, const Names& axes, const Groups& groups, int dimension, bool tiled) {
+    return collective("weft.lax.psum_scatter", x, [&](Replica& r, const Array& a) {
+      return r.psum_scatter(a, to_axes(axes), dimension, tiled, groups);
+    });
+  });
+  m.def("all_to_all", [](py::handle x, const Names& axes, const Groups& groups, int split, int concat, bool tiled) {
+    return collective("weft.lax.all_to_all", x, [&](Replica& r, const Array& a) {
+      return r.all_to_all(a, to_axes(axes), split, concat, tiled, groups);
+    });
+  });
+  m.def("ppermute", [](py::handle x, const Names& axes, const Permutation& perm) {
+    return collective("weft.lax.ppermute", x, [&](Replica& r, const Array& a) { return r.ppermute(a, to_axes(axes), perm); });
+  });
+  m.def("axis_index", [](const Names& axes) { return current_replica("weft.lax.axis_index").axis_index(to_axes(axes)); });
+  m.def("axis_size", [](const Names& axes) { return current_replica("weft.lax.axis_size").axis_size(to_axes(axes)); });
+  m.def("in_replica", [] { return t_replica != nullptr; });
+  m.def("replica_index", [] { return current_replica("weft.replica_index").index(); });
+}
+
+}  // namespace weft::python

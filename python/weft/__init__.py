@@ -1,0 +1,105 @@
+"""weft: SPMD programs over N virtual CPU devices, with JAX's pmap and collectives and PopXL's Session.
+
+    import functools, numpy as np, weft
+    from weft import lax
+
+    @functools.partial(weft.pmap, axis_name="i")
+    def normalize(x):                                   # one replica per device, on the devices' threads
+        return x / lax.psum(x, "i")
+
+The names follow JAX (devices, pmap, lax.psum, device_put_sharded, ...) and PopXL (Session, ReplicaGrouping,
+variables, remote buffers, host streams, collectives.replicated_*). docs/python.md has the table, what runs
+on which thread, and what is missing.
+"""
+import numpy as _np
+
+from . import _weft
+from ._weft import (Error, InvalidArgument, MismatchError, TimeoutError, AbortedError, PeerLostError,
+                    OutOfMemoryError, Device, Runtime)
+from ._arrays import DeviceArray, ShardedArray
+from ._pmap import pmap
+from . import lax, collectives, ops
+from ._session import Session, ReplicaGrouping, Variable, RemoteBuffer, HostStream
+
+__all__ = [
+    "Error", "InvalidArgument", "MismatchError", "TimeoutError", "AbortedError", "PeerLostError", "OutOfMemoryError",
+    "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "Session",
+    "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
+    "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
+    "device_put_sharded", "device_put_replicated",
+]
+
+_runtime = None  # the runtime made by weft.init (kept alive here; the newest live runtime is the current one)
+
+
+def init(*, device_count=0, device_memory=-1, collective_warn=-1.0, collective_timeout=-1.0, log_level=""):
+    """Makes a runtime with these settings the current one (JAX's config.FLAGS; 0 / -1 = WEFT_* or default).
+
+    Without it, the first use makes one from the environment (WEFT_DEVICE_COUNT, default 8). Under weftrun the
+    device count is the job's and must not be set here.
+    """
+    global _runtime
+    _runtime = Runtime(device_count=device_count, device_memory=device_memory, collective_warn=collective_warn,
+                       collective_timeout=collective_timeout, log_level=log_level)
+    return _runtime
+
+
+def runtime():
+    """The current runtime (made from the environment on first use)."""
+    return _runtime if _runtime is not None else _weft.current_runtime()
+
+
+def default_backend():
+    return runtime().platform
+
+
+def devices(backend=None):
+    """Every device of the job, by id (jax.devices()). `backend` may be None or "cpu"."""
+    if backend not in (None, "cpu"):
+        raise InvalidArgument(f"weft.devices: unknown backend {backend!r}; weft has one platform, 'cpu'")
+    return runtime().devices()
+
+
+def device_count(backend=None):
+    return len(devices(backend))
+
+
+def local_devices(process_index=None, backend=None):
+    if process_index is None:
+        return runtime().local_devices()
+    return [d for d in devices(backend) if d.process_index == process_index]
+
+
+def local_device_count(backend=None):
+    return len(local_devices(backend=backend))
+
+
+def process_index():
+    return runtime().process_index
+
+
+def process_count():
+    return runtime().process_count
+
+
+def device_put(x, device=None):
+    """A copy of `x` committed to `device` (default: the first local device), as a DeviceArray."""
+    from ._tree import tree_map
+    if device is None:
+        device = local_devices()[0]
+
+    def put(leaf):
+        data, _ = _weft.device_put(leaf, device)
+        return DeviceArray(data, device)
+
+    return tree_map(put, x)
+
+
+def device_put_sharded(shards, devices):
+    """shards[i] on devices[i], as one ShardedArray stacked on a new leading axis."""
+    return ShardedArray(_weft.device_put_sharded(list(shards), list(devices)))
+
+
+def device_put_replicated(x, devices):
+    """One copy of x per device, stacked on a new leading axis."""
+    return ShardedArray(_weft.device_put_replicated(x, list(devices)))

@@ -1,0 +1,138 @@
+"""weft.pmap: jax.pmap's signature over weft's C++ pmap engine.
+
+The mapped Python function runs once per replica, each on its device's worker thread (docs/python.md,
+"Threads and the GIL"); weft.lax inside it finds the replica of its thread. Arguments and results are pytrees
+of arrays: the engine sees their flat leaves. Nesting pmap(pmap(f, axis_name='cols'), axis_name='rows')
+builds one program over a ('rows', 'cols') mesh, as the reference notebook does: a replica of the outer pmap
+never starts a second program.
+"""
+import functools
+import threading
+
+import numpy as np
+
+from . import _tree, _weft
+from ._arrays import DeviceArray, ShardedArray
+
+
+def _axis_names(axis_name):
+    if isinstance(axis_name, (tuple, list)):
+        return [str(a) for a in axis_name]
+    return [str(axis_name)]
+
+
+class _Pmapped:
+    """What weft.pmap returns: call it with arrays (or pytrees of them) mapped along in_axes."""
+
+    def __init__(self, fun, axis_name, in_axes, out_axes, devices, name):
+        self._fun = fun
+        self._axis_name = axis_name
+        self._in_axes = in_axes
+        self._out_axes = out_axes
+        self._devices = None if devices is None else list(devices)
+        self._name = name
+        self._programs = {}
+        self._lock = threading.Lock()
+        # Calls take turns (the engine runs one execution at a time anyway): the replicas report the output
+        # structure of the call in flight through _out_def.
+        self._call_lock = threading.Lock()
+        self._out_def = None
+        functools.update_wrapper(self, fun, updated=())
+
+    # The levels of a nest of pmaps, outermost first: (axis_name, in_axes, out_axes) each, and the innermost
+    # Python function.
+    def _levels(self):
+        levels, f = [], self
+        while isinstance(f, _Pmapped):
+            levels.append(f)
+            f = f._fun
+        return levels, f
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            raise TypeError(f"{self._name}: pmapped functions take positional arguments only, got {sorted(kwargs)}")
+        if _weft.in_replica():
+            raise _weft.InvalidArgument(
+                f"{self._name}: a pmapped function was called inside a replica; nest pmap(pmap(f)) instead "
+                "(one program over a multi-axis mesh)")
+        levels, fun = self._levels()
+        leaves, treedef = _tree.flatten(tuple(args))
+        in_axes = self._in_axes
+        if isinstance(in_axes, list):
+            in_axes = tuple(in_axes)
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError(f"{self._name}: pmap in_axes specification must be a tree prefix of the corresponding "
+                             f"value, got specification {self._in_axes!r} for {len(args)} arguments")
+        leaf_axes = _tree.broadcast_prefix(in_axes, tuple(args), "pmap in_axes")
+        impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf for leaf in leaves]
+
+        if len(levels) == 1:
+            axis = "" if self._axis_name is None else str(self._axis_name)
+            mesh = []
+        else:
+            for lv in levels[1:]:
+                if lv._devices is not None:
+                    raise ValueError(f"{self._name}: devices= is only supported on the outermost of nested pmaps")
+            mapped = [leaf for leaf, ax in zip(leaves, leaf_axes) if ax is not None]
+            if not mapped:
+                raise ValueError(f"{self._name}: pmap must have at least one non-None value in in_axes")
+            shape = np.shape(mapped[0]) if not isinstance(mapped[0], ShardedArray) else mapped[0].shape
+            if len(shape) < len(levels):
+                raise ValueError(f"{self._name}: {len(levels)} nested pmaps need arguments of rank >= {len(levels)}, "
+                                 f"got shape {tuple(shape)}")
+            axis = ""
+            mesh = [(lv._axis_name if lv._axis_name is not None else f"_pmap_axis{k}", int(shape[k]))
+                    for k, lv in enumerate(levels)]
+        out_axes = self._out_axes
+        key = (treedef, tuple(leaf_axes), tuple(mesh))
+        with self._lock:
+            program = self._programs.get(key)
+            if program is None:
+                program = _weft.PmapProgram(self._replica_function(fun, treedef), axis, mesh, list(leaf_axes), [],
+                                            self._devices or [], self._name)
+                self._programs[key] = program
+        with self._call_lock:
+            self._out_def = None
+            results = program(impl_leaves, _weft.ShardedArray)
+            out_def = self._out_def
+        outs = [ShardedArray(r) for r in results]
+        if out_def is None:  # this process holds none of the program's devices
+            return outs
+        out_leaves = outs
+        if out_axes != 0:
+            out_leaves = [_apply_out_axis(o, ax, self._name)
+                          for o, ax in zip(outs, _tree.broadcast_prefix(out_axes, _tree.unflatten(out_def, outs),
+                                                                          "pmap out_axes"))]
+        return _tree.unflatten(out_def, out_leaves)
+
+    def _replica_function(self, fun, treedef):
+        def replica(*leaves):
+            out = fun(*_tree.unflatten(treedef, list(leaves)))
+            out_leaves, out_def = _tree.flatten(out)
+            self._out_def = out_def  # the same on every replica (the engine checks their outputs agree)
+            return out_leaves
+
+        return replica
+
+
+def _apply_out_axis(sharded, axis, name):
+    if axis == 0:
+        return sharded
+    if axis is None:  # JAX: the value is the same on every replica; return one copy
+        return DeviceArray(sharded.shards[0], sharded.shards[0].device())
+    return DeviceArray(np.moveaxis(np.asarray(sharded), 0, axis))
+
+
+def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, devices=None, name=None, **unsupported):
+    """jax.pmap: map `fun` over the leading axis (in_axes) of its arguments, one replica per device.
+
+    Usable as @pmap, @partial(pmap, axis_name='i') or pmap(f, 'i'). `static_broadcasted_argnums`,
+    `donate_argnums`, `backend` and `global_arg_shapes` are not supported (docs/python.md).
+    """
+    if unsupported:
+        raise TypeError(f"weft.pmap does not support {sorted(unsupported)} (docs/python.md, 'What is missing')")
+    if fun is None:
+        return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes, out_axes=out_axes, devices=devices,
+                                 name=name)
+    label = name or getattr(fun, "__name__", None) or "pmap"
+    return _Pmapped(fun, axis_name, in_axes, out_axes, devices, f"pmap({label})")

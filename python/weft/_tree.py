@@ -1,0 +1,76 @@
+"""Pytrees, as JAX has them: nested tuples, lists and dicts (and None) whose leaves are arrays.
+
+pmap and weft.lax take and return pytrees; the C++ runtime sees only the flat list of leaves. A treedef is a
+hashable description of the nesting, so it can key a cache of prepared programs.
+"""
+
+_LEAF = ("*",)
+_NONE = ("None",)
+
+
+def flatten(tree):
+    """(leaves, treedef) of `tree`; dict children are ordered by sorted key, as in JAX."""
+    leaves = []
+
+    def walk(node):
+        if node is None:
+            return _NONE
+        if isinstance(node, (tuple, list)):
+            kind = "tuple" if isinstance(node, tuple) else "list"
+            return (kind, tuple(walk(child) for child in node))
+        if isinstance(node, dict):
+            keys = tuple(sorted(node))
+            return ("dict", keys, tuple(walk(node[k]) for k in keys))
+        leaves.append(node)
+        return _LEAF
+
+    treedef = walk(tree)
+    return leaves, treedef
+
+
+def unflatten(treedef, leaves):
+    """The tree of `treedef` with `leaves` in flatten's order."""
+    it = iter(leaves)
+
+    def build(node):
+        if node == _LEAF:
+            return next(it)
+        if node == _NONE:
+            return None
+        if node[0] == "dict":
+            return {k: build(child) for k, child in zip(node[1], node[2])}
+        children = [build(child) for child in node[1]]
+        return tuple(children) if node[0] == "tuple" else children
+
+    return build(treedef)
+
+
+def tree_map(fn, tree):
+    leaves, treedef = flatten(tree)
+    return unflatten(treedef, [fn(leaf) for leaf in leaves])
+
+
+def broadcast_prefix(prefix, tree, what):
+    """One entry of `prefix` (JAX's in_axes / out_axes: a value, or a tree prefix of `tree`) per leaf of `tree`."""
+    out = []
+
+    def walk(p, node):
+        if isinstance(p, (tuple, list, dict)) and not (p == () and node == ()):
+            if isinstance(p, dict) != isinstance(node, dict) or (
+                    isinstance(p, (tuple, list)) and (not isinstance(node, (tuple, list)) or len(p) != len(node))):
+                raise ValueError(f"{what} specification must be a tree prefix of the corresponding value, "
+                                 f"got specification {prefix!r} for value tree {flatten(tree)[1]!r}")
+            if isinstance(p, dict):
+                if sorted(p) != sorted(node):
+                    raise ValueError(f"{what}: dict keys {sorted(p)} do not match the value's {sorted(node)}")
+                for k in sorted(p):
+                    walk(p[k], node[k])
+            else:
+                for pc, nc in zip(p, node):
+                    walk(pc, nc)
+            return
+        n = len(flatten(node)[0])
+        out.extend([p] * n)
+
+    walk(prefix, tree)
+    return out

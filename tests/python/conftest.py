@@ -1,0 +1,74 @@
+"""Shared helpers of the Python test tier (tests/python/, run by ctest through /usr/bin/python3 -m pytest).
+
+Every test compares weft with an independent expectation: the JAX cases (tests/data/jax-cases.json, computed
+by JAX), the PopXL reference test's cases (tests/data/rts-cases.json), the reference notebook's outputs
+(tests/data/pmap_quickstart.expected). Paths come from here, never from ../shared.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+TESTS = pathlib.Path(__file__).resolve().parent.parent
+DATA = TESTS / "data"
+ROOT = TESTS.parent
+PYTHON = "/usr/bin/python3"
+
+
+def load_json(name):
+    with open(DATA / name) as f:
+        return json.load(f)
+
+
+def json_array(spec):
+    """A {"dtype", "shape", "data"} object of the case files as a numpy array."""
+    return np.asarray(spec["data"], dtype=np.dtype(spec["dtype"])).reshape(spec["shape"])
+
+
+def compare(got, want, exact, rtol=1e-5, atol=1e-6):
+    """None when `got` matches `want` (dtype, shape, then bit for bit or within tolerance), else why not;
+    the same rule as weft-conformance's compare.cc."""
+    got = np.asarray(got)
+    if got.dtype != want.dtype:
+        return f"dtype: got {got.dtype}, expected {want.dtype}"
+    if got.shape != want.shape:
+        return f"shape: got {got.shape}, expected {want.shape}"
+    if exact:
+        if want.dtype.kind == "f":
+            bits = np.dtype(f"u{want.dtype.itemsize}")
+            same = (got.view(bits) == want.view(bits)) | (np.isnan(got) & np.isnan(want))
+        else:
+            same = got == want
+    else:
+        same = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    if np.all(same):
+        return None
+    bad = np.argwhere(~same)
+    listed = "; ".join(f"{tuple(i)} got {got[tuple(i)]!r}, expected {want[tuple(i)]!r}" for i in bad[:3])
+    return f"{len(bad)} of {want.size} elements differ ({'exact' if exact else f'rtol {rtol}, atol {atol}'}): {listed}"
+
+
+def python_env(**extra):
+    """The environment for a child /usr/bin/python3 that imports weft from this build."""
+    env = dict(os.environ)
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run_python(code_or_args, timeout, **env):
+    """Runs /usr/bin/python3 (-c code, or a list of arguments) in a child; returns (completed, seconds)."""
+    args = [PYTHON, "-c", code_or_args] if isinstance(code_or_args, str) else [PYTHON, *code_or_args]
+    start = time.monotonic()
+    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=python_env(**env))
+    return done, time.monotonic() - start
+
+
+@pytest.fixture(scope="session")
+def weft():
+    import weft as module
+    return module
