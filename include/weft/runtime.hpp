@@ -33,6 +33,7 @@ struct RuntimeOptions {
   std::string log_level{};              // WEFT_LOG: error|warn|info|debug, default warn
   std::string trace_path{};             // WEFT_TRACE, default off
   std::int64_t trace_events = 0;        // WEFT_TRACE_EVENTS: the timeline keeps the last N spans, default 100000
+  std::string fault{};                  // WEFT_FAULT: a fault injection plan for tests (docs/reliability.md), default none
 
   // Fills every unset field from the environment or the default, and validates (throws InvalidArgument).
   RuntimeOptions resolved() const;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error_kind.hpp"
+#include "runtime/fault.hpp"
 #include "transport/interprocess.hpp"
 #include "transport/rendezvous.hpp"
 #include "weft/groups.hpp"
@@ -81,6 +82,7 @@ struct RuntimeCounters {
 struct Runtime::Impl {
   RuntimeOptions options;
   std::unique_ptr<Tracer> tracer;
+  std::unique_ptr<detail::FaultPlan> faults;  // WEFT_FAULT; null (the usual case) when no plan is set
   std::vector<Device> devices;
   std::vector<std::shared_ptr<MemoryAccount>> accounts;  // by device id
   std::shared_ptr<MemoryAccount> host_account = std::make_shared<MemoryAccount>("host", 0);

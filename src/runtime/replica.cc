@@ -29,6 +29,9 @@ void check_groups_fit(const detail::ReplicaState& st, const ReplicaGroups& group
 Array run_collective_unmarked(detail::ReplicaState& st, Request& req) {
   detail::Execution& ex = *st.execution;
   req.replica = st.index;
+  // WEFT_FAULT (runtime/fault.hpp): null unless a fault plan is set. A mismatch fault's altered input lives here.
+  std::optional<Array> injected;
+  if (ex.runtime.faults) [[unlikely]] ex.runtime.faults->at_collective(st, req, injected);
   check_groups_fit(st, *req.groups, std::string(req.api_name) + " over " + collectives::over(req));
   try {
     collectives::validate(req);

@@ -146,6 +146,9 @@ RuntimeOptions RuntimeOptions::resolved() const {
                          ? parse_count("WEFT_TRACE_EVENTS", env("WEFT_TRACE_EVENTS"), 1, 1'000'000'000,
                                        "a number of events between 1 and 1000000000")
                          : kDefaultTraceEvents;
+  // Validated here with the rest; bound to the job (do its targets exist?) when the Runtime starts.
+  if (o.fault.empty() && env("WEFT_FAULT")) o.fault = env("WEFT_FAULT");
+  detail::FaultPlan::parse(o.fault);
   check_launcher_environment();
   return o;
 }
@@ -296,6 +299,9 @@ Runtime::Runtime(RuntimeOptions options) : impl_((isa::check_cpu(), std::make_un
       impl_->devices.push_back(d);
       impl_->accounts.push_back(std::make_shared<MemoryAccount>(to_string(d), impl_->options.device_memory));
     }
+  if (!impl_->options.fault.empty())
+    impl_->faults = std::make_unique<detail::FaultPlan>(impl_->options.fault, impl_->process_index, processes,
+                                                        static_cast<int>(impl_->devices.size()));
   impl_->workers.resize(impl_->devices.size());
   for (int k = 0; k < local; ++k) {
     const int id = impl_->process_index * local + k;

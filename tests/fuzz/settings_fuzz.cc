@@ -15,7 +15,7 @@
 namespace {
 const char* const kSettings[] = {"WEFT_DEVICE_COUNT", "WEFT_DEVICE_MEMORY", "WEFT_COLLECTIVE_WARN",
                                  "WEFT_COLLECTIVE_TIMEOUT", "WEFT_LOG", "WEFT_TRACE_EVENTS",
-                                 "WEFT_NUM_INSTANCES", "WEFT_NUM_REPLICAS"};
+                                 "WEFT_NUM_INSTANCES", "WEFT_NUM_REPLICAS", "WEFT_FAULT"};
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -45,15 +45,16 @@ double ProcessCpuSeconds() {
 // R1: a throwing replica stops the whole execution; the root cause comes first.
 
 TEST(R1FatePropagation, ThrowingReplicaStopsAllOthersWithRootCauseFirst) {
-  // The collective timeout is far away: only fate sharing can end the others' waits in time.
-  Runtime rt({.device_count = 4, .collective_warn_s = 30, .collective_timeout_s = 30});
+  // The collective timeout is far away: only fate sharing can end the others' waits in time. Replica 3
+  // throws (WEFT_FAULT, as a user's std::runtime_error) at its collective #5 while the others enter theirs.
+  const std::string plan = "replica=3:at=5:throw";
+  Runtime rt({.device_count = 4, .collective_warn_s = 30, .collective_timeout_s = 30, .fault = plan});
   ErrorLog seen(4);
   const auto start = Clock::now();
   auto step = pmap(
       [&](Replica& r, const Array& x) {
         Array y = x;
         for (int s = 0; s < 10; ++s) {
-          if (r.index() == 3 && s == 5) throw std::runtime_error("boom-3");
           try {
             y = r.psum(y, "i") / 4.0f;
           } catch (const Error& e) {
@@ -70,7 +71,7 @@ TEST(R1FatePropagation, ThrowingReplicaStopsAllOthersWithRootCauseFirst) {
   // Replica 3 threw a plain std::runtime_error, so the call raises the generic weft::Error.
   EXPECT_EQ(o.type, "Error") << o.message;
   const std::string first = FirstLine(o.message);
-  ExpectContains(first, {"replica 3", "process=0", "std::runtime_error", "boom-3"});
+  ExpectContains(first, {"replica 3", "process=0", "std::runtime_error", FaultActor(plan, 3, 0) + " throws" + FaultPlace(5)});
   EXPECT_FALSE(Contains(first, "aborted")) << first;
   EXPECT_EQ(o.message.rfind("pmap: replica 3 (CpuDevice(id=3, process=0)) failed: ", 0), 0u) << o.message;
   // Every other replica is listed after the root cause, as aborted because of replica 3.
@@ -83,7 +84,7 @@ TEST(R1FatePropagation, ThrowingReplicaStopsAllOthersWithRootCauseFirst) {
   EXPECT_EQ(CountOccurrences(o.message, "aborted because replica 3 (CpuDevice(id=3, process=0)) failed"), 3)
       << o.message;
   // The root cause's error is printed once, not once per replica (issue 8, item 11).
-  EXPECT_EQ(CountOccurrences(o.message, "boom-3"), 1) << o.message;
+  EXPECT_EQ(CountOccurrences(o.message, " throws before its collective #5"), 1) << o.message;
 
   // The runtime stays usable after a failed execution.
   auto sum = pmap([](Replica& r, const Array& x) { return r.psum(x, "i"); }, {.axis = "i", .runtime = &rt});
@@ -116,15 +117,15 @@ TEST(R1FatePropagation, ThrowWhileOthersRunLargeSplitWorkCollectives) {
 // R3: an alive-but-stuck replica produces a timeout report, not a hang.
 
 TEST(R3StuckReplica, TimeoutReportNamesMissingReplicaAndLastCompletedSeq) {
-  Runtime rt({.device_count = 4, .collective_warn_s = 1, .collective_timeout_s = 2, .log_level = "warn"});
-  Gate release;  // replica 2's "30 s" sleep
+  // Replica 2 hangs (WEFT_FAULT) before its collective #1 until the others gave up on it.
+  const std::string plan = "replica=2:at=1:hang";
+  Runtime rt({.device_count = 4, .collective_warn_s = 1, .collective_timeout_s = 2, .log_level = "warn", .fault = plan});
   ErrorLog waiting(4);
   std::atomic<int> psum_line{0};
   const auto start = Clock::now();
   auto step = pmap(
       [&](Replica& r, const Array& x) {
         Array y = r.psum(x, "i");  // seq 0: everyone completes it
-        if (r.index() == 2) release.wait(30s);
         try {
           psum_line = __LINE__; return r.psum(y, "i");  // seq 1: replica 2 is missing
         } catch (const Error& e) {
@@ -136,10 +137,13 @@ TEST(R3StuckReplica, TimeoutReportNamesMissingReplicaAndLastCompletedSeq) {
   ::testing::internal::CaptureStderr();
   auto call = std::async(std::launch::async, [&] { step(Array::arange(4)); });
   const bool all_raised = waiting.wait_for_count(3, 10s);
-  release.open();  // let replica 2 leave its sleep; it then sees the abort
   const Outcome o = Timed([&] { call.get(); });
   const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(all_raised) << "the waiting replicas did not raise within 10 s";
+  // The hang ended with the abort: the call returned soon after the timeouts.
+  EXPECT_LT(SecondsSince(start), 4.0);
+  ExpectContains(err, {FaultActor(plan, 2, 0) + " hangs" + FaultPlace(1) + "float32[], axes (i), op=sum) at ",
+                       "reliability_test.cc:" + std::to_string(psum_line.load()) + " until the execution is aborted"});
 
   // Every waiting replica raised between the timeout and twice the timeout.
   for (int r : {0, 1, 3}) {
@@ -281,20 +285,17 @@ TEST(R4TimeoutBounds, SlowButAliveReplicaIsNotAnError) {
 }
 
 TEST(R4TimeoutBounds, FiredTimeoutWaitedAtLeastTheConfiguredTime) {
-  Runtime rt({.device_count = 4, .collective_warn_s = 1, .collective_timeout_s = 1, .log_level = "error"});
-  Gate release;  // replica 1's 3 s delay
+  // Replica 1 hangs (WEFT_FAULT) before its first collective until the others' timeout aborts the run.
+  Runtime rt({.device_count = 4, .collective_warn_s = 1, .collective_timeout_s = 1, .log_level = "error",
+              .fault = "replica=1:at=0:hang"});
   ErrorLog waited(4);
   auto step = pmap(
       [&](Replica& r, const Array& x) {
-        if (r.index() == 1) release.wait(3s);
         const auto before = Clock::now();
         try {
           return r.psum(x, "i");
         } catch (const Error& e) {
-          if (r.index() != 1) {
-            waited.record(r.index(), SecondsSince(before), ErrorType(e));
-            release.open();
-          }
+          if (r.index() != 1) waited.record(r.index(), SecondsSince(before), ErrorType(e));
           throw;
         }
       },
@@ -307,7 +308,7 @@ TEST(R4TimeoutBounds, FiredTimeoutWaitedAtLeastTheConfiguredTime) {
   for (int r : {0, 2, 3}) first = std::min(first, waited.at(r));
   EXPECT_GE(first, 0.9) << "a timeout fired before the configured 1 s";
   EXPECT_LT(first, 2.0) << "the timeout fired late";
-  EXPECT_LT(o.seconds, 2.5) << "the gate was opened by the first timed-out replica";
+  EXPECT_LT(o.seconds, 2.5) << "the hang ends when the execution is aborted";
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -386,7 +387,17 @@ TEST(R5WarnThenAbort, ZeroDisablesTheTimeout) {
 // R7: every blocking collective has a deadline and raises a typed error naming the op and the absentee.
 
 TEST(R7EveryWaitHasADeadline, EachCollectiveApiTimesOut) {
-  Runtime rt({.device_count = 2, .collective_warn_s = 0.5, .collective_timeout_s = 0.5, .log_level = "error"});
+  // Replica 1 hangs (WEFT_FAULT) before each of its collectives, one per API below, counted over the
+  // runtime's life: "replica=1:at=0:hang;replica=1:at=1:hang;...".
+  std::string plan;
+  for (int k = 0; k < 8; ++k) {
+    if (k) plan += ';';
+    plan += "replica=1:at=";
+    plan += std::to_string(k);
+    plan += ":hang";
+  }
+  Runtime rt({.device_count = 2, .collective_warn_s = 0.5, .collective_timeout_s = 0.5, .log_level = "error",
+              .fault = plan});
   const Permutation swap = {{0, 1}, {1, 0}};
   const ReplicaGroups all = ReplicaGroups::all(2);
   struct Api {
@@ -405,19 +416,8 @@ TEST(R7EveryWaitHasADeadline, EachCollectiveApiTimesOut) {
   };
   for (const Api& api : apis) {
     SCOPED_TRACE(api.name);
-    Gate release;
-    auto step = pmap(
-        [&](Replica& r, const Array& x) {
-          Array y = Array::full({4}, 1.0) * x;
-          if (r.index() == 1) release.wait(10s);
-          try {
-            return api.call(r, y);
-          } catch (const Error&) {
-            release.open();
-            throw;
-          }
-        },
-        {.axis = "i", .runtime = &rt});
+    auto step = pmap([&](Replica& r, const Array& x) { return api.call(r, Array::full({4}, 1.0) * x); },
+                     {.axis = "i", .runtime = &rt});
     const Outcome o = Timed([&] { step(Array::arange(2)); });
     ASSERT_TRUE(o.threw);
     EXPECT_EQ(o.type, "TimeoutError") << o.message;
@@ -738,6 +738,140 @@ TEST(R13Validation, OtherMisuse) {
                   return inner(Array::arange(2)).to_host() + x;
                 }),
                 {"cannot start a program from inside pmap"});
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Fault injection (WEFT_FAULT, issue 8 item 15; docs/reliability.md "Fault injection"): every fault the plan
+// can inject in one process ends the run within its bound and names the right root cause; the plan's grammar
+// is validated with the other settings. (exit, kill and signals end the process: tests/soak runs them.)
+
+TEST(FaultInjection, EachFaultEndsTheRunNamingItsRootCause) {
+  struct Case {
+    std::string plan;
+    double timeout_s;
+    std::string type;                  // of the pmap call's error
+    std::vector<std::string> first;    // in the root cause's (first) line
+    double min_s, max_s;               // the call's duration
+  };
+  const std::string throw3 = "replica=3:at=5:throw", throw_i0 = "instance=0:at=2:throw";
+  const std::vector<Case> cases = {
+      {throw3, 30, "Error",
+       {"pmap: replica 3 (CpuDevice(id=3, process=0)) failed: std::runtime_error: " + FaultActor(throw3, 3, 0) +
+        " throws" + FaultPlace(5) + "float32[4], axes (i), op=sum) at "},
+       0, 5},
+      // An instance's first replica acts for it.
+      {throw_i0, 30, "Error",
+       {"pmap: replica 0 (CpuDevice(id=0, process=0)) failed: std::runtime_error: " + FaultActor(throw_i0, 0, 0) +
+        " throws" + FaultPlace(2)},
+       0, 5},
+      {"replica=2:at=1:hang", 1, "TimeoutError",
+       {"timed out after 1 s", "psum(float32[4], axes (i), op=sum) at ", "seq 1", "arrived: [0, 1, 3]; missing: [2]"},
+       0.9, 3},
+      {"replica=1:at=2:mismatch", 30, "MismatchError",
+       {"collective mismatch in pmap", "but replica 1 (CpuDevice(id=1, process=0)) called psum(float32[4,1], ",
+        "shape differs"},
+       0, 1},
+      {"replica=0:at=3:mismatch=dtype", 30, "MismatchError",
+       {"replica 0 (CpuDevice(id=0, process=0)) called psum(float64[4], ", "dtype differs"}, 0, 1},
+      {"replica=2:at=0:mismatch=op", 30, "MismatchError",
+       {"replica 2 (CpuDevice(id=2, process=0)) called psum(float32[4], axes (i), op=max)", "reduce op differs"}, 0, 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.plan);
+    Runtime rt({.device_count = 4, .collective_warn_s = c.timeout_s, .collective_timeout_s = c.timeout_s,
+                .log_level = "error", .fault = c.plan});
+    auto steps = PsumSteps(rt, 10);
+    const Outcome o = Timed([&] { steps(Array::ones({4, 4})); });
+    ASSERT_TRUE(o.threw);
+    EXPECT_EQ(o.type, c.type) << o.message;
+    ExpectContains(FirstLine(o.message), c.first);
+    EXPECT_GE(o.seconds, c.min_s) << o.message;
+    EXPECT_LT(o.seconds, c.max_s) << o.message;
+    // Only the injected fault is a root cause; the runtime stays usable and the fault fired once.
+    EXPECT_EQ(steps(Array::ones({4, 4})).to_host().to_doubles(), std::vector<double>(16, 1.0));
+  }
+}
+
+TEST(FaultInjection, ABoundedHangIsASlowReplicaNotAnError) {
+  Runtime rt({.device_count = 4, .collective_warn_s = 5, .collective_timeout_s = 5, .log_level = "error",
+              .fault = "replica=1:at=2:hang=0.3"});
+  auto steps = PsumSteps(rt, 10);
+  Array result;
+  const Outcome o = Timed([&] { result = steps(Array::ones({4, 4})).to_host(); });
+  EXPECT_FALSE(o.threw) << o.message;
+  EXPECT_EQ(result.to_doubles(), std::vector<double>(16, 1.0));
+  EXPECT_GE(o.seconds, 0.3);
+  EXPECT_LT(o.seconds, 3.0);
+}
+
+// A replica's collectives are counted over the runtime's life: at=12 with 10 collectives a call is the second
+// call's collective #2 (seq 2 of that execution), and the fault fires once.
+TEST(FaultInjection, CollectivesAreCountedOverTheRuntimesLife) {
+  const std::string plan = "replica=0:at=12:throw";
+  Runtime rt({.device_count = 4, .collective_warn_s = 30, .collective_timeout_s = 30, .fault = plan});
+  auto steps = PsumSteps(rt, 10);
+  EXPECT_EQ(steps(Array::ones({4, 4})).to_host().to_doubles(), std::vector<double>(16, 1.0));
+  const Outcome o = Timed([&] { steps(Array::ones({4, 4})); });
+  ASSERT_TRUE(o.threw);
+  ExpectContains(FirstLine(o.message), {FaultActor(plan, 0, 0) + " throws" + FaultPlace(12)});
+  EXPECT_EQ(steps(Array::ones({4, 4})).to_host().to_doubles(), std::vector<double>(16, 1.0));
+}
+
+TEST(FaultInjection, InvalidPlansAreRejectedNamingTheSetting) {
+  struct Case {
+    std::string plan, why;
+  };
+  const std::vector<Case> cases = {
+      {"replica=2:throw", "no collective number: say at=N"},
+      {"at=3:throw", "no target: say replica=N or instance=N"},
+      {"replica=2:at=3", "no action"},
+      {"replica=2:at=3:explode", "unknown field \"explode\""},
+      {"replica=-1:at=3:throw", "replica=-1 is not a whole number between 0 and"},
+      {"replica=1:instance=0:at=1:throw", "more than one target"},
+      {"replica=2:at=3:throw:kill", "more than one action"},
+      {"replica=2:at=x:throw", "at=x is not a whole number"},
+      {"replica=2:at=3:exit=256", "exit=256 is not a whole number between 0 and 255"},
+      {"replica=2:at=3:signal=FOO", "signal=FOO is not a signal"},
+      {"replica=2:at=3:hang=-1", "hang=-1 is not a number of seconds > 0"},
+      {"replica=2:at=3:mismatch=group", "mismatch=group is not shape, dtype or op"},
+      {"replica=2:at=3:throw;", "an empty fault"},
+      {"replica=2::at=3:throw", "an empty field"},
+      {"replica=2:at=3:throw;replica=2:at=3:hang", "two faults for replica 2 at collective #3"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.plan);
+    // From the API and from the environment, with the same message naming the setting and the rule.
+    for (bool from_env : {false, true}) {
+      ScopedEnv env("WEFT_FAULT", from_env ? c.plan.c_str() : nullptr);
+      RuntimeOptions options;
+      if (!from_env) options.fault = c.plan;
+      const Outcome o = Timed([&] { options.resolved(); });
+      ASSERT_TRUE(o.threw);
+      EXPECT_EQ(o.type, "InvalidArgument") << o.message;
+      EXPECT_EQ(o.message.rfind("WEFT_FAULT=" + c.plan, 0), 0u) << o.message;
+      ExpectContains(o.message, {c.why, "(a fault is replica=N|instance=N, at=N and one action"});
+    }
+  }
+  // Plans the grammar allows (spaces around fields and faults are ignored).
+  for (const char* plan : {"replica=0:at=1:hang", "instance=1:at=3:kill; replica=3:at=2:mismatch",
+                           "at=0:replica=1:signal=SIGTERM", " replica=1 : at=0 : exit=3 ", "replica=0:at=7:hang=2.5",
+                           "replica=1:at=0:signal=10;replica=1:at=1:mismatch=op;replica=1:at=2:exit"}) {
+    RuntimeOptions options;
+    options.fault = plan;
+    const Outcome o = Timed([&] { options.resolved(); });
+    EXPECT_FALSE(o.threw) << plan << ": " << o.message;
+  }
+}
+
+TEST(FaultInjection, TargetsOutsideTheJobAreRejectedAtStartUp) {
+  const Outcome replica = Timed([] { Runtime rt({.device_count = 4, .fault = "replica=4:at=0:throw"}); });
+  ASSERT_TRUE(replica.threw);
+  EXPECT_EQ(replica.type, "InvalidArgument");
+  ExpectContains(replica.message, {"WEFT_FAULT=replica=4:at=0:throw: replica 4 (in \"replica=4:at=0:throw\") is not "
+                                   "in this job, which has 4 replicas (devices)"});
+  const Outcome instance = Timed([] { Runtime rt({.device_count = 4, .fault = "instance=1:at=0:kill"}); });
+  ASSERT_TRUE(instance.threw);
+  ExpectContains(instance.message, {"instance 1 (in \"instance=1:at=0:kill\") is not in this job, which has 1 instance"});
 }
 
 // ---------------------------------------------------------------------------------------------------

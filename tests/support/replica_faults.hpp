@@ -1,6 +1,8 @@
 // Helpers for tests that make replicas fail, stall or race: timing a call and catching what it throws,
-// sleeps that can be cut short, per-replica error logs, scoped environment variables and text checks.
-// Shared by the in-process reliability tests (reliability_test.cc, concurrency_test.cc, ...).
+// sleeps that can be cut short, per-replica error logs, scoped environment variables, text checks, and the
+// generic program and expected texts of injected faults (WEFT_FAULT).
+// Shared by the in-process reliability tests (reliability_test.cc, concurrency_test.cc, ...) and the fault
+// soak test (tests/soak).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -13,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "weft/error.hpp"
+#include "weft/weft.hpp"
 
 // Sanitizers replace the allocator (an impossible allocation aborts instead of throwing std::bad_alloc) and
 // reserve terabytes of address space (an RLIMIT_AS-based test cannot work): tests that rely on either skip.
@@ -165,5 +167,36 @@ class ScopedEnv {
   bool had_ = false;
   std::string old_;
 };
+
+// ---- fault injection (WEFT_FAULT, docs/reliability.md "Fault injection") ----------------------------------
+
+// The generic program of the fault tests, in one process: `steps` psums over axis "i" of a 1-d pmap, each
+// divided by the replica count, so every element stays 1 when nothing fails. tests/mpi/fault_program.cc is
+// the same program for weftrun (20 steps).
+inline auto PsumSteps(Runtime& rt, int steps) {
+  PmapOptions options;
+  options.axis = "i";
+  options.runtime = &rt;
+  return pmap(
+      [steps](Replica& r, const Array& x) {
+        Array acc = x;
+        for (int s = 0; s < steps; ++s) acc = r.psum(acc, "i") / static_cast<double>(r.num_replicas());
+        return acc;
+      },
+      options);
+}
+
+// How the runtime names the replica a fault of `plan` acts on, written out here independently of
+// src/runtime/fault.cc: "WEFT_FAULT "replica=3:at=5:throw": replica 3 (CpuDevice(id=3, process=0))". The
+// replica's device has its id (a pmap over all devices).
+inline std::string FaultActor(const std::string& plan, int replica, int process) {
+  return "WEFT_FAULT \"" + plan + "\": replica " + std::to_string(replica) + " (CpuDevice(id=" + std::to_string(replica) +
+         ", process=" + std::to_string(process) + "))";
+}
+
+// " before its collective #5, psum(": where the fault acted (its op, then shape and call site follow).
+inline std::string FaultPlace(int collective, const std::string& api = "psum") {
+  return " before its collective #" + std::to_string(collective) + ", " + api + "(";
+}
 
 }  // namespace weft::testing
