@@ -69,6 +69,23 @@ Activations forward(const Parameters& p, const Array& x, const ModelSum& model_s
   return a;
 }
 
+// The gradient through a ReLU: g where z > 0, else 0, written into g (fresh from its matmul, so not shared).
+// One pass instead of a mask array and a `where` (together ~5 % of an 8-replica step).
+template <class T>
+void relu_backward_in_place(Array& g, const Array& z) {
+  const std::span<T> out = g.mutable_data<T>();
+  const std::span<const T> pre = z.data<T>();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = pre[i] > T(0) ? out[i] : T(0);
+}
+
+Array relu_backward(Array g, const Array& z) {
+  if (g.shape() == z.shape() && g.dtype() == z.dtype()) {
+    if (g.dtype() == weft::DType::f32) return relu_backward_in_place<float>(g, z), g;
+    if (g.dtype() == weft::DType::f64) return relu_backward_in_place<double>(g, z), g;
+  }
+  return weft::where(z > Array::scalar(0.0, z.dtype()), g, 0.0);
+}
+
 }  // namespace
 
 StepResult forward_backward(const Parameters& p, const Array& images, const Array& labels, std::int64_t global_batch,
@@ -84,12 +101,10 @@ StepResult forward_backward(const Parameters& p, const Array& images, const Arra
   const Array d_logits = (weft::exp(log_probs) - targets) * scale;
   out.grads[kW3] = weft::matmul(a.h2, d_logits, {.transpose_a = true});
   out.grads[kB3] = d_logits.sum(0);
-  const Array d_z2 = weft::where(a.z2 > Array::scalar(0.0, a.z2.dtype()),
-                                 weft::matmul(d_logits, p[kW3], {.transpose_b = true}), 0.0);
+  const Array d_z2 = relu_backward(weft::matmul(d_logits, p[kW3], {.transpose_b = true}), a.z2);
   out.grads[kW2] = weft::matmul(a.h1, d_z2, {.transpose_a = true});
   out.grads[kB2] = d_z2.sum(0);
-  const Array d_z1 = weft::where(a.z1 > Array::scalar(0.0, a.z1.dtype()),
-                                 weft::matmul(d_z2, p[kW2], {.transpose_b = true}), 0.0);
+  const Array d_z1 = relu_backward(weft::matmul(d_z2, p[kW2], {.transpose_b = true}), a.z1);
   out.grads[kW1] = weft::matmul(images, d_z1, {.transpose_a = true});
   out.grads[kB1] = d_z1.sum(0);
   return out;
