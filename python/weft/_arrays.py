@@ -118,3 +118,8 @@ class ShardedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def __int__(self):
         return int(np.asarray(self))
+
+
+# Printed as JAX prints its types (<class 'weft.ShardedArray'>), not by the private module defining them.
+DeviceArray.__module__ = "weft"
+ShardedArray.__module__ = "weft"
