@@ -16,6 +16,7 @@
 
 #include "core/log.hpp"
 #include "runtime/internal.hpp"
+#include "transport/rendezvous.hpp"
 #include "weft/error.hpp"
 
 namespace weft::detail {
@@ -224,7 +225,7 @@ void FaultPlan::act(const Fault& f, ReplicaState& st, collectives::Request& req,
       // (their timeout or failure aborted the execution, here or in another instance) or after hang=SECONDS,
       // and the replica then enters its collective, which fails at once if the execution was aborted.
       log(LogLevel::warn, who + " hangs" + where +
-                              (f.hang_s > 0 ? " for " + std::to_string(f.hang_s) + " s"
+                              (f.hang_s > 0 ? " for " + transport::seconds_str(f.hang_s)
                                             : " until the execution is aborted"));
       const auto start = std::chrono::steady_clock::now();
       auto aborted = [&] { return ex.rendezvous.aborted() || (ex.runtime.job && ex.runtime.job->peer_failed()); };
