@@ -180,7 +180,7 @@ std::vector<std::string> LeftoverFiles(const fs::path& dir) {
 
 struct Plan {
   std::string text;     // the WEFT_FAULT value
-  std::string action;   // throw, hang, exit, kill, signal, mismatch
+  std::string action;   // throw, hang, exit, kill, signal, stop (signal=STOP), mismatch
   int replica = 0;      // the replica that acts
   int instance = 0;     // its instance
   int at = 0;
@@ -197,13 +197,15 @@ struct Setup {
 Plan RandomPlan(std::mt19937_64& rng, const Setup& s) {
   auto pick = [&rng](int n) { return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(rng)); };
   const int replicas = s.instances * s.replicas_per_instance;
-  const std::vector<std::string> actions = s.weftrun ? std::vector<std::string>{"throw", "hang", "exit", "kill", "mismatch"}
+  const std::vector<std::string> actions = s.weftrun ? std::vector<std::string>{"throw", "hang", "exit", "kill", "stop", "mismatch"}
                                                      : std::vector<std::string>{"throw", "hang", "exit", "kill", "signal", "mismatch"};
   Plan p;
   p.action = actions[pick(static_cast<int>(actions.size()))];
   p.at = pick(20);  // the program makes 20 collectives
-  // Faults that end a process read naturally per instance; the others per replica (either works for both).
-  const bool by_instance = p.action == "exit" || p.action == "kill" || pick(4) == 0;
+  // Faults that end or freeze a process read naturally per instance; the others per replica (either works
+  // for both). A stopped process (one process alone would never end) only under weftrun, where the others
+  // time out and name it.
+  const bool by_instance = p.action == "exit" || p.action == "kill" || p.action == "stop" || pick(4) == 0;
   std::string target;
   if (by_instance) {
     p.instance = pick(s.instances);
@@ -227,6 +229,9 @@ Plan RandomPlan(std::mt19937_64& rng, const Setup& s) {
     const auto& [name, number] = signals[pick(static_cast<int>(signals.size()))];
     p.code = number;
     action += "=" + name;
+  } else if (p.action == "stop") {
+    p.code = SIGSTOP;
+    action = "signal=STOP";
   } else if (p.action == "mismatch") {
     const std::vector<std::string> fields = {"shape", "dtype", "op"};
     p.field = fields[pick(3)];
@@ -312,6 +317,10 @@ void CheckRun(const Setup& s, const Plan& p, const Run& run, double bound_s) {
     ExpectContains(root, {from, "timed out after", "missing: [" + std::to_string(p.replica) + "]"});
   } else if (p.action == "mismatch") {
     ExpectContains(root, {from, "collective mismatch in pmap", replica + " " + MismatchedCall(p), MismatchedField(p)});
+  } else if (p.action == "stop") {
+    // It cannot speak: the others time out waiting for it, and weftrun names it.
+    ExpectContains(root, {"weftrun: error: root cause: instance " + std::to_string(p.instance) + " (replicas " +
+                          Replicas(p.instance, s.replicas_per_instance) + ") never reached the collective"});
   } else if (p.action == "exit") {
     ExpectContains(root, {"weftrun: error: instance " + std::to_string(p.instance) + " (pid ",
                           ") exited with status " + std::to_string(p.code) + held});
@@ -361,9 +370,9 @@ void Soak(const Setup& s, int runs, const char* label) {
       argv = {WEFT_FAULT_PROGRAM, "ok"};
       env.push_back("WEFT_DEVICE_COUNT=" + std::to_string(s.replicas_per_instance));
     }
-    // A hang lasts the timeout (and across processes up to 1 s more for the missing one to speak); the
+    // A hang or a stop lasts the timeout (and across processes up to 1 s more for the missing one to speak); the
     // rest end at once. Start-up under load (2 busy cores) is the slack.
-    const double bound = (p.action == "hang" ? 2 * s.timeout_s : 0) + (s.weftrun ? 10 : 5);
+    const double bound = (p.action == "hang" || p.action == "stop" ? 2 * s.timeout_s : 0) + (s.weftrun ? 10 : 5);
     const Run run = Spawn(argv, env, bound);
     std::printf("  run %2d  WEFT_FAULT=%-34s %5.2f s  %s\n", i, p.text.c_str(), run.seconds,
                 run.signal ? ("signal " + std::to_string(run.signal)).c_str() : ("exit " + std::to_string(run.exit_status)).c_str());
