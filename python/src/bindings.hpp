@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ Array to_array(py::handle value, const char* what);
 struct CallState {
   std::string name;
   std::atomic<bool> interrupted{false};  // Ctrl-C in the caller: replicas stop at their next weft call
+  bool stopping = false;                 // a replica failed and the others were told (guarded by the GIL)
   std::mutex mutex;
   // The first Python exception raised by a replica's own code (not a weft error), re-raised in the caller.
   py::object python_error;  // guarded by the GIL
@@ -78,6 +80,12 @@ void run_interruptibly(CallState& call, const std::function<void()>& work);
 // Throws the stashed Python exception of `call` if there is one, with a note naming its replica.
 void raise_python_error(CallState& call);
 
+// The Python line that called into weft (the first frame outside the weft package), as the call site a
+// collective records and names in its errors (mismatch, timeout, stall reports): "at train.py:42" rather than
+// the binding's C++ line. Needs the GIL. The sites are kept for the process's life (the runtime keeps their
+// text in its histories); there are as many as distinct call sites.
+std::source_location python_call_site();
+
 // ---- errors (errors.cc) ---------------------------------------------------------------------------------
 // When `error` is an instance of one of weft's Python exception classes, rethrows it as the C++ class
 // (so the runtime sees its kind); otherwise returns.
@@ -90,7 +98,11 @@ void init_pmap(py::module_& m);
 void init_session(py::module_& m);
 
 // ---- template implementation ------------------------------------------------------------------------------
-void note_python_thread(CallState& call, int local, bool running);
+void note_python_thread(CallState& call, int index, bool running);
+// The first failing replica stops the others that are running Python (a busy loop would otherwise hold the
+// call until it ends): each gets weft.ReplicaStopped (an AbortedError) at its next bytecode. Needs the GIL.
+void stop_other_replicas(CallState& call, int failed);
+bool is_replica_stopped(const py::error_already_set& error);
 std::string describe_python_error(const py::error_already_set& error);
 void stash_python_error(CallState& call, Replica& replica, const py::error_already_set& error);
 
@@ -108,6 +120,10 @@ auto run_python_replica(Replica& replica, CallState& call, F&& python_body) -> d
   try {
     return python_body();
   } catch (py::error_already_set& error) {
+    if (is_replica_stopped(error))
+      throw AbortedError(call.name + ": replica " + std::to_string(replica.index()) +
+                         " was stopped in its Python code because another replica failed");
+    stop_other_replicas(call, replica.index());
     rethrow_as_weft_error(error, "");
     stash_python_error(call, replica, error);
     throw weft::Error("Python " + describe_python_error(error));

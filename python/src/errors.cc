@@ -22,6 +22,7 @@ struct Classes {
   PyObject* aborted = nullptr;
   PyObject* peer_lost = nullptr;
   PyObject* out_of_memory = nullptr;
+  PyObject* replica_stopped = nullptr;
 } classes;
 
 PyObject* make_class(py::module_& m, const char* name, std::initializer_list<PyObject*> bases, const char* doc) {
@@ -36,6 +37,16 @@ PyObject* make_class(py::module_& m, const char* name, std::initializer_list<PyO
 }
 
 }  // namespace
+
+void stop_other_replicas(CallState& call, int failed) {
+  if (call.stopping) return;
+  call.stopping = true;
+  for (std::size_t i = 0; i < call.python_threads.size(); ++i)
+    if (static_cast<int>(i) != failed && call.python_threads[i])
+      PyThreadState_SetAsyncExc(call.python_threads[i], classes.replica_stopped);
+}
+
+bool is_replica_stopped(const py::error_already_set& error) { return error.matches(classes.replica_stopped); }
 
 void rethrow_as_weft_error(const py::error_already_set& error, const std::string& prefix) {
   // Most derived first.
@@ -64,6 +75,9 @@ void init_errors(py::module_& m) {
                                  "A peer (a replica that returned early, a lost process) cannot take part any more.");
   classes.out_of_memory = make_class(m, "OutOfMemoryError", {classes.error, PyExc_MemoryError},
                                      "A device has not enough memory (WEFT_DEVICE_MEMORY) for an allocation.");
+  classes.replica_stopped = make_class(m, "ReplicaStopped", {classes.aborted},
+                                       "Raised inside a replica's Python code when another replica of the same "
+                                       "call failed: its result could no longer be used.");
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {

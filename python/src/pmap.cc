@@ -15,9 +15,15 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
+#include <cstring>
+#include <map>
+#include <set>
 #include <thread>
+#include <tuple>
 
 #include "bindings.hpp"
 
@@ -42,7 +48,122 @@ std::shared_ptr<py::object> shared_object(py::object object) {
 
 Axes to_axes(const std::vector<std::string>& names) { return Axes(names); }
 
+// The calls in flight, for the interpreter's exit: a daemon thread may be inside a pmap when the main thread
+// ends, and the runtime (and the replicas' Python state) must not be torn down under it.
+struct ActiveCalls {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::set<CallState*> calls;
+  bool exiting = false;
+} g_active;
+
+// Registered with atexit, which runs before the interpreter finalizes (and before module globals, such as a
+// runtime made by weft.init, are freed): stops every call in flight as Ctrl-C would and waits for them to
+// end, at most kExitWait; past that (a replica blocked outside Python and weft, in time.sleep or I/O) the
+// process ends now with a message rather than crash in a half-finalized interpreter.
+constexpr auto kExitWait = std::chrono::seconds(30);
+
+void stop_calls_at_exit() {
+  {
+    std::lock_guard lock(g_active.mutex);
+    g_active.exiting = true;
+    for (CallState* call : g_active.calls) {
+      call->interrupted = true;
+      stop_other_replicas(*call, -1);
+    }
+    if (g_active.calls.empty()) return;
+  }
+  py::gil_scoped_release nogil;
+  std::unique_lock lock(g_active.mutex);
+  if (!g_active.cv.wait_for(lock, kExitWait, [] { return g_active.calls.empty(); })) {
+    std::fprintf(stderr,
+                 "weft: the interpreter is exiting but %zu pmap/session call(s) in other threads did not stop "
+                 "within %lld s (a replica blocked outside Python and weft); exiting now\n",
+                 g_active.calls.size(), static_cast<long long>(kExitWait.count()));
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+}
+
+// While alive, `call` is in flight.
+class ActiveCall {
+ public:
+  explicit ActiveCall(CallState& call) : call_(call) {
+    std::lock_guard lock(g_active.mutex);
+    if (g_active.exiting)
+      throw weft::Error(call.name + ": the interpreter is exiting; no new pmap or session run can start");
+    g_active.calls.insert(&call_);
+  }
+  ~ActiveCall() {
+    std::lock_guard lock(g_active.mutex);
+    g_active.calls.erase(&call_);
+    g_active.cv.notify_all();
+  }
+  ActiveCall(const ActiveCall&) = delete;
+  ActiveCall& operator=(const ActiveCall&) = delete;
+
+ private:
+  CallState& call_;
+};
+
+// Where the weft package lives: frames there are weft's own, not the user's call site.
+std::string g_package_dir;
+
+// libstdc++'s std::source_location is one pointer to this layout ({file, function, line, column}); a
+// location built at run time is that pointer copied in. Elsewhere the binding's own location is used.
+struct SiteImpl {
+  const char* file;
+  const char* function;
+  unsigned line;
+  unsigned column;
+};
+struct Site {
+  std::string file, function;
+  SiteImpl impl;
+};
+
+std::source_location make_location(const std::string& file, const std::string& function, unsigned line) {
+#if defined(__GLIBCXX__)
+  static_assert(sizeof(std::source_location) == sizeof(const SiteImpl*));
+  static std::map<std::tuple<std::string, std::string, unsigned>, std::unique_ptr<Site>> sites;  // under the GIL
+  std::unique_ptr<Site>& site = sites[{file, function, line}];
+  if (!site) {
+    site = std::make_unique<Site>(Site{file, function, {}});
+    site->impl = {site->file.c_str(), site->function.c_str(), line, 0};
+  }
+  std::source_location location;
+  const SiteImpl* pointer = &site->impl;
+  std::memcpy(static_cast<void*>(&location), &pointer, sizeof pointer);
+  return location;
+#else
+  (void)file, (void)function, (void)line;
+  return std::source_location::current();
+#endif
+}
+
 }  // namespace
+
+std::source_location python_call_site() {
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(frame);
+  while (frame) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    py::handle code_object(reinterpret_cast<PyObject*>(code));
+    const std::string file = py::str(code_object.attr("co_filename")).cast<std::string>();
+    if (g_package_dir.empty() || file.rfind(g_package_dir, 0) != 0) {
+      const std::string function = py::str(code_object.attr("co_name")).cast<std::string>();
+      const auto line = static_cast<unsigned>(PyFrame_GetLineNumber(frame));
+      Py_DECREF(code);
+      Py_DECREF(frame);
+      return make_location(file, function, line);
+    }
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  return std::source_location::current();
+}
 
 Replica& current_replica(const char* op) {
   if (!t_replica)
@@ -99,6 +220,7 @@ void run_interruptibly(CallState& call, const std::function<void()>& work) {
   if (t_replica)
     throw InvalidArgument(call.name + ": cannot start a program from inside a replica's function (" + t_call->name +
                           "); nest pmap inside pmap (a multi-axis mesh) instead");
+  ActiveCall active(call);
   std::exception_ptr failure;
   std::optional<py::error_already_set> interrupt;
   {
@@ -216,10 +338,11 @@ template <class F>
 py::array collective(const char* op, py::handle x, F&& body) {
   Replica& r = current_replica(op);
   const Array a = to_array(x, op);
+  const std::source_location site = python_call_site();
   Array result;
   {
     py::gil_scoped_release nogil;
-    result = body(r, a);
+    result = body(r, a, site);
   }
   return to_numpy(result);
 }
@@ -227,6 +350,7 @@ py::array collective(const char* op, py::handle x, F&& body) {
 }  // namespace
 
 void init_pmap(py::module_& m) {
+  py::module_::import("atexit").attr("register")(py::cpp_function(&stop_calls_at_exit));
   py::class_<PythonPmap>(m, "PmapProgram")
       .def(py::init<py::object, std::string, std::vector<std::pair<std::string, int>>, std::vector<std::optional<int>>,
                     std::vector<std::optional<int>>, std::vector<Device>, std::string>(),
@@ -234,36 +358,40 @@ void init_pmap(py::module_& m) {
            py::arg("devices"), py::arg("name"))
       .def("__call__", &PythonPmap::call);
 
+  g_package_dir = py::str(py::module_::import("os").attr("path").attr("dirname")(
+                                 py::module_::import("weft").attr("__file__")))
+                      .cast<std::string>() + "/";
   using Names = std::vector<std::string>;
+  using Loc = std::source_location;
   using Groups = AxisIndexGroups;
   m.def("psum", [](py::handle x, const Names& axes, const Groups& groups) {
-    return collective("weft.lax.psum", x, [&](Replica& r, const Array& a) { return r.psum(a, to_axes(axes), groups); });
+    return collective("weft.lax.psum", x, [&](Replica& r, const Array& a, Loc site) { return r.psum(a, to_axes(axes), groups, site); });
   });
   m.def("pmean", [](py::handle x, const Names& axes, const Groups& groups) {
-    return collective("weft.lax.pmean", x, [&](Replica& r, const Array& a) { return r.pmean(a, to_axes(axes), groups); });
+    return collective("weft.lax.pmean", x, [&](Replica& r, const Array& a, Loc site) { return r.pmean(a, to_axes(axes), groups, site); });
   });
   m.def("pmax", [](py::handle x, const Names& axes, const Groups& groups) {
-    return collective("weft.lax.pmax", x, [&](Replica& r, const Array& a) { return r.pmax(a, to_axes(axes), groups); });
+    return collective("weft.lax.pmax", x, [&](Replica& r, const Array& a, Loc site) { return r.pmax(a, to_axes(axes), groups, site); });
   });
   m.def("pmin", [](py::handle x, const Names& axes, const Groups& groups) {
-    return collective("weft.lax.pmin", x, [&](Replica& r, const Array& a) { return r.pmin(a, to_axes(axes), groups); });
+    return collective("weft.lax.pmin", x, [&](Replica& r, const Array& a, Loc site) { return r.pmin(a, to_axes(axes), groups, site); });
   });
   m.def("all_gather", [](py::handle x, const Names& axes, const Groups& groups, int axis, bool tiled) {
     return collective("weft.lax.all_gather", x,
-                      [&](Replica& r, const Array& a) { return r.all_gather(a, to_axes(axes), axis, tiled, groups); });
+                      [&](Replica& r, const Array& a, Loc site) { return r.all_gather(a, to_axes(axes), axis, tiled, groups, site); });
   });
   m.def("psum_scatter", [](py::handle x, const Names& axes, const Groups& groups, int dimension, bool tiled) {
-    return collective("weft.lax.psum_scatter", x, [&](Replica& r, const Array& a) {
-      return r.psum_scatter(a, to_axes(axes), dimension, tiled, groups);
+    return collective("weft.lax.psum_scatter", x, [&](Replica& r, const Array& a, Loc site) {
+      return r.psum_scatter(a, to_axes(axes), dimension, tiled, groups, site);
     });
   });
   m.def("all_to_all", [](py::handle x, const Names& axes, const Groups& groups, int split, int concat, bool tiled) {
-    return collective("weft.lax.all_to_all", x, [&](Replica& r, const Array& a) {
-      return r.all_to_all(a, to_axes(axes), split, concat, tiled, groups);
+    return collective("weft.lax.all_to_all", x, [&](Replica& r, const Array& a, Loc site) {
+      return r.all_to_all(a, to_axes(axes), split, concat, tiled, groups, site);
     });
   });
   m.def("ppermute", [](py::handle x, const Names& axes, const Permutation& perm) {
-    return collective("weft.lax.ppermute", x, [&](Replica& r, const Array& a) { return r.ppermute(a, to_axes(axes), perm); });
+    return collective("weft.lax.ppermute", x, [&](Replica& r, const Array& a, Loc site) { return r.ppermute(a, to_axes(axes), perm, site); });
   });
   m.def("axis_index", [](const Names& axes) { return current_replica("weft.lax.axis_index").axis_index(to_axes(axes)); });
   m.def("axis_size", [](const Names& axes) { return current_replica("weft.lax.axis_size").axis_size(to_axes(axes)); });

@@ -22,13 +22,15 @@ py::tuple shape_tuple(const Shape& shape) { return py::tuple(py::cast(std::vecto
 
 DType dtype_arg(py::handle dtype) { return weft_dtype(py::dtype::from_args(py::reinterpret_borrow<py::object>(dtype)), "dtype"); }
 
+// Runs `body(replica, python call site)` with the GIL released (it may wait for the other replicas).
 template <class F>
 py::array replica_op(const char* op, F&& body) {
   Replica& r = current_replica(op);
+  const std::source_location site = python_call_site();
   Array result;
   {
     py::gil_scoped_release nogil;
-    result = body(r);
+    result = body(r, site);
   }
   return to_numpy(result);
 }
@@ -187,7 +189,7 @@ void init_session(py::module_& m) {
 
   // ---- on the replica: weft.ops ------------------------------------------------------------------------------
   m.def("variable_value", [](const Variable& v) {
-    return replica_op("weft.ops.read", [&](Replica& r) { return r.value(v); });
+    return replica_op("weft.ops.read", [&](Replica& r, std::source_location) { return r.value(v); });
   });
   m.def("variable_assign", [](const Variable& v, py::handle value) {
     Replica& r = current_replica("weft.ops.write");
@@ -200,7 +202,7 @@ void init_session(py::module_& m) {
     slot = a;
   });
   m.def("remote_load", [](const RemoteBuffer& b, int entry) {
-    return replica_op("weft.ops.remote_load", [&](Replica& r) { return r.remote_load(b, entry); });
+    return replica_op("weft.ops.remote_load", [&](Replica& r, std::source_location) { return r.remote_load(b, entry); });
   });
   m.def("remote_store", [](const RemoteBuffer& b, int entry, py::handle value) {
     Replica& r = current_replica("weft.ops.remote_store");
@@ -209,7 +211,7 @@ void init_session(py::module_& m) {
     r.remote_store(b, entry, a);
   });
   m.def("host_load", [](const HostStream& s) {
-    return replica_op("weft.ops.host_load", [&](Replica& r) { return r.host_load(s); });
+    return replica_op("weft.ops.host_load", [&](Replica& r, std::source_location) { return r.host_load(s); });
   });
   m.def("host_store", [](const HostStream& s, py::handle value) {
     Replica& r = current_replica("weft.ops.host_store");
@@ -222,26 +224,26 @@ void init_session(py::module_& m) {
   m.def("all_reduce", [](py::handle x, const ReplicaGroups& g, const std::string& op) {
     const ReduceOp reduce = reduce_op_from_name(op);
     const Array a = to_array(x, "replicated_all_reduce");
-    return replica_op("weft.collectives.replicated_all_reduce", [&](Replica& r) { return r.all_reduce(a, g, reduce); });
+    return replica_op("weft.collectives.replicated_all_reduce", [&](Replica& r, std::source_location site) { return r.all_reduce(a, g, reduce, site); });
   });
   m.def("all_gather_groups", [](py::handle x, const ReplicaGroups& g, int axis, bool tiled) {
     const Array a = to_array(x, "replicated_all_gather");
-    return replica_op("weft.collectives.replicated_all_gather", [&](Replica& r) { return r.all_gather(a, g, axis, tiled); });
+    return replica_op("weft.collectives.replicated_all_gather", [&](Replica& r, std::source_location site) { return r.all_gather(a, g, axis, tiled, site); });
   });
   m.def("gather_shards", [](py::handle x, const ReplicaGroups& g, const std::vector<std::int64_t>& shape) {
     const Array a = to_array(x, "replicated_all_gather");
     return replica_op("weft.collectives.replicated_all_gather",
-                      [&](Replica& r) { return r.gather_shards(a, g, to_shape(shape)); });
+                      [&](Replica& r, std::source_location site) { return r.gather_shards(a, g, to_shape(shape), site); });
   });
   m.def("replicated_reduce_scatter", [](py::handle x, const ReplicaGroups& g, const std::string& op) {
     const ReduceOp reduce = reduce_op_from_name(op);
     const Array a = to_array(x, "replicated_reduce_scatter");
     return replica_op("weft.collectives.replicated_reduce_scatter",
-                      [&](Replica& r) { return r.replicated_reduce_scatter(a, g, reduce); });
+                      [&](Replica& r, std::source_location site) { return r.replicated_reduce_scatter(a, g, reduce, site); });
   });
   m.def("replica_sharded_slice", [](py::handle x, const ReplicaGroups& g) {
     const Array a = to_array(x, "replica_sharded_slice");
-    return replica_op("weft.collectives.replica_sharded_slice", [&](Replica& r) { return r.replica_sharded_slice(a, g); });
+    return replica_op("weft.collectives.replica_sharded_slice", [&](Replica& r, std::source_location site) { return r.replica_sharded_slice(a, g, site); });
   });
   m.def("num_replicas", [] { return current_replica("weft.collectives").num_replicas(); });
 }
