@@ -5,8 +5,9 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,8 @@
 namespace weft::detail {
 
 namespace {
+
+static_assert(std::endian::native == std::endian::little, "corrupt flips a bit of an element's top byte, its last");
 
 constexpr std::size_t kMaxFaults = 64;  // a plan is a handful of faults; a bound keeps a typo cheap
 
@@ -54,7 +57,8 @@ class Parser {
     std::string where = fault == plan_ ? std::string() : " in \"" + std::string(fault) + "\"";
     throw InvalidArgument("WEFT_FAULT=" + std::string(plan_) + where + ": " + why +
                           " (a fault is replica=N|instance=N, at=N and one action: throw, hang[=SECONDS], "
-                          "exit[=STATUS], kill, signal=NAME|NUMBER or mismatch[=shape|dtype|op], joined by ':'; "
+                          "exit[=STATUS], kill, signal=NAME|NUMBER, mismatch[=shape|dtype|op] or corrupt, joined by "
+                          "':'; "
                           "faults are separated by ';')");
   }
 
@@ -134,6 +138,8 @@ class Parser {
                            "USR1, USR2) or a number");
           f.code = static_cast<int>(number(text, key, value, 1, SIGRTMAX));
         }
+      } else if (key == "corrupt" && !has_value) {
+        action(FaultAction::corrupt);
       } else if (key == "mismatch") {
         action(FaultAction::mismatch);
         if (!has_value || value == "shape") f.field = MismatchField::shape;
@@ -155,6 +161,13 @@ class Parser {
  private:
   std::string_view plan_;
 };
+
+// One element as the log shows it ("1", "inf", "-3").
+std::string array_value_str(const Array& a, std::int64_t i) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", a.value_at(i));
+  return text;
+}
 
 std::string target_name(const Fault& f) {
   return (f.instance ? "instance " : "replica ") + std::to_string(f.target);
@@ -275,6 +288,25 @@ void FaultPlan::act(const Fault& f, ReplicaState& st, collectives::Request& req,
       }
       if (substitute) req.input = &*substitute;
       log(LogLevel::warn, who + " sends " + change + where);
+      return;
+    }
+    case FaultAction::corrupt: {
+      // Silent data corruption: one bit of the replica's contribution flips. The request still matches the
+      // others', so the runtime cannot notice; only a checker of results can (weft-bench's #wrong, R19). The
+      // bit is element 0's highest exponent bit for floats (1 becomes inf, 0 becomes 2), bit 6 of its most
+      // significant byte for integers (a change of 2^30 for int32), its value bit for bools.
+      const Array& x = *req.input;
+      if (x.size() == 0) {
+        log(LogLevel::warn, who + " has no element to corrupt" + where);
+        return;
+      }
+      substitute = x.copy();
+      std::byte* element = substitute->mutable_bytes();
+      if (x.dtype() == DType::boolean) element[0] ^= std::byte{0x01};
+      else element[dtype_size(x.dtype()) - 1] ^= std::byte{0x40};  // little endian: the last byte is the top one
+      req.input = &*substitute;
+      log(LogLevel::warn, who + " corrupts element 0 of its input (" + array_value_str(x, 0) + " becomes " +
+                              array_value_str(*substitute, 0) + ")" + where);
       return;
     }
   }

@@ -1,8 +1,9 @@
 // Fault injection (WEFT_FAULT, RuntimeOptions::fault; docs/reliability.md "Fault injection"; issue 8, item 15).
 //
 // A fault plan makes a chosen replica, or a chosen instance of a weftrun job, misbehave at a chosen collective:
-// throw, hang, exit, be killed by a signal, or send a mismatched request. Every failure path the runtime and
-// weftrun promise to handle (reliability R1, R2, R3, R8, R10) can so be reproduced from outside an unchanged
+// throw, hang, exit, be killed by a signal, send a mismatched request, or corrupt its data silently. Every failure path the runtime and
+// weftrun promise to handle (reliability R1, R2, R3, R8, R10), and the wrong results that only a checker
+// of results can see (R19), can so be reproduced from outside an unchanged
 // program: by the tests (one generic program instead of one bespoke program per fault), and by users
 // replaying an incident.
 //
@@ -25,7 +26,7 @@ namespace weft::detail {
 
 struct ReplicaState;
 
-enum class FaultAction { throw_error, hang, exit, signal, mismatch };
+enum class FaultAction { throw_error, hang, exit, signal, mismatch, corrupt };
 enum class MismatchField { shape, dtype, op };
 
 struct Fault {
@@ -50,8 +51,8 @@ class FaultPlan {
   FaultPlan(std::string_view text, int instance, int instances, int replicas);
 
   // The funnel's hook, before the request is validated: counts the replica's collective and, when a fault
-  // targets it, acts (throws, sleeps, ends the process, or points req.input at `substitute`, which the caller
-  // keeps alive for the collective).
+  // targets it, acts (throws, sleeps, ends the process, or points req.input at `substitute`, an altered copy
+  // or view of the input that the caller keeps alive for the collective).
   void at_collective(ReplicaState& st, collectives::Request& req, std::optional<Array>& substitute);
 
  private:

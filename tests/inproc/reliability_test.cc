@@ -9,6 +9,7 @@
 #include <sys/time.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -804,6 +805,25 @@ TEST(FaultInjection, ABoundedHangIsASlowReplicaNotAnError) {
   EXPECT_LT(o.seconds, 3.0);
 }
 
+// Silent corruption: the request matches, so nothing in the runtime fails; only the results show it (what
+// weft-bench's check looks for, R19: bench_detects_corruption). Replica 1's 1.0 at element 0 gets its top
+// exponent bit flipped (0x3f800000 ^ 0x40000000: inf), so element 0 of every replica's mean is inf.
+TEST(FaultInjection, CorruptionIsSilentButWrongInEveryResult) {
+  const std::string plan = "replica=1:at=0:corrupt";
+  Runtime rt({.device_count = 4, .collective_warn_s = 30, .collective_timeout_s = 30, .fault = plan});
+  auto steps = PsumSteps(rt, 1);
+  const float flipped = std::bit_cast<float>(std::bit_cast<std::uint32_t>(1.0f) ^ 0x40000000u);
+  ::testing::internal::CaptureStderr();
+  Array result;
+  const Outcome o = Timed([&] { result = steps(Array::ones({4, 4})).to_host(); });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(o.threw) << o.message;
+  std::vector<double> expected(16, 1.0);
+  for (int r = 0; r < 4; ++r) expected[4 * r] = (3.0f + flipped) / 4.0f;
+  EXPECT_EQ(result.to_doubles(), expected);
+  ExpectContains(err, {FaultActor(plan, 1, 0) + " corrupts element 0 of its input (1 becomes inf)" + FaultPlace(0)});
+}
+
 // A replica's collectives are counted over the runtime's life: at=12 with 10 collectives a call is the second
 // call's collective #2 (seq 2 of that execution), and the fault fires once.
 TEST(FaultInjection, CollectivesAreCountedOverTheRuntimesLife) {
@@ -834,6 +854,7 @@ TEST(FaultInjection, InvalidPlansAreRejectedNamingTheSetting) {
       {"replica=2:at=3:signal=FOO", "signal=FOO is not a signal"},
       {"replica=2:at=3:hang=-1", "hang=-1 is not a number of seconds > 0"},
       {"replica=2:at=3:mismatch=group", "mismatch=group is not shape, dtype or op"},
+      {"replica=2:at=3:corrupt=7", "unknown field \"corrupt=7\""},
       {"replica=2:at=3:throw;", "an empty fault"},
       {"replica=2::at=3:throw", "an empty field"},
       {"replica=2:at=3:throw;replica=2:at=3:hang", "two faults for replica 2 at collective #3"},
@@ -855,7 +876,7 @@ TEST(FaultInjection, InvalidPlansAreRejectedNamingTheSetting) {
   // Plans the grammar allows (spaces around fields and faults are ignored).
   for (const char* plan : {"replica=0:at=1:hang", "instance=1:at=3:kill; replica=3:at=2:mismatch",
                            "at=0:replica=1:signal=SIGTERM", " replica=1 : at=0 : exit=3 ", "replica=0:at=7:hang=2.5",
-                           "replica=1:at=0:signal=10;replica=1:at=1:mismatch=op;replica=1:at=2:exit"}) {
+                           "replica=1:at=0:signal=10;replica=1:at=1:mismatch=op;replica=1:at=2:exit", "instance=0:at=3:corrupt"}) {
     RuntimeOptions options;
     options.fault = plan;
     const Outcome o = Timed([&] { options.resolved(); });

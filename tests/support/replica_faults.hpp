@@ -175,7 +175,7 @@ class ScopedEnv {
 // the same program for weftrun (20 steps).
 inline auto PsumSteps(Runtime& rt, int steps) {
   PmapOptions options;
-  options.axis = "i";
+  options.axis = std::string("i");  // (move-assigned: g++ 12 sees a false -Wrestrict in assign(const char*))
   options.runtime = &rt;
   return pmap(
       [steps](Replica& r, const Array& x) {
