@@ -7,7 +7,8 @@
 //     process that carries the run's private TMPDIR in its environment) and no file in that TMPDIR (weftrun's
 //     job directory, Open MPI's session directory).
 // The plans come from a seeded generator; the seed is printed, and WEFT_SOAK_SEED=S reruns the same plans
-// (WEFT_SOAK_INPROC / WEFT_SOAK_WEFTRUN set the number of runs, default 20 and 5).
+// (WEFT_SOAK_INPROC / WEFT_SOAK_WEFTRUN set the number of runs, default 20 and 5; WEFT_SOAK_ACTIONS=kill,exit
+// draws only those actions: WEFT_SOAK_ACTIONS=kill WEFT_SOAK_WEFTRUN=20 is reliability R6's 20 kills in a row).
 //
 // Runs are child processes (fork/exec, signals, _exit): not an `inproc` test, and not run under TSan.
 #include <gtest/gtest.h>
@@ -197,8 +198,13 @@ struct Setup {
 Plan RandomPlan(std::mt19937_64& rng, const Setup& s) {
   auto pick = [&rng](int n) { return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(rng)); };
   const int replicas = s.instances * s.replicas_per_instance;
-  const std::vector<std::string> actions = s.weftrun ? std::vector<std::string>{"throw", "hang", "exit", "kill", "stop", "mismatch"}
-                                                     : std::vector<std::string>{"throw", "hang", "exit", "kill", "signal", "mismatch"};
+  std::vector<std::string> actions = s.weftrun ? std::vector<std::string>{"throw", "hang", "exit", "kill", "stop", "mismatch"}
+                                               : std::vector<std::string>{"throw", "hang", "exit", "kill", "signal", "mismatch"};
+  if (const char* only = std::getenv("WEFT_SOAK_ACTIONS")) {
+    const std::string wanted = std::string(",") + only + ",";
+    std::erase_if(actions, [&](const std::string& a) { return wanted.find("," + a + ",") == std::string::npos; });
+    if (actions.empty()) throw std::runtime_error(std::string("WEFT_SOAK_ACTIONS=") + only + " names no action of this setup");
+  }
   Plan p;
   p.action = actions[pick(static_cast<int>(actions.size()))];
   p.at = pick(20);  // the program makes 20 collectives
