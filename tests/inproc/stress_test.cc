@@ -6,6 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -88,13 +92,29 @@ std::vector<float> expected(const Step& st, int step, int r) {
   return out;
 }
 
+// WEFT_STRESS_SEED / WEFT_STRESS_STEPS (test-only) try other sequences: a failure prints the seed, and
+// `WEFT_STRESS_SEED=<it> ctest -R inproc_stress_test` (or the binary with --gtest_repeat) replays it.
+std::uint64_t stress_setting(const char* name, std::uint64_t fallback, std::uint64_t max) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || text[0] == '-' || value > max)
+    throw std::invalid_argument(std::string(name) + "=" + text + " is not an integer in [0, " + std::to_string(max) + "]");
+  return value;
+}
+
 TEST(Stress, RandomCollectiveSequenceMatchesASequentialReference) {
 #if defined(__SANITIZE_THREAD__)
-  const int steps = 120;
+  const int default_steps = 120;
 #else
-  const int steps = 1000;
+  const int default_steps = 1000;
 #endif
-  std::mt19937 rng(20261130);
+  const std::uint64_t seed = stress_setting("WEFT_STRESS_SEED", 20261130, 0xFFFFFFFFull);
+  const int steps = static_cast<int>(stress_setting("WEFT_STRESS_STEPS", default_steps, 100000));
+  std::cout << "stress: seed " << seed << ", " << steps << " steps\n";
+  std::mt19937 rng(static_cast<std::uint32_t>(seed));
   const std::vector<std::vector<std::string>> axis_choices = {{"a"}, {"b"}, {"a", "b"}, {"b", "a"}};
   const std::vector<std::int64_t> sizes = {8, 16, 104, 1024, 70000};  // multiples of 8; 70000 floats: past the split threshold
   std::vector<Step> plan;
@@ -136,7 +156,8 @@ TEST(Stress, RandomCollectiveSequenceMatchesASequentialReference) {
       },
       {.mesh = {{"a", 2}, {"b", 4}}, .runtime = &rt});
   program(Array::zeros({2, 4, 1}));
-  EXPECT_EQ(wrong.load(), 0) << "seed 20261130: first wrong step " << first_bad_step.load();
+  EXPECT_EQ(wrong.load(), 0) << "WEFT_STRESS_SEED=" << seed << " WEFT_STRESS_STEPS=" << steps << ": first wrong step "
+                             << first_bad_step.load();
 }
 
 }  // namespace

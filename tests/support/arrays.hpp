@@ -17,7 +17,9 @@ inline Array SampleIntegers(const Shape& shape, DType dtype, std::uint32_t seed,
   std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
   for (double& v : values) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
-    v = lo + static_cast<int>((x >> 33) % static_cast<std::uint64_t>(hi - lo + 1));
+    // The span in 64 bits: hi - lo overflows int for ranges like [-2e9, 2e9] (UBSan found it).
+    const auto span = static_cast<std::uint64_t>(static_cast<std::int64_t>(hi) - lo + 1);
+    v = static_cast<double>(static_cast<std::int64_t>(lo) + static_cast<std::int64_t>((x >> 33) % span));
   }
   return Array::from_doubles(values, shape, dtype);
 }
