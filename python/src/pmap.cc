@@ -48,6 +48,56 @@ std::shared_ptr<py::object> shared_object(py::object object) {
 
 Axes to_axes(const std::vector<std::string>& names) { return Axes(names); }
 
+// The thread a caller's blocking work runs on while the caller polls for signals: made on the first call
+// from a thread and kept for the thread's life.
+class Waiter {
+ public:
+  Waiter() : thread_([this] { loop(); }) {}
+  ~Waiter() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void start(std::function<void()> work) {
+    {
+      std::lock_guard lock(mutex_);
+      work_ = std::move(work);
+      done_ = false;
+    }
+    cv_.notify_all();
+  }
+  // True once the work has ended (waits at most `timeout`).
+  bool wait_for(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_);
+    return done_cv_.wait_for(lock, timeout, [&] { return done_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || work_; });
+      if (stopping_) return;
+      std::function<void()> work = std::move(work_);
+      work_ = nullptr;
+      lock.unlock();
+      work();  // catches its own exceptions
+      work = nullptr;
+      lock.lock();
+      done_ = true;
+      done_cv_.notify_all();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_, done_cv_;
+  std::function<void()> work_;
+  bool done_ = true, stopping_ = false;
+  std::thread thread_;
+};
+
 // The calls in flight, for the interpreter's exit: a daemon thread may be inside a pmap when the main thread
 // ends, and the runtime (and the replicas' Python state) must not be torn down under it.
 struct ActiveCalls {
@@ -188,7 +238,11 @@ ReplicaScope::~ReplicaScope() {
 
 void note_python_thread(CallState& call, int index, bool running) {
   if (call.python_threads.size() <= static_cast<std::size_t>(index)) call.python_threads.resize(index + 1, 0);
-  call.python_threads[index] = running ? PyThread_get_thread_ident() : 0;
+  const unsigned long self = PyThread_get_thread_ident();
+  // An interrupt sent while the replica was leaving Python must not fire in this thread's next call (its
+  // thread state is kept).
+  if (!running) PyThreadState_SetAsyncExc(self, nullptr);
+  call.python_threads[index] = running ? self : 0;
 }
 
 std::string describe_python_error(const py::error_already_set& error) {
@@ -223,38 +277,26 @@ void run_interruptibly(CallState& call, const std::function<void()>& work) {
   ActiveCall active(call);
   std::exception_ptr failure;
   std::optional<py::error_already_set> interrupt;
+  thread_local Waiter waiter;  // one per calling thread, kept (a thread per call costs ~50 us)
   {
     py::gil_scoped_release nogil;
-    std::mutex mutex;
-    std::condition_variable cv;
-    bool done = false;
-    std::thread helper([&] {
+    waiter.start([&] {
       try {
         work();
       } catch (...) {
         failure = std::current_exception();
       }
-      std::lock_guard lock(mutex);
-      done = true;
-      cv.notify_all();
     });
-    std::unique_lock lock(mutex);
-    while (!cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return done; })) {
+    while (!waiter.wait_for(std::chrono::milliseconds(50))) {
       if (call.interrupted) continue;  // already told the replicas; wait for them to stop
-      lock.unlock();
-      {
-        py::gil_scoped_acquire gil;
-        if (PyErr_CheckSignals() != 0) {  // a Python signal handler raised (KeyboardInterrupt)
-          interrupt.emplace();
-          call.interrupted = true;
-          for (unsigned long thread : call.python_threads)
-            if (thread) PyThreadState_SetAsyncExc(thread, PyExc_KeyboardInterrupt);
-        }
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) {  // a Python signal handler raised (KeyboardInterrupt)
+        interrupt.emplace();
+        call.interrupted = true;
+        for (unsigned long thread : call.python_threads)
+          if (thread) PyThreadState_SetAsyncExc(thread, PyExc_KeyboardInterrupt);
       }
-      lock.lock();
     }
-    lock.unlock();
-    helper.join();
   }
   if (interrupt) {
     call.python_error = py::object();  // the replicas' KeyboardInterrupts are this one

@@ -56,14 +56,20 @@ class _Pmapped:
                 f"{self._name}: a pmapped function was called inside a replica; nest pmap(pmap(f)) instead "
                 "(one program over a multi-axis mesh)")
         levels, fun = self._levels()
-        leaves, treedef = _tree.flatten(tuple(args))
         in_axes = self._in_axes
         if isinstance(in_axes, list):
             in_axes = tuple(in_axes)
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"{self._name}: pmap in_axes specification must be a tree prefix of the corresponding "
                              f"value, got specification {self._in_axes!r} for {len(args)} arguments")
-        leaf_axes = _tree.broadcast_prefix(in_axes, tuple(args), "pmap in_axes")
+        if all(isinstance(a, (np.ndarray, ShardedArray)) for a in args) and (
+                in_axes is None or isinstance(in_axes, int) or all(a is None or isinstance(a, int) for a in in_axes)):
+            # Every argument an array (the common case): no pytree walk.
+            leaves, treedef = list(args), _flat_treedef(len(args))
+            leaf_axes = list(in_axes) if isinstance(in_axes, tuple) else [in_axes] * len(args)
+        else:
+            leaves, treedef = _tree.flatten(tuple(args))
+            leaf_axes = _tree.broadcast_prefix(in_axes, tuple(args), "pmap in_axes")
         impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf for leaf in leaves]
 
         if len(levels) == 1:
@@ -96,6 +102,8 @@ class _Pmapped:
             results = program(impl_leaves, _weft.ShardedArray)
             out_def = self._out_def
         outs = [ShardedArray(r) for r in results]
+        if out_def == _tree.LEAF and out_axes == 0:
+            return outs[0]
         if out_def is None:  # this process holds none of the program's devices
             return outs
         out_leaves = outs
@@ -106,13 +114,24 @@ class _Pmapped:
         return _tree.unflatten(out_def, out_leaves)
 
     def _replica_function(self, fun, treedef):
+        flat = treedef == _flat_treedef(len(treedef[1])) if treedef[0] == "tuple" else False
+
         def replica(*leaves):
-            out = fun(*_tree.unflatten(treedef, list(leaves)))
+            out = fun(*leaves) if flat else fun(*_tree.unflatten(treedef, list(leaves)))
+            if isinstance(out, np.ndarray):  # one array: no pytree walk
+                self._out_def = _tree.LEAF
+                return [out]
             out_leaves, out_def = _tree.flatten(out)
             self._out_def = out_def  # the same on every replica (the engine checks their outputs agree)
             return out_leaves
 
         return replica
+
+
+@functools.lru_cache(maxsize=None)
+def _flat_treedef(n):
+    """The treedef of a tuple of n arrays."""
+    return ("tuple", (_tree.LEAF,) * n)
 
 
 def _apply_out_axis(sharded, axis, name):

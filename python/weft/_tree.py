@@ -4,7 +4,7 @@ pmap and weft.lax take and return pytrees; the C++ runtime sees only the flat li
 hashable description of the nesting, so it can key a cache of prepared programs.
 """
 
-_LEAF = ("*",)
+LEAF = _LEAF = ("*",)  # the treedef of one array
 _NONE = ("None",)
 
 
