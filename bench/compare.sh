@@ -1,27 +1,33 @@
 #!/usr/bin/env bash
-# bench/compare.sh: weft's in-process allreduce against an Open MPI baseline on the same machine, plus the
-# host copy bandwidth that bounds both and weft's peak RSS. Results and raw JSON lines go to $OUT.
+# bench/compare.sh: weft's in-process collectives (every op weft-bench measures) against an Open MPI baseline
+# at its best on the same machine (bench/mpi_collectives.c: iterations planned by a time budget, warm-up,
+# median over repetitions, max over ranks; weft-bench times itself the same way), plus the cost of a pmap
+# call, the host copy bandwidth that bounds both, and weft's peak RSS. Results and raw JSON lines go to $OUT.
 #
 #   bench/compare.sh                 # after building weft (cmake --build build)
 #   BUILD=build-rel RUNS=5 bench/compare.sh
 #   INSTANCES=2 bench/compare.sh     # weft as 2 instances x 4 devices under weftrun, against 8 MPI ranks
 #
 # Knobs (environment): BUILD (weft build dir, default build), OUT (default $BUILD/bench), SIZES (default
-# 4K,1M,64M), DEVICES (replicas = MPI ranks, default 8), RUNS (alternating runs of each, default 3),
-# IDLE_WAIT (seconds to wait, before each run, for the CPUs to be idle; default 120, 0 = don't wait).
+# 4K,1M,64M), OPS (default: allreduce all_gather reduce_scatter all_to_all ppermute), DEVICES (replicas =
+# MPI ranks, default 8), RUNS (alternating runs of each, default 3), BUDGET_MS (one repetition's planned
+# time, default 200), IDLE_WAIT (seconds to wait, before each run, for the CPUs to be idle; default 120,
+# 0 = don't wait).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BUILD:-$ROOT/build}"
 OUT="${OUT:-$BUILD/bench}"
 SIZES="${SIZES:-4K,1M,64M}"
+OPS="${OPS:-allreduce all_gather reduce_scatter all_to_all ppermute}"
+BUDGET_MS="${BUDGET_MS:-200}"
 DEVICES="${DEVICES:-8}"
 RUNS="${RUNS:-3}"
 INSTANCES="${INSTANCES:-1}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
 BUSY_STARTS=0  # runs started on a busy machine (IDLE_WAIT ran out)
 WEFT_BENCH="$BUILD/bin/weft-bench"
-MPI_BENCH="$OUT/mpi_allreduce"
+MPI_BENCH="$OUT/mpi_collectives"
 
 # Open MPI refuses to run as root without these (containers usually run as root).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -38,7 +44,7 @@ build() {
   fi
   mkdir -p "$OUT"
   log "building the MPI baseline: $MPI_BENCH"
-  mpicc -O2 -std=c11 -Wall -Wextra -o "$MPI_BENCH" "$ROOT/bench/mpi_allreduce.c"
+  mpicc -O2 -std=c11 -Wall -Wextra -o "$MPI_BENCH" "$ROOT/bench/mpi_collectives.c"
 }
 
 # Percentage of CPU time, over all CPUs, spent busy during one second (from /proc/stat).
@@ -64,24 +70,32 @@ wait_for_idle() {
   BUSY_STARTS=$((BUSY_STARTS + 1))
 }
 
-# Alternates weft and MPI so slow drifts of the machine (other load, thermal) hit both alike.
-run_allreduce() {
+# Alternates weft and MPI, op by op, so slow drifts of the machine (other load, thermal) hit both alike.
+run_ops() {
   : >"$OUT/weft.jsonl"
   : >"$OUT/mpi.jsonl"
+  local run op
   for run in $(seq "$RUNS"); do
-    wait_for_idle
-    if [ "$INSTANCES" -gt 1 ]; then
-      # Every instance prints the same timing (the rounds are global); keep instance 0's lines.
-      log "run $run/$RUNS: weftrun --num-instances $INSTANCES --num-replicas $DEVICES weft-bench --op allreduce --sizes $SIZES"
-      "$BUILD/bin/weftrun" --num-instances "$INSTANCES" --num-replicas "$DEVICES" "$WEFT_BENCH" --op allreduce \
-        --sizes "$SIZES" --json | sed -n 's/^\[instance 0\] //p' >>"$OUT/weft.jsonl"
-    else
-      log "run $run/$RUNS: weft-bench --op allreduce --devices $DEVICES --sizes $SIZES"
-      "$WEFT_BENCH" --op allreduce --devices "$DEVICES" --sizes "$SIZES" --json >>"$OUT/weft.jsonl"
+    for op in $OPS; do
+      wait_for_idle
+      if [ "$INSTANCES" -gt 1 ]; then
+        # Every instance prints the same timing (the slowest process's); keep instance 0's lines.
+        log "run $run/$RUNS: weftrun --num-instances $INSTANCES --num-replicas $DEVICES weft-bench --op $op --sizes $SIZES"
+        "$BUILD/bin/weftrun" --num-instances "$INSTANCES" --num-replicas "$DEVICES" "$WEFT_BENCH" --op "$op" \
+          --sizes "$SIZES" --budget-ms "$BUDGET_MS" --json | sed -n 's/^\[instance 0\] //p' >>"$OUT/weft.jsonl"
+      else
+        log "run $run/$RUNS: weft-bench --op $op --devices $DEVICES --sizes $SIZES"
+        "$WEFT_BENCH" --op "$op" --devices "$DEVICES" --sizes "$SIZES" --budget-ms "$BUDGET_MS" --json >>"$OUT/weft.jsonl"
+      fi
+      wait_for_idle
+      log "run $run/$RUNS: ${MPIRUN[*]} mpi_collectives --op $op --sizes $SIZES"
+      "${MPIRUN[@]}" "$MPI_BENCH" --op "$op" --sizes "$SIZES" --budget-ms "$BUDGET_MS" --json >>"$OUT/mpi.jsonl"
+    done
+    if [ "$INSTANCES" -eq 1 ]; then
+      wait_for_idle
+      log "run $run/$RUNS: weft-bench --op dispatch --devices $DEVICES"
+      "$WEFT_BENCH" --op dispatch --devices "$DEVICES" --budget-ms "$BUDGET_MS" --json >>"$OUT/weft.jsonl"
     fi
-    wait_for_idle
-    log "run $run/$RUNS: ${MPIRUN[*]} mpi_allreduce --sizes $SIZES"
-    "${MPIRUN[@]}" "$MPI_BENCH" --sizes "$SIZES" --json >>"$OUT/mpi.jsonl"
   done
 }
 
@@ -135,24 +149,36 @@ summarize() {
     }
     FNR == 1 { source = FILENAME; sub(/.*\//, "", source); sub(/\.jsonl$/, "", source) }
     {
-      bytes = field($0, "bytes") + 0; t = field($0, "time_us") + 0
+      op = field($0, "op"); bytes = field($0, "bytes") + 0; t = field($0, "time_us") + 0
       if (field($0, "wrong") != 0) wrong[source] += field($0, "wrong")
-      times[source, bytes] = times[source, bytes] " " t
-      if (source == "weft" && !(bytes in seen)) { seen[bytes] = 1; order[++nsizes] = bytes }
+      times[source, op, bytes] = times[source, op, bytes] " " t
+      if (source == "weft" && !((op, bytes) in seen)) { seen[op, bytes] = 1; order[++nrows] = op SUBSEP bytes }
+    }
+    # The floors of issue 9 (MPI time / weft time), by op and reported size.
+    function floor_of(op, bytes) {
+      if (instances > 1) return op == "allreduce" && (bytes == 4096 || bytes == 1048576 || bytes == 67108864) ? 4 : 0
+      if (bytes == 4096 || bytes == 1048576 || (op == "all_gather" && (bytes == 4096 * devices || bytes == 1048576 * devices))) return 8
+      if ((op == "allreduce" || op == "reduce_scatter") && bytes == 67108864) return 8
+      if (op == "all_gather" && bytes == 67108864 * devices) return 6
+      return 0
     }
     END {
-      if (instances > 1) { target[1048576] = 3; target[67108864] = 2.5 }
-      else { target[4096] = 5; target[1048576] = 5; target[67108864] = 4.5 }
-      print "| size | weft median (us) | MPI median (us) | MPI/weft | target | met |"
-      print "| ---: | ---: | ---: | ---: | ---: | :---: |"
-      for (i = 1; i <= nsizes; ++i) {
-        b = order[i]; w = median(times["weft", b]); m = median(times["mpi", b])
-        ratio = m / w; goal = (b in target) ? target[b] : 0
-        printf "| %s | %.1f | %.1f | %.2fx | %s | %s |\n", human(b), w, m, ratio,
+      print "| op | size | weft median (us) | MPI median (us) | MPI/weft | floor | met |"
+      print "| --- | ---: | ---: | ---: | ---: | ---: | :---: |"
+      for (i = 1; i <= nrows; ++i) {
+        split(order[i], key, SUBSEP); op = key[1]; b = key[2]
+        w = median(times["weft", op, b])
+        if (op == "dispatch") {
+          printf "| dispatch (empty pmap call) | - | %.1f | - | - | <= 10 us | %s |\n", w, (w <= 10 ? "yes" : "no")
+          continue
+        }
+        m = median(times["mpi", op, b])
+        ratio = w > 0 ? m / w : 0; goal = floor_of(op, b)
+        printf "| %s | %s | %.1f | %.1f | %.2fx | %s | %s |\n", op, human(b), w, m, ratio,
                (goal ? ">= " goal "x" : "-"), (goal ? (ratio >= goal ? "yes" : "no") : "-")
-        if (b == 67108864) big_time = w
+        if (op == "allreduce" && b == 67108864) big_time = w
       }
-      membw = median(times["membw", 536870912])
+      membw = median(times["membw", "membw", 536870912])
       membw_GBps = 2 * 536870912 / (membw * 1e3)
       print ""
       printf "membw (2 threads, 512 MiB, bytes read + written): median %.1f us per copy = %.2f GB/s\n", membw, membw_GBps
@@ -181,12 +207,14 @@ main() {
   [ "$INSTANCES" -gt 1 ] && cmake --build "$BUILD" --target weftrun >&2
   # Timings on a shared machine are only as good as its idleness: record the load next to the results.
   LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
-  run_allreduce
+  run_ops
   run_membw
   measure_rss
   {
     machine
-    echo "runs: $RUNS alternating, sizes $SIZES, $DEVICES replicas / ranks, weft as $INSTANCES instance(s)"
+    echo "runs: $RUNS alternating, ops $OPS, sizes $SIZES (one replica's input; all_gather reports the gathered" \
+         "buffer), $DEVICES replicas / ranks, weft as $INSTANCES instance(s); each number a median of 5" \
+         "repetitions of ~${BUDGET_MS} ms, the table the median over runs"
     echo
     summarize "$RSS_KIB"
   } | tee "$OUT/summary.md"

@@ -1,15 +1,19 @@
 // weft-bench: collective bandwidth benchmarks in the style of nccl-tests.
 //
-//   weft-bench --op allreduce --devices 8 --sizes 4K,1M,64M [--iters 20] [--warmup 5] [--dtype float32]
-//              [--no-check] [--json] [--verbose]
+//   weft-bench --op allreduce --devices 8 --sizes 4K,1M,64M [--budget-ms 200] [--reps 5] [--iters N]
+//              [--warmup N] [--dtype float32] [--no-check] [--json] [--verbose]
+//   weft-bench --op dispatch [--devices 8]  (the cost of one call of an empty pmapped function)
 //   weft-bench --op membw [--devices 2]     (host copy bandwidth, the ceiling for in-process collectives)
 //
 // Per size: every replica's input is placed on its device before timing; ONE pmap call then runs, in every
-// replica, warmup collectives, a barrier, and `iters` back-to-back collectives timed by replica 0. So the
-// number is the collective itself, not pmap launch, placement or readback (docs/benchmarks.md explains
-// why replica 0's clock is enough). The last iteration's outputs are then compared, element by element and
-// for every replica, with values computed independently here on the host; any wrong element makes the
-// exit status non-zero.
+// replica: warm-up collectives in doubling batches until a tenth of the budget has passed, which plan the
+// iterations of a repetition (~budget-ms; fixed with --iters); then `reps` repetitions, each started by a
+// barrier and timed by the first replica of each process, the slowest process's time counting (a pmax).
+// The reported time is the median over repetitions: the scheme of bench/mpi_collectives.c, so both sides
+// are measured alike (OSU / nccl-tests conventions). So the number is the collective itself, not pmap
+// launch, placement or readback (docs/benchmarks.md explains why one replica's clock is enough). The last
+// iteration's outputs are then compared, element by element and for every replica, with values computed
+// independently here on the host; any wrong element makes the exit status non-zero.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -48,14 +52,16 @@ constexpr const char* kAxis = "i";
 constexpr int kPeriod = 97;
 constexpr std::int64_t kMembwDefaultBytes = std::int64_t{512} << 20;
 constexpr int kMembwDefaultThreads = 2;
+constexpr int kMembwDefaultIters = 20;
 
 // ---- command line ------------------------------------------------------------------------------------
 
-enum class Op { allreduce, all_gather, reduce_scatter, all_to_all, ppermute, membw };
+enum class Op { allreduce, all_gather, reduce_scatter, all_to_all, ppermute, dispatch, membw };
 
 const std::map<std::string, Op> kOpNames = {
     {"allreduce", Op::allreduce},   {"all_gather", Op::all_gather}, {"reduce_scatter", Op::reduce_scatter},
-    {"all_to_all", Op::all_to_all}, {"ppermute", Op::ppermute},     {"membw", Op::membw},
+    {"all_to_all", Op::all_to_all}, {"ppermute", Op::ppermute},     {"dispatch", Op::dispatch},
+    {"membw", Op::membw},
 };
 
 std::string op_name(Op op) {
@@ -68,8 +74,10 @@ struct Options {
   Op op = Op::allreduce;
   int devices = 8;
   std::vector<std::int64_t> sizes;  // bytes of one replica's input buffer
-  int iters = 20;
-  int warmup = 5;
+  int iters = 0;            // 0: planned from the warm-up so that a repetition lasts ~budget_ms
+  int warmup = 0;           // extra untimed calls before the planning warm-up
+  int reps = 5;             // repetitions; the median counts
+  double budget_ms = 200;
   DType dtype = DType::f32;
   bool check = true;
   bool json = false;
@@ -206,6 +214,7 @@ double bus_factor(Op op, int n) {
     case Op::reduce_scatter:
     case Op::all_to_all: return static_cast<double>(n - 1) / n;
     case Op::ppermute:
+    case Op::dispatch:
     case Op::membw: return 1.0;
   }
   return 1.0;
@@ -267,6 +276,7 @@ std::vector<Segment> expected_segments(Op op, const Geometry& g, int k, int sum_
     case Op::ppermute:  // ring shift: replica k receives replica k-1's input
       segments.push_back({g.count, (k + g.n - 1) % g.n, 0});
       break;
+    case Op::dispatch:
     case Op::membw:
       break;
   }
@@ -281,9 +291,10 @@ Array run_op(Op op, Replica& r, const Array& x, const weft::Permutation& ring) {
     case Op::reduce_scatter: return r.psum_scatter(x, kAxis);
     case Op::all_to_all: return r.all_to_all(x, kAxis, /*split_axis=*/0, /*concat_axis=*/0);
     case Op::ppermute: return r.ppermute(x, kAxis, ring);
+    case Op::dispatch:
     case Op::membw: break;
   }
-  throw weft::InvalidArgument("membw is not a collective");
+  throw weft::InvalidArgument(op_name(op) + " is not a collective");
 }
 
 // Every replica waits here until all have arrived: a psum of a scalar completes only once every replica
@@ -295,9 +306,25 @@ void barrier(Replica& r) { r.psum(Array::scalar(0.0, DType::f32), kAxis); }
 struct Result {
   std::int64_t bytes = 0;
   std::int64_t count = 0;
-  double time_us = 0;  // mean per iteration
+  double time_us = 0;  // per iteration: the median over repetitions
   std::int64_t wrong = 0;
+  int iters = 0;       // per repetition
 };
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Iterations of one repetition for a call that takes `per_call` seconds: ~budget, within [5, 10^6].
+int planned_iterations(double per_call, double budget_ms) {
+  const double planned = per_call > 0 ? budget_ms * 1e-3 / per_call : 1e6;
+  return static_cast<int>(std::clamp(planned, 5.0, 1e6));
+}
 
 // Replica inputs, placed on their devices one at a time so the host staging copy never exceeds one shard
 // (peak RSS then reflects the runtime, not the benchmark).
@@ -345,9 +372,10 @@ std::int64_t count_wrong(Op op, const Geometry& g, DType dtype, const weft::Shar
   return wrong;
 }
 
-// Runs one pmap: warmup, barrier, `iters` timed collectives. Replica 0's clock gives the time: every
-// collective is a rendezvous that completes only when all replicas arrived and (for large ones) all
-// finished their share, so when replica 0 leaves the last one, every replica's work is done.
+// Runs one pmap: warm-up and planning, then the timed repetitions (see the banner). The first local
+// replica's clock gives a process's time: every collective is a rendezvous that completes only when all
+// replicas arrived and (for large ones) all finished their share, so when it leaves the last one, every
+// replica's work is done; across processes the slowest one counts.
 template <class Codec>
 Result measure_collective(weft::Runtime& rt, const Options& opt, std::int64_t bytes) {
   const Geometry g = geometry(opt.op, opt.devices, bytes, opt.dtype);
@@ -357,14 +385,39 @@ Result measure_collective(weft::Runtime& rt, const Options& opt, std::int64_t by
   weft::Permutation ring;
   for (int k = 0; k < g.n; ++k) ring.emplace_back(k, (k + 1) % g.n);
 
-  Clock::duration elapsed{};
+  std::vector<double> rep_seconds;  // per call, one per repetition (written by the first local replica)
+  int iterations = 0;
   auto body = [&](Replica& r, const Array& x) {
+    const bool timer = r.device() == rt.local_devices().front();
+    // The timers' slowest value, the same in every replica: all of them then take the same branches and
+    // run the same number of collectives.
+    auto slowest = [&](double mine) {
+      return r.pmax(Array::scalar(timer ? mine : 0.0, DType::f64), kAxis).value_at(0);
+    };
+    auto timed = [&](int calls, Array& y) {
+      barrier(r);
+      const Clock::time_point start = Clock::now();
+      for (int i = 0; i < calls; ++i) y = run_op(opt.op, r, x, ring);
+      return slowest(seconds_since(start) / calls);
+    };
     Array y;
     for (int i = 0; i < opt.warmup; ++i) y = run_op(opt.op, r, x, ring);
-    barrier(r);
-    const Clock::time_point start = Clock::now();
-    for (int i = 0; i < opt.iters; ++i) y = run_op(opt.op, r, x, ring);
-    if (r.device() == rt.local_devices().front()) elapsed = Clock::now() - start;  // first local replica
+    int iters = opt.iters;
+    if (iters == 0) {
+      double per_call = 0;
+      for (int batch = 1, done = 0; done < 2 || per_call * done < opt.budget_ms * 1e-4; batch *= 2) {
+        per_call = timed(batch, y);
+        done += batch;
+        if (batch >= (1 << 20)) break;
+      }
+      iters = planned_iterations(per_call, opt.budget_ms);
+    }
+    std::vector<double> times;
+    for (int rep = 0; rep < opt.reps; ++rep) times.push_back(timed(iters, y));
+    if (timer) {
+      rep_seconds = times;
+      iterations = iters;
+    }
     return y;
   };
   weft::PmapOptions options;  // (designated initializers would trip -Wmissing-field-initializers on g++ 12)
@@ -377,8 +430,49 @@ Result measure_collective(weft::Runtime& rt, const Options& opt, std::int64_t by
   Result result;
   result.bytes = g.reported_bytes;
   result.count = g.reported_bytes / static_cast<std::int64_t>(weft::dtype_size(opt.dtype));
-  result.time_us = std::chrono::duration<double, std::micro>(elapsed).count() / opt.iters;
+  result.time_us = median(rep_seconds) * 1e6;
+  result.iters = iterations;
   if (opt.check) result.wrong = count_wrong(opt.op, g, opt.dtype, outputs, table);
+  return result;
+}
+
+// The cost of a pmap call: an empty pmapped function (it returns its argument, already on the devices)
+// called back to back from the host, planned and repeated like the collectives. Issue 9 asks <= 10 us.
+Result measure_dispatch(weft::Runtime& rt, const Options& opt) {
+  std::vector<weft::Shard> shards;
+  for (int r = 0; r < opt.devices; ++r) {
+    const weft::Device& device = rt.devices()[r];
+    shards.push_back({device, device.process_index == rt.process_index()
+                                  ? weft::device_put(Array::scalar(1.0, DType::f32), device, rt)
+                                  : Array::scalar(1.0, DType::f32)});
+  }
+  const weft::ShardedArray inputs(std::move(shards), weft::Shape{opt.devices}, &rt);
+  weft::PmapOptions options;
+  options.axis = kAxis;
+  options.runtime = &rt;
+  options.name = "weft-bench dispatch";
+  auto program = weft::pmap([](const Array& x) { return x; }, options);
+  auto timed = [&](int calls) {
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < calls; ++i) program(inputs);
+    return seconds_since(start) / calls;
+  };
+  for (int i = 0; i < opt.warmup; ++i) program(inputs);
+  int iters = opt.iters;
+  if (iters == 0) {
+    double per_call = 0;
+    for (int batch = 1, done = 0; done < 2 || per_call * done < opt.budget_ms * 1e-4; batch *= 2) {
+      per_call = timed(batch);
+      done += batch;
+      if (batch >= (1 << 20)) break;
+    }
+    iters = planned_iterations(per_call, opt.budget_ms);
+  }
+  std::vector<double> times;
+  for (int rep = 0; rep < opt.reps; ++rep) times.push_back(timed(iters));
+  Result result;
+  result.time_us = median(times) * 1e6;
+  result.iters = iters;
   return result;
 }
 
@@ -417,6 +511,7 @@ Result measure_membw(int threads, std::int64_t bytes, int iters, int warmup, boo
   result.bytes = bytes;
   result.count = bytes;
   result.time_us = std::chrono::duration<double, std::micro>(elapsed).count() / iters;
+  result.iters = iters;
   if (check && std::memcmp(src.get(), dst.get(), size) != 0)
     for (std::size_t i = 0; i < size; ++i) result.wrong += src[i] != dst[i];
   return result;
@@ -448,17 +543,23 @@ void print_json(const Options& opt, int devices, int instances, const Result& r)
   line["algbw_GBps"] = round_to(algbw, 3);
   line["busbw_GBps"] = round_to(algbw * bus_factor(opt.op, devices), 3);
   line["wrong"] = r.wrong;
+  line["iters"] = r.iters;
+  line["reps"] = opt.reps;
   std::cout << line.dump() << std::endl;
 }
 
 void print_table_header(const Options& opt, int devices) {
   std::cout << "# weft-bench: op " << op_name(opt.op) << ", " << devices
             << (opt.op == Op::membw ? " threads" : " devices") << ", dtype "
-            << (opt.op == Op::membw ? "byte" : weft::dtype_name(opt.dtype)) << ", " << opt.iters
-            << " iterations (+" << opt.warmup << " warmup), check " << (opt.check ? "on" : "off") << "\n#\n"
+            << (opt.op == Op::membw ? "byte" : weft::dtype_name(opt.dtype)) << ", "
+            << (opt.op == Op::membw ? std::to_string(opt.iters > 0 ? opt.iters : kMembwDefaultIters) + " iterations"
+                : "median of " + std::to_string(opt.reps) + " repetitions of " +
+                      (opt.iters > 0 ? std::to_string(opt.iters) + " iterations"
+                                     : "~" + std::to_string(static_cast<int>(opt.budget_ms)) + " ms"))
+            << ", check " << (opt.check ? "on" : "off") << "\n#\n"
             << "#" << std::setw(11) << "size" << std::setw(14) << "count" << std::setw(10) << "type"
             << std::setw(12) << "time" << std::setw(10) << "algbw" << std::setw(10) << "busbw" << std::setw(9)
-            << "#wrong" << "\n"
+            << "#wrong" << std::setw(10) << "iters" << "\n"
             << "#" << std::setw(11) << "(B)" << std::setw(14) << "(elements)" << std::setw(10) << ""
             << std::setw(12) << "(us)" << std::setw(10) << "(GB/s)" << std::setw(10) << "(GB/s)" << "\n";
 }
@@ -468,7 +569,7 @@ void print_table_row(const Options& opt, int devices, const Result& r) {
   std::cout << std::fixed << std::setw(12) << r.bytes << std::setw(14) << r.count << std::setw(10)
             << (opt.op == Op::membw ? "byte" : weft::dtype_name(opt.dtype)) << std::setprecision(2)
             << std::setw(12) << r.time_us << std::setw(10) << algbw << std::setw(10)
-            << algbw * bus_factor(opt.op, devices) << std::setw(9) << r.wrong << std::endl;
+            << algbw * bus_factor(opt.op, devices) << std::setw(9) << r.wrong << std::setw(10) << r.iters << std::endl;
 }
 
 long max_rss_kib() {
@@ -505,13 +606,17 @@ std::int64_t run(const Options& opt) {
   effective.devices = devices;
   std::int64_t wrong = 0;
   double busbw_sum = 0;
-  for (std::int64_t bytes : opt.sizes) {
-    const Result r = membw ? measure_membw(devices, bytes, opt.iters, opt.warmup, opt.check)
-                           : visit_codec(opt.dtype, [&](auto codec) {
-                               return measure_collective<decltype(codec)>(*runtime, effective, bytes);
-                             });
+  // dispatch has no size: one row.
+  const std::vector<std::int64_t> sizes = opt.op == Op::dispatch ? std::vector<std::int64_t>{0} : opt.sizes;
+  for (std::int64_t bytes : sizes) {
+    const Result r = membw ? measure_membw(devices, bytes, opt.iters > 0 ? opt.iters : kMembwDefaultIters,
+                                           std::max(opt.warmup, 1), opt.check)
+                     : opt.op == Op::dispatch ? measure_dispatch(*runtime, effective)
+                                              : visit_codec(opt.dtype, [&](auto codec) {
+                                                  return measure_collective<decltype(codec)>(*runtime, effective, bytes);
+                                                });
     wrong += r.wrong;
-    busbw_sum += algbw_GBps(opt.op, r) * bus_factor(opt.op, devices);
+    busbw_sum += algbw_GBps(opt.op, r) * bus_factor(opt.op, devices) / static_cast<double>(sizes.size());
     if (opt.json)
       print_json(opt, devices, instances, r);
     else
@@ -520,7 +625,7 @@ std::int64_t run(const Options& opt) {
   if (!opt.json) {
     std::cout << "# Out of bounds values : " << wrong << (wrong == 0 ? " OK" : " FAILED") << "\n"
               << "# Avg bus bandwidth    : " << std::setprecision(3)
-              << busbw_sum / static_cast<double>(opt.sizes.size()) << "\n#" << std::endl;
+              << busbw_sum << "\n#" << std::endl;
   }
   if (opt.verbose) std::cerr << "weft-bench: max RSS " << max_rss_kib() << " KiB" << std::endl;
   return wrong;
@@ -542,8 +647,13 @@ int main(int argc, char** argv) {
                       ->check(CLI::Range(1, 4096));
   auto* sizes_option = app.add_option("--sizes", sizes, "bytes of one replica's buffer, comma separated, K/M/G suffixes"
                                                         " (membw: default 512M)");
-  app.add_option("--iters", opt.iters, "timed iterations per size")->check(CLI::Range(1, 1000000000));
-  app.add_option("--warmup", opt.warmup, "untimed iterations before timing")->check(CLI::Range(0, 1000000000));
+  app.add_option("--iters", opt.iters, "timed iterations per repetition (default: planned from the budget; membw: 20)")
+      ->check(CLI::Range(1, 1000000000));
+  app.add_option("--warmup", opt.warmup, "extra untimed iterations before the planning warm-up")
+      ->check(CLI::Range(0, 1000000000));
+  app.add_option("--reps", opt.reps, "repetitions per size; the median is reported")->check(CLI::Range(1, 101));
+  app.add_option("--budget-ms", opt.budget_ms, "planned wall time of one repetition, in ms")
+      ->check(CLI::Range(1.0, 600000.0));
   app.add_option("--dtype", dtype, "element type: float32, float64, float16, bfloat16, int8, int32, int64, uint8");
   app.add_flag("--no-check", no_check, "skip the comparison of outputs with host-computed values");
   app.add_flag("--json", opt.json, "one JSON object per size instead of the table");
