@@ -24,6 +24,7 @@
 #include <set>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 
 #include "bindings.hpp"
 
@@ -46,7 +47,13 @@ std::shared_ptr<py::object> shared_object(py::object object) {
           }};
 }
 
-Axes to_axes(const std::vector<std::string>& names) { return Axes(names); }
+// An axis name or a tuple / list of names, as jax.lax takes them.
+Axes to_axes(py::handle names) {
+  if (py::isinstance<py::str>(names)) return Axes(names.cast<std::string>());
+  std::vector<std::string> list;
+  for (py::handle n : names) list.push_back(py::str(n).cast<std::string>());
+  return Axes(std::move(list));
+}
 
 // The thread a caller's blocking work runs on while the caller polls for signals: made on the first call
 // from a thread and kept for the thread's life.
@@ -194,18 +201,38 @@ std::source_location make_location(const std::string& file, const std::string& f
 }  // namespace
 
 std::source_location python_call_site() {
+  // Per code object: whether it is weft's own, and its names; per (code, line): the location. Both keep a
+  // reference to the code object, so an address is never reused for another code (bounded by the program's
+  // code; under the GIL).
+  struct CodeInfo {
+    bool internal;
+    std::string file, function;
+  };
+  static std::unordered_map<PyCodeObject*, CodeInfo> codes;
+  static std::map<std::pair<PyCodeObject*, int>, std::source_location> sites;
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   Py_XINCREF(frame);
   while (frame) {
-    PyCodeObject* code = PyFrame_GetCode(frame);
-    py::handle code_object(reinterpret_cast<PyObject*>(code));
-    const std::string file = py::str(code_object.attr("co_filename")).cast<std::string>();
-    if (g_package_dir.empty() || file.rfind(g_package_dir, 0) != 0) {
-      const std::string function = py::str(code_object.attr("co_name")).cast<std::string>();
-      const auto line = static_cast<unsigned>(PyFrame_GetLineNumber(frame));
+    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
+    auto found = codes.find(code);
+    if (found == codes.end()) {
+      py::handle code_object(reinterpret_cast<PyObject*>(code));
+      std::string file = py::str(code_object.attr("co_filename")).cast<std::string>();
+      const bool internal = !g_package_dir.empty() && file.rfind(g_package_dir, 0) == 0;
+      std::string function = py::str(code_object.attr("co_name")).cast<std::string>();
+      Py_INCREF(code);  // kept by the table
+      found = codes.emplace(code, CodeInfo{internal, std::move(file), std::move(function)}).first;
+    }
+    if (!found->second.internal) {
+      const int line = PyFrame_GetLineNumber(frame);
       Py_DECREF(code);
       Py_DECREF(frame);
-      return make_location(file, function, line);
+      auto site = sites.find({found->first, line});
+      if (site == sites.end())
+        site = sites.emplace(std::pair{found->first, line},
+                             make_location(found->second.file, found->second.function, static_cast<unsigned>(line)))
+                   .first;
+      return site->second;
     }
     Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(frame);
@@ -377,14 +404,15 @@ class PythonPmap {
 
 // The collectives release the GIL while they wait for the other replicas.
 template <class F>
-py::array collective(const char* op, py::handle x, F&& body) {
+py::array collective(const char* op, py::handle x, py::handle axis_names, F&& body) {
   Replica& r = current_replica(op);
   const Array a = to_array(x, op);
+  const Axes axes = to_axes(axis_names);
   const std::source_location site = python_call_site();
   Array result;
   {
     py::gil_scoped_release nogil;
-    result = body(r, a, site);
+    result = body(r, a, axes, site);
   }
   return to_numpy(result);
 }
@@ -403,37 +431,36 @@ void init_pmap(py::module_& m) {
   g_package_dir = py::str(py::module_::import("os").attr("path").attr("dirname")(
                                  py::module_::import("weft").attr("__file__")))
                       .cast<std::string>() + "/";
-  using Names = std::vector<std::string>;
+  using Names = py::object;
   using Loc = std::source_location;
   using Groups = AxisIndexGroups;
   m.def("psum", [](py::handle x, const Names& axes, const Groups& groups) {
-    return collective("weft.lax.psum", x, [&](Replica& r, const Array& a, Loc site) { return r.psum(a, to_axes(axes), groups, site); });
+    return collective("weft.lax.psum", x, axes, [&](Replica& r, const Array& a, const Axes& ax, Loc site) { return r.psum(a, ax, groups, site); });
   });
   m.def("pmean", [](py::handle x, const Names& axes, const Groups& groups) {
-    return collective("weft.lax.pmean", x, [&](Replica& r, const Array& a, Loc site) { return r.pmean(a, to_axes(axes), groups, site); });
+    return collective("weft.lax.pmean", x, axes, [&](Replica& r, const Array& a, const Axes& ax, Loc site) { return r.pmean(a, ax, groups, site); });
   });
   m.def("pmax", [](py::handle x, const Names& axes, const Groups& groups) {
-    return collective("weft.lax.pmax", x, [&](Replica& r, const Array& a, Loc site) { return r.pmax(a, to_axes(axes), groups, site); });
+    return collective("weft.lax.pmax", x, axes, [&](Replica& r, const Array& a, const Axes& ax, Loc site) { return r.pmax(a, ax, groups, site); });
   });
   m.def("pmin", [](py::handle x, const Names& axes, const Groups& groups) {
-    return collective("weft.lax.pmin", x, [&](Replica& r, const Array& a, Loc site) { return r.pmin(a, to_axes(axes), groups, site); });
+    return collective("weft.lax.pmin", x, axes, [&](Replica& r, const Array& a, const Axes& ax, Loc site) { return r.pmin(a, ax, groups, site); });
   });
   m.def("all_gather", [](py::handle x, const Names& axes, const Groups& groups, int axis, bool tiled) {
-    return collective("weft.lax.all_gather", x,
-                      [&](Replica& r, const Array& a, Loc site) { return r.all_gather(a, to_axes(axes), axis, tiled, groups, site); });
+    return collective("weft.lax.all_gather", x, axes, [&](Replica& r, const Array& a, const Axes& ax, Loc site) { return r.all_gather(a, ax, axis, tiled, groups, site); });
   });
   m.def("psum_scatter", [](py::handle x, const Names& axes, const Groups& groups, int dimension, bool tiled) {
-    return collective("weft.lax.psum_scatter", x, [&](Replica& r, const Array& a, Loc site) {
-      return r.psum_scatter(a, to_axes(axes), dimension, tiled, groups, site);
+    return collective("weft.lax.psum_scatter", x, axes, [&](Replica& r, const Array& a, const Axes& ax, Loc site) {
+      return r.psum_scatter(a, ax, dimension, tiled, groups, site);
     });
   });
   m.def("all_to_all", [](py::handle x, const Names& axes, const Groups& groups, int split, int concat, bool tiled) {
-    return collective("weft.lax.all_to_all", x, [&](Replica& r, const Array& a, Loc site) {
-      return r.all_to_all(a, to_axes(axes), split, concat, tiled, groups, site);
+    return collective("weft.lax.all_to_all", x, axes, [&](Replica& r, const Array& a, const Axes& ax, Loc site) {
+      return r.all_to_all(a, ax, split, concat, tiled, groups, site);
     });
   });
   m.def("ppermute", [](py::handle x, const Names& axes, const Permutation& perm) {
-    return collective("weft.lax.ppermute", x, [&](Replica& r, const Array& a, Loc site) { return r.ppermute(a, to_axes(axes), perm, site); });
+    return collective("weft.lax.ppermute", x, axes, [&](Replica& r, const Array& a, const Axes& ax, Loc site) { return r.ppermute(a, ax, perm, site); });
   });
   m.def("axis_index", [](const Names& axes) { return current_replica("weft.lax.axis_index").axis_index(to_axes(axes)); });
   m.def("axis_size", [](const Names& axes) { return current_replica("weft.lax.axis_size").axis_size(to_axes(axes)); });

@@ -15,12 +15,6 @@ from . import _tree, _weft
 from ._arrays import DeviceArray, ShardedArray
 
 
-def _axis_names(axis_name):
-    if isinstance(axis_name, (tuple, list)):
-        return [str(a) for a in axis_name]
-    return [str(axis_name)]
-
-
 class _Pmapped:
     """What weft.pmap returns: call it with arrays (or pytrees of them) mapped along in_axes."""
 

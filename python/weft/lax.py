@@ -16,56 +16,52 @@ bitwise_xor = _np.bitwise_xor
 bitwise_not = _np.bitwise_not
 
 
-def _names(axis_name):
-    if isinstance(axis_name, (tuple, list)):
-        return [str(a) for a in axis_name]
-    return [str(axis_name)]
+_NO_GROUPS = ()
 
 
 def _groups(axis_index_groups):
-    return [] if axis_index_groups is None else [list(map(int, g)) for g in axis_index_groups]
+    return _NO_GROUPS if axis_index_groups is None else [list(map(int, g)) for g in axis_index_groups]
+
+
+def _each(op, x, *args):
+    """op(leaf, *args) for each leaf of x; an array (the common case) without the pytree walk. Axis names go
+    to C++ as given (a name, or a tuple / list of names)."""
+    if isinstance(x, _np.ndarray):
+        return op(x, *args)
+    return _tree_map(lambda leaf: op(leaf, *args), x)
 
 
 def psum(x, axis_name, *, axis_index_groups=None):
-    names, groups = _names(axis_name), _groups(axis_index_groups)
-    return _tree_map(lambda leaf: _weft.psum(leaf, names, groups), x)
+    return _each(_weft.psum, x, axis_name, _groups(axis_index_groups))
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
-    names, groups = _names(axis_name), _groups(axis_index_groups)
-    return _tree_map(lambda leaf: _weft.pmean(leaf, names, groups), x)
+    return _each(_weft.pmean, x, axis_name, _groups(axis_index_groups))
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
-    names, groups = _names(axis_name), _groups(axis_index_groups)
-    return _tree_map(lambda leaf: _weft.pmax(leaf, names, groups), x)
+    return _each(_weft.pmax, x, axis_name, _groups(axis_index_groups))
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
-    names, groups = _names(axis_name), _groups(axis_index_groups)
-    return _tree_map(lambda leaf: _weft.pmin(leaf, names, groups), x)
+    return _each(_weft.pmin, x, axis_name, _groups(axis_index_groups))
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
-    names, groups = _names(axis_name), _groups(axis_index_groups)
-    return _tree_map(lambda leaf: _weft.all_gather(leaf, names, groups, int(axis), bool(tiled)), x)
+    return _each(_weft.all_gather, x, axis_name, _groups(axis_index_groups), int(axis), bool(tiled))
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
-    names, groups = _names(axis_name), _groups(axis_index_groups)
-    return _tree_map(lambda leaf: _weft.psum_scatter(leaf, names, groups, int(scatter_dimension), bool(tiled)), x)
+    return _each(_weft.psum_scatter, x, axis_name, _groups(axis_index_groups), int(scatter_dimension), bool(tiled))
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
-    names, groups = _names(axis_name), _groups(axis_index_groups)
-    return _tree_map(
-        lambda leaf: _weft.all_to_all(leaf, names, groups, int(split_axis), int(concat_axis), bool(tiled)), x)
+    return _each(_weft.all_to_all, x, axis_name, _groups(axis_index_groups), int(split_axis), int(concat_axis),
+                 bool(tiled))
 
 
 def ppermute(x, axis_name, perm):
-    names = _names(axis_name)
-    pairs = [(int(s), int(d)) for s, d in perm]
-    return _tree_map(lambda leaf: _weft.ppermute(leaf, names, pairs), x)
+    return _each(_weft.ppermute, x, axis_name, [(int(s), int(d)) for s, d in perm])
 
 
 def pshuffle(x, axis_name, perm):
@@ -75,8 +71,8 @@ def pshuffle(x, axis_name, perm):
 
 def axis_index(axis_name):
     """This replica's index along `axis_name` (a name or a tuple of names), as an int32 scalar."""
-    return _np.int32(_weft.axis_index(_names(axis_name)))
+    return _np.int32(_weft.axis_index(axis_name))
 
 
 def axis_size(axis_name):
-    return _weft.axis_size(_names(axis_name))
+    return _weft.axis_size(axis_name)
