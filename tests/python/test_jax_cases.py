@@ -1,6 +1,9 @@
 """weft-conformance's JAX cases driven from Python: every case of tests/data/jax-cases.json (inputs and
 expected outputs computed by JAX) run through weft.pmap (nested for multi-axis meshes) and weft.lax, and
 each replica's result compared with JAX's: exact cases bit for bit, the others within rtol 1e-5, atol 1e-6.
+Also run as `weftrun --num-instances 2 --num-replicas 8 /usr/bin/python3 -m pytest ...` (python_jax_cases_2x4):
+meshes over the first global devices, 8-device meshes spanning both instances, each instance checking its
+own replicas' shards.
 """
 import numpy as np
 import pytest
@@ -46,8 +49,12 @@ def op_function(case):
     raise AssertionError(f"unknown op {op!r} in jax-cases.json")
 
 
-def nested_pmap(fn, axes):
-    """pmap(pmap(fn, axes[-1]), ...) with the outermost axis first: the notebook's nesting."""
+def nested_pmap(fn, axes, size):
+    """pmap(pmap(fn, axes[-1]), ...) with the outermost axis first: the notebook's nesting. Under weftrun a
+    1-d pmap names its devices (the first `size` global ones), as a multi-process JAX program does: without
+    them, an argument as long as the local device count is taken as this process's part (JAX's convention)."""
+    if len(axes) == 1 and weft.process_count() > 1:
+        return weft.pmap(fn, axis_name=axes[0], devices=weft.devices()[:size])
     for name in reversed(axes):
         fn = weft.pmap(fn, axis_name=name)
     return fn
@@ -62,12 +69,18 @@ def test_jax_case(case):
     mesh_axes, mesh_shape = case["mesh"]["axes"], case["mesh"]["shape"]
     x = json_array(case["input"])
     want = json_array(case["expected"])
-    got = nested_pmap(op_function(case), mesh_axes)(x)
-    assert isinstance(got, weft.ShardedArray)
-    assert got.shape == want.shape, f"{case['name']}: result shape {got.shape}, JAX's {want.shape}"
-    # Each replica's shard (on its device) against its slice of JAX's result.
     n = int(np.prod(mesh_shape))
+    got = nested_pmap(op_function(case), mesh_axes, n)(x)
+    if weft.process_count() == 1:
+        assert isinstance(got, weft.ShardedArray)
+        assert got.shape == want.shape, f"{case['name']}: result shape {got.shape}, JAX's {want.shape}"
+    elif not any(d.id < n for d in weft.local_devices()):
+        # Under weftrun the mesh lies over the first n global devices: this instance holds none of them.
+        assert got == [], f"{case['name']}: an instance without replicas got {got!r}"
+        return
+    # Each replica's shard (on its device) against its slice of JAX's result; under weftrun, this instance's.
     per_replica = want.reshape((n,) + want.shape[len(mesh_shape):])
+    assert got.shards, f"{case['name']}: no shards"
     for shard in got.shards:
         replica = shard.device().id
         failure = compare(shard, per_replica[replica], case["exact"])
