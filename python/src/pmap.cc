@@ -465,6 +465,10 @@ void init_pmap(py::module_& m) {
   m.def("axis_index", [](const Names& axes) { return current_replica("weft.lax.axis_index").axis_index(to_axes(axes)); });
   m.def("axis_size", [](const Names& axes) { return current_replica("weft.lax.axis_size").axis_size(to_axes(axes)); });
   m.def("in_replica", [] { return t_replica != nullptr; });
+  m.def("calls_in_flight", [] {
+    std::lock_guard lock(g_active.mutex);
+    return g_active.calls.size();
+  });
   m.def("replica_index", [] { return current_replica("weft.replica_index").index(); });
 }
 

@@ -39,6 +39,9 @@ def init(*, device_count=0, device_memory=-1, collective_warn=-1.0, collective_t
     device count is the job's and must not be set here.
     """
     global _runtime
+    if _weft.calls_in_flight():
+        raise InvalidArgument("weft.init: a pmap or session run is in flight in another thread; the runtime it runs "
+                              "on cannot be replaced under it")
     _runtime = Runtime(device_count=device_count, device_memory=device_memory, collective_warn=collective_warn,
                        collective_timeout=collective_timeout, log_level=log_level)
     return _runtime

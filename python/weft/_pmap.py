@@ -73,6 +73,9 @@ class _Pmapped:
             for lv in levels[1:]:
                 if lv._devices is not None:
                     raise ValueError(f"{self._name}: devices= is only supported on the outermost of nested pmaps")
+                if lv._in_axes != 0 or lv._out_axes != 0:
+                    raise ValueError(f"{self._name}: an inner pmap of a nest maps its arguments and results along "
+                                     f"axis 0 only (got in_axes={lv._in_axes!r}, out_axes={lv._out_axes!r})")
             mapped = [leaf for leaf, ax in zip(leaves, leaf_axes) if ax is not None]
             if not mapped:
                 raise ValueError(f"{self._name}: pmap must have at least one non-None value in in_axes")

@@ -44,6 +44,10 @@ class Session(_weft.Session):
     def __init__(self, replication_factor=0, *, num_host_transfers=1, name="session"):
         super().__init__(int(replication_factor), int(num_host_transfers), name)
         self._program = None
+        # The session runs on the runtime current now: keep it alive as long as the session (weft.init may
+        # make another one current meanwhile).
+        from . import runtime
+        self._runtime = runtime()
 
     # ---- groupings ---------------------------------------------------------------------------------------
     def replica_grouping(self, stride=1, group_size=None):

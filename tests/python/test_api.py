@@ -228,3 +228,17 @@ def test_session_program_error_names_replica():
     assert any("replica" in note for note in info.value.__notes__)
     with pytest.raises(weft.InvalidArgument, match="invalid retrieval_mode|retrieval"):
         s.variable(np.ones(2, np.float32), retrieval_mode="sometimes")
+
+
+def test_session_outlives_a_new_current_runtime():
+    s = weft.Session(replication_factor=2)
+    out = s.d2h_stream((1,), np.int32)
+    s.program(lambda: weft.ops.host_store(out, weft.collectives.replicated_all_reduce(np.ones(1, np.int32))))
+    weft.init(device_count=8)  # another runtime becomes the current one; the session keeps its own
+    np.testing.assert_array_equal(s.run()[out], [[2], [2]])
+
+
+def test_nested_pmap_refuses_inner_in_axes():
+    inner = weft.pmap(lambda v: v, axis_name="c", in_axes=None)
+    with pytest.raises(ValueError, match="inner pmap"):
+        weft.pmap(inner, axis_name="r")(np.ones((2, 2)))
