@@ -78,13 +78,16 @@ py::array to_numpy(const Array& array) {
 Array to_array(py::handle value, const char* what) {
   if (py::isinstance<py::array>(value)) {
     auto array = py::reinterpret_borrow<py::array>(value);
+    // Views of views (a DeviceArray wrapping a shard) lead back to the capsule through their bases.
     PyObject* base = PyArray_BASE_ptr(array);
+    while (base && py::isinstance<py::array>(base)) base = PyArray_BASE_ptr(py::reinterpret_borrow<py::array>(base));
     if (base && PyCapsule_IsValid(base, kCapsule)) {
       const Array& own = *static_cast<const Array*>(PyCapsule_GetPointer(base, kCapsule));
-      // The very view we made (not a slice or transpose of it): hand back the weft array.
-      if (array.data() == static_cast<const void*>(own.bytes()) && array.ndim() == own.ndim() &&
-          std::equal(own.shape().begin(), own.shape().end(), array.shape()) &&
-          (array.flags() & py::array::c_style))
+      // The whole weft array, same element type, row-major (not a slice, transpose or .view(other dtype) of
+      // it): hand back the weft array.
+      if (own.dtype() != DType::bf16 && array.data() == static_cast<const void*>(own.bytes()) &&
+          array.ndim() == own.ndim() && std::equal(own.shape().begin(), own.shape().end(), array.shape()) &&
+          (array.flags() & py::array::c_style) && array.dtype().is(numpy_dtype(own.dtype())))
         return own;
     }
   }

@@ -242,3 +242,17 @@ def test_nested_pmap_refuses_inner_in_axes():
     inner = weft.pmap(lambda v: v, axis_name="c", in_axes=None)
     with pytest.raises(ValueError, match="inner pmap"):
         weft.pmap(inner, axis_name="r")(np.ones((2, 2)))
+
+
+def test_views_go_back_without_copies_and_keep_their_dtype():
+    def f(x):
+        s = lax.psum(x, "i")
+        return s, lax.psum(s.view(np.int32), "i")   # a reinterpreting view is a new value, not s again
+    s, a = weft.pmap(f, axis_name="i")(np.ones((2, 2), np.float32))
+    assert np.asarray(a).dtype == np.int32
+    np.testing.assert_array_equal(np.asarray(a), np.full((2, 2), np.float32(2).view(np.int32) * 2, np.int32))
+    # A shard (a DeviceArray viewing a weft buffer) put on its own device: nothing moves.
+    shard = weft.pmap(lambda v: v, axis_name="i")(s)[0]
+    before = weft.runtime().stats()["bytes_host_to_device"]
+    weft.device_put(shard, shard.device())
+    assert weft.runtime().stats()["bytes_host_to_device"] == before
