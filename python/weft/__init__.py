@@ -48,8 +48,9 @@ def init(*, device_count=0, device_memory=-1, collective_warn=-1.0, collective_t
 
 
 def runtime():
-    """The current runtime (made from the environment on first use)."""
-    return _runtime if _runtime is not None else _weft.current_runtime()
+    """The current runtime: the newest live one (weft.init's, or a weft.Runtime made since), else one made from
+    the environment on first use. pmap and Session use the same."""
+    return _weft.current_runtime()
 
 
 def default_backend():
