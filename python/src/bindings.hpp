@@ -36,7 +36,8 @@ Array to_array(py::handle value, const char* what);
 struct CallState {
   std::string name;
   std::atomic<bool> interrupted{false};  // Ctrl-C in the caller: replicas stop at their next weft call
-  bool stopping = false;                 // a replica failed and the others were told (guarded by the GIL)
+  bool stopping = false;                 // the replicas in Python were told to stop (guarded by the GIL)
+  std::string stop_reason;               // why: "another replica failed", "the interpreter is exiting"
   std::mutex mutex;
   // The first Python exception raised by a replica's own code (not a weft error), re-raised in the caller.
   py::object python_error;  // guarded by the GIL
@@ -101,7 +102,7 @@ void init_session(py::module_& m);
 void note_python_thread(CallState& call, int index, bool running);
 // The first failing replica stops the others that are running Python (a busy loop would otherwise hold the
 // call until it ends): each gets weft.ReplicaStopped (an AbortedError) at its next bytecode. Needs the GIL.
-void stop_other_replicas(CallState& call, int failed);
+void stop_other_replicas(CallState& call, int failed, const char* reason);
 bool is_replica_stopped(const py::error_already_set& error);
 std::string describe_python_error(const py::error_already_set& error);
 void stash_python_error(CallState& call, Replica& replica, const py::error_already_set& error);
@@ -126,8 +127,8 @@ auto run_python_replica(Replica& replica, CallState& call, F&& python_body) -> d
   } catch (py::error_already_set& error) {
     if (is_replica_stopped(error))
       throw AbortedError(call.name + ": replica " + std::to_string(replica.index()) +
-                         " was stopped in its Python code because another replica failed");
-    stop_other_replicas(call, replica.index());
+                         " was stopped in its Python code because " + call.stop_reason);
+    stop_other_replicas(call, replica.index(), "another replica failed");
     rethrow_as_weft_error(error, "");
     stash_python_error(call, replica, error);
     throw weft::Error("Python " + describe_python_error(error));

@@ -38,9 +38,10 @@ PyObject* make_class(py::module_& m, const char* name, std::initializer_list<PyO
 
 }  // namespace
 
-void stop_other_replicas(CallState& call, int failed) {
+void stop_other_replicas(CallState& call, int failed, const char* reason) {
   if (call.stopping) return;
   call.stopping = true;
+  call.stop_reason = reason;
   for (std::size_t i = 0; i < call.python_threads.size(); ++i)
     if (static_cast<int>(i) != failed && call.python_threads[i])
       PyThreadState_SetAsyncExc(call.python_threads[i], classes.replica_stopped);

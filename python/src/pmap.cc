@@ -126,7 +126,7 @@ void stop_calls_at_exit() {
     g_active.exiting = true;
     for (CallState* call : g_active.calls) {
       call->interrupted = true;
-      stop_other_replicas(*call, -1);
+      stop_other_replicas(*call, -1, "the interpreter is exiting");
     }
     if (g_active.calls.empty()) return;
   }

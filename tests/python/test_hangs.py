@@ -189,3 +189,5 @@ def test_exit_while_a_thread_is_inside_a_pmap():
     assert "main thread exits" in done.stdout
     assert seconds < 20, f"exit took {seconds:.1f} s"
     assert done.returncode == 0, (done.returncode, done.stderr)
+    # The daemon thread's pmap ends with an error that says why.
+    assert "stopped in its Python code because the interpreter is exiting" in done.stderr, done.stderr
