@@ -256,3 +256,26 @@ def test_views_go_back_without_copies_and_keep_their_dtype():
     before = weft.runtime().stats()["bytes_host_to_device"]
     weft.device_put(shard, shard.device())
     assert weft.runtime().stats()["bytes_host_to_device"] == before
+
+
+def test_pmaps_from_several_python_threads():
+    import threading
+    f = weft.pmap(lambda v: lax.psum(v, "i"), axis_name="i")
+    g = weft.pmap(lambda v: lax.pmax(v, "i"), axis_name="i")
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(20):
+                x = np.full((8, 3), k + i, np.float32)
+                np.testing.assert_array_equal(np.asarray(f(x)), np.full((8, 3), 8 * (k + i)))
+                np.testing.assert_array_equal(np.asarray(g(x)), x)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads) and errors == []
