@@ -153,10 +153,10 @@ def test_ctrl_c_during_a_pmap():
         second = time.monotonic() - start
     finally:
         proc.kill()
-    assert first < 5, f"KeyboardInterrupt took {first:.1f} s"
+    assert first < 10, f"KeyboardInterrupt took {first:.1f} s"
     assert proc.returncode in (1, -signal.SIGINT, 130), (proc.returncode, err)
     assert "KeyboardInterrupt" in err, err
-    assert second < 5, f"the uncaught KeyboardInterrupt took {second:.1f} s to end the program"
+    assert second < 10, f"the uncaught KeyboardInterrupt took {second:.1f} s to end the program"
 
 
 def test_exit_with_a_live_runtime():
