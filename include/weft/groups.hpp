@@ -8,6 +8,9 @@
 
 namespace weft {
 
+// ppermute pairs (source index, destination index) along an axis or in a group.
+using Permutation = std::vector<std::pair<int, int>>;
+
 struct MeshAxis {
   std::string name;
   int size = 0;

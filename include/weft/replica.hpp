@@ -11,6 +11,7 @@
 
 #include "weft/array.hpp"
 #include "weft/groups.hpp"
+#include "weft/reduce_op.hpp"
 #include "weft/runtime.hpp"
 
 namespace weft {
@@ -26,11 +27,6 @@ struct Axes {
 
 // JAX's axis_index_groups: lists of indices along the (single) named axis. Empty = no sub-grouping.
 using AxisIndexGroups = std::vector<std::vector<int>>;
-// ppermute pairs (source index, destination index) along the axis / in the group.
-using Permutation = std::vector<std::pair<int, int>>;
-
-enum class ReduceOp { sum, mean, max, min, prod };
-const char* reduce_op_name(ReduceOp op);
 
 namespace detail {
 struct ReplicaState;
@@ -38,10 +34,6 @@ struct ReplicaState;
 class Variable;
 class RemoteBuffer;
 class HostStream;
-
-// PopXL's reduction names: "add", "mean", "mul" (a true product; PopXL itself maps "mul" to mean by
-// mistake), "min", "max". Anything else is an InvalidArgument naming the value.
-ReduceOp reduce_op_from_name(std::string_view name);
 
 class Replica {
  public:

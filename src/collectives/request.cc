@@ -4,21 +4,6 @@
 
 #include "weft/error.hpp"
 
-namespace weft {
-
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::mean: return "mean";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-    case ReduceOp::prod: return "prod";
-  }
-  return "?";
-}
-
-}  // namespace weft
-
 namespace weft::collectives {
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include "weft/array.hpp"
 #include "weft/groups.hpp"
-#include "weft/replica.hpp"
+#include "weft/reduce_op.hpp"
 
 namespace weft::collectives {
 

@@ -271,15 +271,6 @@ Array Replica::ppermute(const Array& x, const ReplicaGroups& groups, const Permu
 // ---- PopXL-style collectives and session operations -------------------------------------------------------
 namespace weft {
 
-ReduceOp reduce_op_from_name(std::string_view name) {
-  if (name == "add") return ReduceOp::sum;
-  if (name == "mean") return ReduceOp::mean;
-  if (name == "mul") return ReduceOp::prod;
-  if (name == "min") return ReduceOp::min;
-  if (name == "max") return ReduceOp::max;
-  throw InvalidArgument("unknown reduce op \"" + std::string(name) + "\"; use add, mean, mul, min or max");
-}
-
 namespace {
 
 // x flattened and zero-padded to a multiple of `parts` elements.

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "weft/dtype.hpp"
-#include "weft/replica.hpp"
+#include "weft/reduce_op.hpp"
 
 namespace weft::transport {
 

@@ -1,0 +1,3 @@
+// a core public header including a runtime one
+#pragma once
+#include "weft/session.hpp"

@@ -1,0 +1,3 @@
+// collectives reaching up to the runtime
+#include "runtime/internal.hpp"
+#include "transport/interprocess.hpp"

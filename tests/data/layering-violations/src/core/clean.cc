@@ -1,0 +1,3 @@
+// clean
+#include "weft/groups.hpp"
+#include "core/log.hpp"

@@ -1,0 +1,3 @@
+// transport reaching up to the collectives
+#include "collectives/request.hpp"
+#include "core/log.hpp"
