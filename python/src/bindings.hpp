@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,8 @@ struct CallState {
   std::string name;
   std::atomic<bool> interrupted{false};  // Ctrl-C in the caller: replicas stop at their next weft call
   bool stopping = false;                 // the replicas in Python were told to stop (guarded by the GIL)
+  int failed_replica = -1;               // the first replica whose Python code raised (guarded by the GIL)
+  std::chrono::steady_clock::time_point failed_at;
   std::string stop_reason;               // why: "another replica failed", "the interpreter is exiting"
   std::mutex mutex;
   // The first Python exception raised by a replica's own code (not a weft error), re-raised in the caller.
@@ -100,8 +103,11 @@ void init_session(py::module_& m);
 
 // ---- template implementation ------------------------------------------------------------------------------
 void note_python_thread(CallState& call, int index, bool running);
-// The first failing replica stops the others that are running Python (a busy loop would otherwise hold the
-// call until it ends): each gets weft.ReplicaStopped (an AbortedError) at its next bytecode. Needs the GIL.
+// The replicas still running Python when the call has failed (a busy loop would otherwise hold the call
+// until it ends) are stopped: each gets weft.ReplicaStopped (an AbortedError) at its next bytecode. The
+// caller's wait does it, kStopDelay after the first failure, so that the runtime has recorded that failure as
+// the root cause first; at interpreter exit it is done at once. Needs the GIL.
+constexpr auto kStopDelay = std::chrono::milliseconds(100);
 void stop_other_replicas(CallState& call, int failed, const char* reason);
 bool is_replica_stopped(const py::error_already_set& error);
 std::string describe_python_error(const py::error_already_set& error);
@@ -128,7 +134,10 @@ auto run_python_replica(Replica& replica, CallState& call, F&& python_body) -> d
     if (is_replica_stopped(error))
       throw AbortedError(call.name + ": replica " + std::to_string(replica.index()) +
                          " was stopped in its Python code because " + call.stop_reason);
-    stop_other_replicas(call, replica.index(), "another replica failed");
+    if (call.failed_replica < 0) {
+      call.failed_replica = replica.index();
+      call.failed_at = std::chrono::steady_clock::now();
+    }
     rethrow_as_weft_error(error, "");
     stash_python_error(call, replica, error);
     throw weft::Error("Python " + describe_python_error(error));

@@ -124,11 +124,18 @@ void stop_calls_at_exit() {
   {
     std::lock_guard lock(g_active.mutex);
     g_active.exiting = true;
+    if (g_active.calls.empty()) return;
+    std::string names;
     for (CallState* call : g_active.calls) {
       call->interrupted = true;
       stop_other_replicas(*call, -1, "the interpreter is exiting");
+      names += (names.empty() ? "" : ", ") + call->name;
     }
-    if (g_active.calls.empty()) return;
+    // Said here, once: the threads that made these calls are daemon threads, which the interpreter may stop
+    // before they report anything.
+    std::fprintf(stderr, "weft: the interpreter is exiting: stopping %zu call(s) still running in other threads (%s)\n",
+                 g_active.calls.size(), names.c_str());
+    std::fflush(stderr);
   }
   py::gil_scoped_release nogil;
   std::unique_lock lock(g_active.mutex);
@@ -315,8 +322,10 @@ void run_interruptibly(CallState& call, const std::function<void()>& work) {
       }
     });
     while (!waiter.wait_for(std::chrono::milliseconds(50))) {
-      if (call.interrupted) continue;  // already told the replicas; wait for them to stop
       py::gil_scoped_acquire gil;
+      if (call.failed_replica >= 0 && !call.stopping && std::chrono::steady_clock::now() - call.failed_at > kStopDelay)
+        stop_other_replicas(call, call.failed_replica, "another replica failed");
+      if (call.interrupted) continue;  // already told the replicas; wait for them to stop
       if (PyErr_CheckSignals() != 0) {  // a Python signal handler raised (KeyboardInterrupt)
         interrupt.emplace();
         call.interrupted = true;

@@ -11,7 +11,6 @@ The names follow JAX (devices, pmap, lax.psum, device_put_sharded, ...) and PopX
 variables, remote buffers, host streams, collectives.replicated_*). docs/python.md has the table, what runs
 on which thread, and what is missing.
 """
-import numpy as _np
 
 from . import _weft
 from ._weft import (Error, InvalidArgument, MismatchError, TimeoutError, AbortedError, PeerLostError,

@@ -7,7 +7,6 @@ under the subclass's name.
 """
 import numpy as np
 
-from . import _weft
 
 
 class DeviceArray(np.ndarray):

@@ -8,11 +8,9 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 import time
 
 import numpy as np
-import pytest
 
 TESTS = pathlib.Path(__file__).resolve().parent.parent
 DATA = TESTS / "data"
@@ -66,9 +64,3 @@ def run_python(code_or_args, timeout, **env):
     start = time.monotonic()
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=python_env(**env))
     return done, time.monotonic() - start
-
-
-@pytest.fixture(scope="session")
-def weft():
-    import weft as module
-    return module

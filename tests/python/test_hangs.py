@@ -3,14 +3,11 @@ in a clear Python exception or a clean exit. Each case runs in a child /usr/bin/
 settings, and a hang cannot take pytest with it); the test asserts on the child's exit, its text and its
 time. The bounds are generous against a loaded 2-core machine; the expected times are far below them.
 """
-import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 
-import pytest
 
 from conftest import PYTHON, python_env, run_python
 
@@ -189,5 +186,6 @@ def test_exit_while_a_thread_is_inside_a_pmap():
     assert "main thread exits" in done.stdout
     assert seconds < 20, f"exit took {seconds:.1f} s"
     assert done.returncode == 0, (done.returncode, done.stderr)
-    # The daemon thread's pmap ends with an error that says why.
-    assert "stopped in its Python code because the interpreter is exiting" in done.stderr, done.stderr
+    # Said once, at exit (the daemon thread itself may be stopped by the interpreter before it can report).
+    assert "weft: the interpreter is exiting: stopping 1 call(s) still running in other threads (pmap(f))" \
+        in done.stderr, done.stderr
