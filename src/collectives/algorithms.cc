@@ -210,8 +210,8 @@ void all_reduce_part(const Plan& plan, int replica) {
   const std::size_t in_es = dtype_size(r.input->dtype()), out_es = dtype_size(out.dtype());
   std::vector<const std::byte*> in(g);
   for (int m = 0; m < g; ++m) in[m] = plan.requests[gv.members[m]]->input->bytes() + begin * in_es;
-  // The output buffer is shared by the group and not yet published, so writing through it is safe.
-  std::byte* dst = const_cast<std::byte*>(out.bytes()) + begin * out_es;
+  // The output buffer is shared by the group and not yet published: each member writes its own share.
+  std::byte* dst = plan.output_data[replica] + begin * out_es;
   reduce_range(r.input->dtype(), r.reduce, in, dst, end - begin, g);
 }
 
@@ -225,7 +225,7 @@ void all_gather_part(const Plan& plan, int replica) {
   // Output viewed as [outer, g, inner]; member k fills [:, k, :] with its input viewed as [outer, inner].
   const std::int64_t outer = product(s, 0, a);
   const std::size_t inner = static_cast<std::size_t>(product(s, a, s.size())) * dtype_size(r.input->dtype());
-  std::byte* dst = const_cast<std::byte*>(plan.outputs[replica].bytes());
+  std::byte* dst = plan.output_data[replica];
   const std::byte* src = r.input->bytes();
   for (std::int64_t o = 0; o < outer; ++o)
     std::memcpy(dst + (o * g + gv.rank) * inner, src + o * inner, inner);
@@ -248,7 +248,7 @@ void reduce_scatter_part(const Plan& plan, int replica) {
   for (std::int64_t o = 0; o < outer; ++o) {
     for (int m = 0; m < g; ++m)
       in[m] = plan.requests[gv.members[m]]->input->bytes() + ((o * g + gv.rank) * inner) * in_es;
-    reduce_range(r.input->dtype(), r.reduce, in, const_cast<std::byte*>(out.bytes()) + o * inner * out_es, inner, g);
+    reduce_range(r.input->dtype(), r.reduce, in, plan.output_data[replica] + o * inner * out_es, inner, g);
   }
 }
 
@@ -264,7 +264,7 @@ void all_to_all_part(const Plan& plan, int replica) {
   if (split == 0 && concat == 0) {
     // Contiguous fast path: output piece s is chunk k of member s's input.
     const std::size_t bytes = static_cast<std::size_t>(chunk * product(s, 1, s.size())) * dtype_size(r.input->dtype());
-    std::byte* dst = const_cast<std::byte*>(plan.outputs[replica].bytes());
+    std::byte* dst = plan.output_data[replica];
     for (int m = 0; m < g; ++m)
       std::memcpy(dst + m * bytes, plan.requests[gv.members[m]]->input->bytes() + gv.rank * bytes, bytes);
     return;
@@ -276,7 +276,7 @@ void all_to_all_part(const Plan& plan, int replica) {
     pieces.push_back(r.tiled ? piece : piece.squeeze(split));
   }
   Array result = r.tiled ? Array::concatenate(pieces, concat) : Array::stack(pieces, concat);
-  std::memcpy(const_cast<std::byte*>(plan.outputs[replica].bytes()), result.bytes(), result.nbytes());
+  std::memcpy(plan.output_data[replica], result.bytes(), result.nbytes());
 }
 
 }  // namespace
@@ -288,6 +288,7 @@ std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
   const int n = static_cast<int>(requests.size());
   plan->requests.assign(requests.begin(), requests.end());
   plan->outputs.resize(n);
+  plan->output_data.assign(n, nullptr);
   const Request* first_ptr = nullptr;
   for (const Request* r : requests)
     if (r) {
@@ -326,11 +327,16 @@ std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
       // One result buffer per group, handed to every member as an immutable array.
       const Shape shape = output_shape(*requests[members[0]]);
       Array out = Array::empty(shape, out_dtype, account_of(members[0]));
+      std::byte* data = out.mutable_bytes();  // before the members share it (copy-on-write would copy after)
       largest = std::max(largest, out.nbytes());
-      for (int m : members) plan->outputs[m] = out;
+      for (int m : members) {
+        plan->outputs[m] = out;
+        plan->output_data[m] = data;
+      }
     } else {
       for (int m : members) {
         plan->outputs[m] = Array::empty(output_shape(*requests[m]), out_dtype, account_of(m));
+        plan->output_data[m] = plan->outputs[m].mutable_bytes();
         largest = std::max(largest, plan->outputs[m].nbytes() * members.size());
       }
     }

@@ -17,6 +17,10 @@ namespace weft::collectives {
 struct Plan {
   std::vector<const Request*> requests;  // per global replica (null for replicas of other processes)
   std::vector<Array> outputs;            // per replica (members of a group may share one buffer)
+  // Where the members write outputs[r] before it is published: taken with mutable_bytes() while the plan
+  // still held the fresh buffer alone, so the arrays handed out stay immutable (null: nothing to write,
+  // e.g. a ppermute's destination takes the source's array).
+  std::vector<std::byte*> output_data;
   bool split_work = false;               // true: each replica runs execute_part then the second barrier
   std::uint64_t bytes_reduced = 0;       // input bytes entering reductions (statistics)
   // Stand-ins for other processes' replicas (their inputs, received over the transport).
