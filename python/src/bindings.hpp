@@ -103,6 +103,10 @@ void init_session(py::module_& m);
 
 // ---- template implementation ------------------------------------------------------------------------------
 void note_python_thread(CallState& call, int index, bool running);
+// A worker thread keeps its Python thread state from call to call (pybind11 would otherwise make and free
+// one per acquire: tens of microseconds per replica per call) and frees it when the thread ends (a runtime
+// destroyed), unless the interpreter is finalizing or gone by then.
+void keep_python_thread_state(py::gil_scoped_acquire& gil);
 // The replicas still running Python when the call has failed (a busy loop would otherwise hold the call
 // until it ends) are stopped: each gets weft.ReplicaStopped (an AbortedError) at its next bytecode. The
 // caller's wait does it, kStopDelay after the first failure, so that the runtime has recorded that failure as
@@ -118,10 +122,7 @@ auto run_python_replica(Replica& replica, CallState& call, F&& python_body) -> d
   if (call.interrupted) throw weft::Error(call.name + ": interrupted (KeyboardInterrupt in the caller)");
   ReplicaScope scope(replica, &call);
   py::gil_scoped_acquire gil;
-  // A worker thread keeps its Python thread state from call to call (pybind11 would otherwise make and
-  // free one per acquire: tens of microseconds per replica per call).
-  thread_local bool keep_thread_state = (gil.inc_ref(), true);
-  (void)keep_thread_state;
+  keep_python_thread_state(gil);
   note_python_thread(call, replica.index(), true);
   struct Leave {
     CallState& call;

@@ -279,3 +279,27 @@ def test_pmaps_from_several_python_threads():
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads) and errors == []
+
+
+def test_replaced_runtimes_leave_no_python_thread_states():
+    # Worker threads keep a Python thread state between calls and free it when their runtime ends.
+    import ctypes
+    api = ctypes.pythonapi
+    api.PyInterpreterState_Get.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+    api.PyThreadState_Next.restype = ctypes.c_void_p
+    api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+
+    def thread_states():
+        n, t = 0, api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Get())
+        while t:
+            n, t = n + 1, api.PyThreadState_Next(t)
+        return n
+
+    counts = []
+    for _ in range(5):
+        weft.init(device_count=8)
+        weft.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(np.ones(8, np.float32))
+        counts.append(thread_states())
+    assert counts[-1] == counts[0], f"thread states grew: {counts}"
