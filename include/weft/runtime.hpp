@@ -34,6 +34,11 @@ struct RuntimeOptions {
   std::string trace_path{};             // WEFT_TRACE, default off
   std::int64_t trace_events = 0;        // WEFT_TRACE_EVENTS: the timeline keeps the last N spans, default 100000
   std::string fault{};                  // WEFT_FAULT: a fault injection plan for tests (docs/reliability.md), default none
+  int flight_recorder = -1;             // WEFT_FLIGHT_RECORDER: collectives kept per device, default 64; 0 = off
+  std::string dump_dir{};               // WEFT_DUMP: directory of flight-recorder dumps on failure, default none
+  std::string debug{};                  // WEFT_DEBUG: OFF|WARN|INFO|TRACE, sets log_level and tags lines, default unset
+  std::string debug_subsys{};           // WEFT_DEBUG_SUBSYS: init,coll,mem,launch (info/trace lines kept), default all
+  std::string debug_file{};             // WEFT_DEBUG_FILE: log file pattern (%h host, %p pid, %r instance), default stderr
 
   // Fills every unset field from the environment or the default, and validates (throws InvalidArgument).
   RuntimeOptions resolved() const;

@@ -17,6 +17,7 @@
 
 #include "core/error_kind.hpp"
 #include "runtime/fault.hpp"
+#include "runtime/flight_recorder.hpp"
 #include "transport/interprocess.hpp"
 #include "transport/rendezvous.hpp"
 #include "weft/groups.hpp"
@@ -83,6 +84,10 @@ struct Runtime::Impl {
   RuntimeOptions options;
   std::unique_ptr<Tracer> tracer;
   std::unique_ptr<detail::FaultPlan> faults;  // WEFT_FAULT; null (the usual case) when no plan is set
+  std::unique_ptr<detail::FlightRecorder> flight;  // WEFT_FLIGHT_RECORDER; null when 0
+  // Executions started over the runtime's life (also those without a replica here, so that the instances of
+  // a job number them alike): the flight recorder's execution serial.
+  std::atomic<std::uint64_t> execution_serial{0};
   std::vector<Device> devices;
   std::vector<std::shared_ptr<MemoryAccount>> accounts;  // by device id
   std::shared_ptr<MemoryAccount> host_account = std::make_shared<MemoryAccount>("host", 0);
@@ -116,6 +121,9 @@ struct Runtime::Impl {
 
 // 0, 1, ..., count-1
 std::vector<int> all_processes(int count);
+
+// At WEFT_DEBUG=INFO: every WEFT_* setting with its value and source, once per process (configuration_report.cc).
+void log_configuration(const RuntimeOptions& given, const Runtime::Impl& rt);
 
 namespace detail {
 
@@ -156,6 +164,7 @@ class Execution {
   GroupCache& groups;
   transport::Rendezvous rendezvous;    // among the local replicas
   struct SessionState* session = nullptr;  // set when a Session runs the program
+  std::uint64_t serial = 0;            // Runtime::Impl::execution_serial when run() started
 
   // The last collectives each local replica completed (reliability R12), for mismatch reports. Written by
   // the replica itself after each collective, read only while it waits in the next one.
@@ -192,6 +201,7 @@ struct ReplicaState {
   int index;        // global replica index
   int local;        // index among the execution's local replicas (its rendezvous rank)
   const Device* device;
+  FlightRing* flight = nullptr;  // the device's flight recorder ring; null when off
 };
 
 }  // namespace detail

@@ -5,6 +5,7 @@
 #include "collectives/request.hpp"
 #include <cstring>
 
+#include "core/log.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/session_state.hpp"
 #include "weft/error.hpp"
@@ -32,6 +33,13 @@ Array run_collective_unmarked(detail::ReplicaState& st, Request& req) {
   // WEFT_FAULT (runtime/fault.hpp): null unless a fault plan is set. A mismatch fault's altered input lives here.
   std::optional<Array> injected;
   if (ex.runtime.faults) [[unlikely]] ex.runtime.faults->at_collective(st, req, injected);
+  // WEFT_FLIGHT_RECORDER (runtime/flight_recorder.hpp): entered after the fault hook, so a replica stuck
+  // before its collective has no record of it. A replica entering an execution already aborted never meets
+  // the others at this collective: the dump says so.
+  if (st.flight)
+    st.flight->start(ex.serial, ex.name, ex.rendezvous.own_completed_rounds(st.local), req.api_name,
+                     req.loc.file_name(), req.loc.line(), req.input->dtype(), req.input->size(), req.groups, st.index,
+                     ex.num_replicas(), ex.rendezvous.aborted() || (ex.runtime.job && ex.runtime.job->peer_failed()));
   check_groups_fit(st, *req.groups, std::string(req.api_name) + " over " + collectives::over(req));
   try {
     collectives::validate(req);
@@ -106,6 +114,13 @@ Array run_collective_unmarked(detail::ReplicaState& st, Request& req) {
     if (error) throw_error(error->kind, error->message);
   }
   ex.record(st.local, {req.api_name, req.input->dtype(), req.input->size(), req.loc.file_name(), req.loc.line()});
+  if (st.flight) st.flight->complete();
+  // WEFT_DEBUG=TRACE (R22): one line per collective; otherwise one relaxed load.
+  if (log_enabled(LogLevel::debug, LogSubsys::coll)) [[unlikely]]
+    log(LogLevel::debug, LogSubsys::coll,
+        ex.name + " #" + std::to_string(ex.serial) + ": seq " +
+            std::to_string(ex.rendezvous.own_completed_rounds(st.local) - 1) + " " + collectives::describe(req) +
+            " completed");
   if (tracer.enabled()) {
     const std::string args = "{\"seq\": " + std::to_string(ex.rendezvous.completed_rounds(st.local)) +
                              ", \"bytes\": " + std::to_string(req.input->nbytes()) + ", \"group\": \"" +
@@ -122,6 +137,7 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
     return run_collective_unmarked(st, req);
   } catch (...) {
     detail::t_error_from_collective = true;
+    if (st.flight) st.flight->fail(current_error());
     throw;
   }
 }

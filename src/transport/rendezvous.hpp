@@ -69,6 +69,9 @@ class Rendezvous {
 
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
   std::uint64_t completed_rounds(int rank) const;
+  // The same, without the lock, for participant `rank`'s own thread only (it alone changes its count): the
+  // sequence number of the collective it is entering, read by the flight recorder on every collective.
+  std::uint64_t own_completed_rounds(int rank) const { return rounds_done_[rank]; }
 
  private:
   struct Slot {
