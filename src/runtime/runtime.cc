@@ -8,6 +8,7 @@
 #include <sstream>
 #include <system_error>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/isa.hpp"
@@ -93,6 +94,11 @@ void check_seconds_option(const char* field, double v) {
 
 constexpr int kMaxDevices = 4096;  // per process: one worker thread each
 constexpr std::int64_t kDefaultTraceEvents = 100000;
+constexpr int kDefaultFlightRecords = 64;
+constexpr int kMaxFlightRecords = 1'000'000;
+
+// Whether the flight recorder's depth came from the environment (the field was left unset).
+bool flight_recorder_from_env(const RuntimeOptions& given) { return given.flight_recorder < 0; }
 
 // Set by weftrun for every instance (docs/settings.md); checked here so that a mistyped value is an error at
 // start-up rather than a silent single-process run.
@@ -135,8 +141,28 @@ RuntimeOptions RuntimeOptions::resolved() const {
        << " s); use 0 to disable the timeout";
     throw InvalidArgument(os.str());
   }
+  // R22: WEFT_DEBUG is another spelling of the level (OFF, WARN, INFO, TRACE = error, warn, info, debug) that
+  // also tags every line. Set in the same place (both variables, or both fields) they must agree; a field
+  // wins over a variable, as everywhere.
+  const bool level_field = !o.log_level.empty(), debug_field = !o.debug.empty();
+  if (!debug_field && env("WEFT_DEBUG")) o.debug = env("WEFT_DEBUG");
+  if (!o.debug.empty()) {
+    const LogLevel level = parse_debug_level(o.debug);
+    const std::string debug_what = debug_field ? "RuntimeOptions::debug = " + o.debug : "WEFT_DEBUG=" + o.debug;
+    std::string other;  // the level set in the same place, if any
+    if (level_field && debug_field) other = "RuntimeOptions::log_level = " + o.log_level;
+    if (!level_field && !debug_field && env("WEFT_LOG")) other = std::string("WEFT_LOG=") + env("WEFT_LOG");
+    if (!other.empty() && parse_log_level(level_field ? o.log_level : env("WEFT_LOG")) != level)
+      throw InvalidArgument(debug_what + " and " + other + " disagree: " + debug_what + " means WEFT_LOG=" +
+                            std::string(log_level_name(level)) + "; set only one of them");
+    if (!level_field) o.log_level = std::string(log_level_name(level));
+  }
   if (o.log_level.empty()) o.log_level = env("WEFT_LOG") ? env("WEFT_LOG") : "warn";
   parse_log_level(o.log_level);
+  if (o.debug_subsys.empty() && env("WEFT_DEBUG_SUBSYS")) o.debug_subsys = env("WEFT_DEBUG_SUBSYS");
+  if (!o.debug_subsys.empty()) parse_log_subsystems(o.debug_subsys);
+  if (o.debug_file.empty() && env("WEFT_DEBUG_FILE")) o.debug_file = env("WEFT_DEBUG_FILE");
+  if (!o.debug_file.empty()) expand_log_file_pattern(o.debug_file, 0);
   if (o.trace_path.empty() && env("WEFT_TRACE")) o.trace_path = env("WEFT_TRACE");
   if (o.trace_events < 0)
     throw InvalidArgument("RuntimeOptions::trace_events = " + std::to_string(o.trace_events) +
@@ -149,6 +175,32 @@ RuntimeOptions RuntimeOptions::resolved() const {
   // Validated here with the rest; bound to the job (do its targets exist?) when the Runtime starts.
   if (o.fault.empty() && env("WEFT_FAULT")) o.fault = env("WEFT_FAULT");
   detail::FaultPlan::parse(o.fault);
+  // R21: the flight recorder's depth, and where its dumps go (an existing directory, checked now rather than
+  // when a failure finds out).
+  const std::string flight_rule = "a number of collectives between 0 and " + std::to_string(kMaxFlightRecords) +
+                                  " (0 turns the flight recorder off";
+  if (o.flight_recorder > kMaxFlightRecords || o.flight_recorder < -1)
+    throw InvalidArgument("RuntimeOptions::flight_recorder = " + std::to_string(o.flight_recorder) + " is not " +
+                          flight_rule + ", -1 takes WEFT_FLIGHT_RECORDER)");
+  if (o.flight_recorder < 0)
+    o.flight_recorder = env("WEFT_FLIGHT_RECORDER")
+                            ? static_cast<int>(parse_count("WEFT_FLIGHT_RECORDER", env("WEFT_FLIGHT_RECORDER"), 0,
+                                                           kMaxFlightRecords, flight_rule + ")"))
+                            : kDefaultFlightRecords;
+  const bool dump_given = !o.dump_dir.empty();
+  if (o.dump_dir.empty() && env("WEFT_DUMP")) o.dump_dir = env("WEFT_DUMP");
+  if (!o.dump_dir.empty()) {
+    const std::string what = dump_given ? "RuntimeOptions::dump_dir = " + o.dump_dir : "WEFT_DUMP=" + o.dump_dir;
+    struct stat info {};
+    if (::stat(o.dump_dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+      throw InvalidArgument(what + " is not a directory (flight-recorder dumps are written there)");
+    if (o.flight_recorder == 0)
+      throw InvalidArgument(what + " asks for flight-recorder dumps but " +
+                            (env("WEFT_FLIGHT_RECORDER") && flight_recorder_from_env(*this)
+                                 ? std::string("WEFT_FLIGHT_RECORDER=0")
+                                 : std::string("RuntimeOptions::flight_recorder = 0")) +
+                            " records nothing; unset one of them");
+  }
   check_launcher_environment();
   return o;
 }
@@ -288,6 +340,15 @@ Runtime::Runtime(RuntimeOptions options) : impl_((isa::check_cpu(), std::make_un
   impl_->process_index = impl_->job ? impl_->job->rank() : 0;
   impl_->process_count = processes;
   impl_->local_device_count = local;
+  // The process index is known now: WEFT_DEBUG's tags and file name use it.
+  configure_log({parse_log_level(impl_->options.log_level),
+                 !impl_->options.debug.empty() || !impl_->options.debug_subsys.empty() ||
+                     !impl_->options.debug_file.empty(),
+                 impl_->options.debug_subsys.empty() ? kAllLogSubsystems : parse_log_subsystems(impl_->options.debug_subsys),
+                 impl_->options.debug_file.empty() ? std::string()
+                                                   : expand_log_file_pattern(impl_->options.debug_file, impl_->process_index),
+                 impl_->process_index});
+  log_configuration(options, *impl_);
   if (impl_->job) check_job_configuration(*impl_, device_count_source(options, local), options.device_count > 0);
   // Every instance writes its own timeline: WEFT_TRACE=t.json gives t.json.0, t.json.1, ... in a job.
   std::string trace_path = impl_->options.trace_path;
@@ -302,6 +363,10 @@ Runtime::Runtime(RuntimeOptions options) : impl_((isa::check_cpu(), std::make_un
   if (!impl_->options.fault.empty())
     impl_->faults = std::make_unique<detail::FaultPlan>(impl_->options.fault, impl_->process_index, processes,
                                                         static_cast<int>(impl_->devices.size()));
+  if (impl_->options.flight_recorder > 0)
+    impl_->flight = std::make_unique<detail::FlightRecorder>(static_cast<int>(impl_->devices.size()),
+                                                             impl_->process_index * local, local,
+                                                             impl_->options.flight_recorder);
   impl_->workers.resize(impl_->devices.size());
   for (int k = 0; k < local; ++k) {
     const int id = impl_->process_index * local + k;
@@ -614,19 +679,27 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   if (t_current_execution)
     throw InvalidArgument(name + ": cannot start a program from inside " + t_current_execution->name +
                           " (a replica's function); use one program over a multi-axis mesh instead");
+  // Numbered before the early return below, so that every instance of a job numbers its executions alike.
+  serial = runtime.execution_serial.fetch_add(1);
   const int n = static_cast<int>(local_replicas.size());
   if (n == 0) return;  // none of this program's devices belongs to this process
   Admitted admitted(runtime, name);
+  if (log_enabled(LogLevel::debug, LogSubsys::coll))
+    log(LogLevel::debug, LogSubsys::coll,
+        name + " #" + std::to_string(serial) + ": starts on " + std::to_string(n) + " local replica" + (n == 1 ? "" : "s") +
+            " of " + std::to_string(num_replicas()));
   remaining_ = n;
   errors_.assign(n, std::nullopt);
   runtime.stats.executions++;
   for (int li = 0; li < n; ++li) {
     const int r = local_replicas[li];
     runtime.workers[devices[r].id]->submit([this, r, li, &body] {
-      ReplicaState state{this, r, li, &devices[r]};
+      FlightRing* flight = runtime.flight ? runtime.flight->rings[devices[r].id].get() : nullptr;
+      ReplicaState state{this, r, li, &devices[r], flight};
       Replica replica(&state);
       t_current_execution = this;
       t_error_from_collective = false;
+      set_log_replica(r);  // WEFT_DEBUG lines of this thread name the replica
       std::optional<ErrorRecord> error;
       try {
         body(replica);
@@ -643,6 +716,7 @@ void Execution::run(const std::function<void(Replica&)>& body) {
         }
       }
       t_current_execution = nullptr;
+      set_log_replica(-1);
       if (error) {
         // The first failure poisons the execution; the others' pending waits end with its cause.
         const bool first = rendezvous.abort(li, error->message);
@@ -650,6 +724,11 @@ void Execution::run(const std::function<void(Replica&)>& body) {
         // replica has returned (one stuck in user code would hold the news until it returns).
         if (first && runtime.process_count > 1)
           report_to_launcher(runtime, name + ": " + replica_name(r) + " failed: " + error->message);
+        // R21: the replica's last collectives, written by its own thread (the ring's only writer) after the
+        // others were released by the abort above; a failed write is logged, never thrown.
+        if (flight && !runtime.options.dump_dir.empty())
+          flight->dump(runtime.options.dump_dir, {runtime.process_index, runtime.process_count, r, devices[r].id,
+                                                  serial, name, num_replicas(), error->message});
         std::lock_guard lock(mutex_);
         errors_[li] = std::move(error);
         if (first) root_cause_ = li;
