@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/isa.hpp"
+#include "core/launcher_protocol.hpp"
 #include "core/log.hpp"
 #include "transport/interprocess.hpp"
 #include "runtime/internal.hpp"
@@ -307,12 +308,12 @@ void check_job_configuration(Runtime::Impl& rt, const std::string& count_source,
 // Tells the launcher this instance started (reliability R26): $WEFT_JOB_DIR/instance-<i>.registered, with
 // the rank from the MPI launcher's environment (known before MPI starts, which waits for every instance).
 void register_instance() {
-  const char* dir = std::getenv("WEFT_JOB_DIR");
+  const char* dir = std::getenv(launcher::kJobDirVariable);
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   if (!rank) rank = std::getenv("PMIX_RANK");
   if (!rank) rank = std::getenv("PMI_RANK");
   if (!dir || !rank) return;
-  const std::string path = std::string(dir) + "/instance-" + rank + ".registered";
+  const std::string path = launcher::record_path(dir, rank, launcher::kRegistered);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   if (std::FILE* f = std::fopen(path.c_str(), "w")) {
@@ -599,14 +600,14 @@ void report_to_launcher(const Runtime::Impl& rt, const std::string& message) {
   const bool consequence = rt.job->peer_failed();
   rt.job->mark_failed(line.substr(0, line.find('\n')));
   if (consequence) {
-    const std::string text = "weft: aborted: " + line + "\n";
+    const std::string text = std::string(launcher::kAbortedPrefix) + line + "\n";
     [[maybe_unused]] ssize_t written = ::write(2, text.data(), text.size());
   } else {
     log(LogLevel::error, line);
   }
-  if (const char* dir = std::getenv("WEFT_JOB_DIR")) {
-    const std::string path = std::string(dir) + "/instance-" + std::to_string(rt.process_index) +
-                             (consequence ? ".aborted" : ".error");
+  if (const char* dir = std::getenv(launcher::kJobDirVariable)) {
+    const std::string path =
+        launcher::record_path(dir, rt.process_index, consequence ? launcher::kAborted : launcher::kError);
     if (std::FILE* f = std::fopen(path.c_str(), "a")) {
       std::fprintf(f, "%s\n", line.c_str());
       std::fclose(f);

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/launcher_protocol.hpp"  // the names the real runtime uses
+
 namespace {
 
 int env_int(const char* name, int fallback) {
@@ -24,11 +26,11 @@ int env_int(const char* name, int fallback) {
 }
 
 void register_instance(int rank) {
-  const char* dir = std::getenv("WEFT_JOB_DIR");
+  const char* dir = std::getenv(weft::launcher::kJobDirVariable);
   if (!dir) return;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  const std::string path = std::string(dir) + "/instance-" + std::to_string(rank) + ".registered";
+  const std::string path = weft::launcher::record_path(dir, rank, weft::launcher::kRegistered);
   if (std::FILE* f = std::fopen(path.c_str(), "w")) {
     std::fprintf(f, "%d %s\n", static_cast<int>(getpid()), host);
     std::fclose(f);
@@ -69,10 +71,10 @@ int main(int argc, char** argv) {
     char line[256];
     std::snprintf(line, sizeof line, "instance %d: replica %d (CpuDevice(id=%d, process=%d)) failed: boom-%d", rank,
                   replica, replica, rank, replica);
-    std::fprintf(stderr, "weft: error: %s\n", line);
+    std::fprintf(stderr, "%s%s\n", std::string(weft::launcher::kErrorPrefix).c_str(), line);
     std::fflush(stderr);
-    if (const char* dir = std::getenv("WEFT_JOB_DIR")) {
-      const std::string path = std::string(dir) + "/instance-" + std::to_string(rank) + ".error";
+    if (const char* dir = std::getenv(weft::launcher::kJobDirVariable)) {
+      const std::string path = weft::launcher::record_path(dir, rank, weft::launcher::kError);
       if (std::FILE* f = std::fopen(path.c_str(), "a")) {
         std::fprintf(f, "%s\n", line);
         std::fclose(f);

@@ -15,19 +15,17 @@
 #include <ctime>
 #include <string>
 
+#include "core/launcher_protocol.hpp"
+
 namespace weftrun {
 namespace {
 
 std::string record_path(const char* suffix) {
-  const char* dir = std::getenv("WEFT_JOB_DIR");
+  const char* dir = std::getenv(weft::launcher::kJobDirVariable);
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   if (!rank) rank = std::getenv("PMIX_RANK");
   if (!dir || !*dir || !rank || !*rank) return {};
-  std::string path = dir;
-  path += "/instance-";
-  path += rank;
-  path += suffix;
-  return path;
+  return weft::launcher::record_path(dir, rank, suffix);
 }
 
 // Written to a temporary name and renamed, so a reader never sees half a record.
@@ -46,12 +44,11 @@ void write_record(const char* suffix, const std::string& text) {
 // A stream straight to weftrun through $WEFT_JOB_DIR/output.sock, or -1 (no such socket here, e.g. another
 // host: then PROGRAM keeps the stdout/stderr mpirun gave us, and its lines arrive through --tag-output).
 int connect_output(const char* stream) {
-  const char* dir = std::getenv("WEFT_JOB_DIR");
+  const char* dir = std::getenv(weft::launcher::kJobDirVariable);
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   if (!rank) rank = std::getenv("PMIX_RANK");
   if (!dir || !*dir || !rank || !*rank) return -1;
-  std::string path = dir;
-  path += "/output.sock";
+  const std::string path = weft::launcher::output_socket_path(dir);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) return -1;
@@ -132,7 +129,7 @@ int run_instance_wrapper(int argc, char** argv) {
   launched += ' ';
   launched += host;
   launched += '\n';
-  write_record(".launched", launched);
+  write_record(weft::launcher::kLaunched, launched);
 
   int status = 0;
   for (;;) {
@@ -156,7 +153,7 @@ int run_instance_wrapper(int argc, char** argv) {
   record += WIFSIGNALED(status) ? " signal " : " exit ";
   record += std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
   record += '\n';
-  write_record(".exit", record);
+  write_record(weft::launcher::kExit, record);
 
   if (WIFSIGNALED(status)) {
     // End by the same signal, without a core file of the wrapper.

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/launcher_protocol.hpp"
 #include "instance_wrapper.hpp"
 #include "mpirun_report.hpp"
 #include "options.hpp"
@@ -114,7 +115,7 @@ bool looks_like_error(const std::string& line) { return looks_like_error_lower(l
 // any "error", then the rest; 0 for Open MPI's signal-handler boilerplate ("*** Process received signal ***",
 // backtrace frames), which says nothing about the cause.
 int error_score(const std::string& line) {
-  if (line.find("weft: error:") != std::string::npos) return 5;
+  if (line.find(weft::launcher::kErrorPrefix) != std::string::npos) return 5;
   if (line.find("***") != std::string::npos || line.find("] [") != std::string::npos) return 0;
   if (line.find("what():") != std::string::npos) return 4;
   const std::string lower = lowered(line);
@@ -390,7 +391,7 @@ std::vector<std::string> Job::build_environment() {
   set("WEFT_NUM_INSTANCES", std::to_string(o_.num_instances), true);
   set("WEFT_NUM_REPLICAS", std::to_string(o_.num_replicas), true);
   set("WEFT_DEVICE_COUNT", std::to_string(o_.num_replicas / o_.num_instances), true);
-  set("WEFT_JOB_DIR", job_dir_, false);
+  set(weft::launcher::kJobDirVariable, job_dir_, false);
   if (geteuid() == 0) {
     set("OMPI_ALLOW_RUN_AS_ROOT", "1", false);
     set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", false);
@@ -532,7 +533,7 @@ void Job::on_line(const TaggedLine& l) {
   Instance& inst = instance(l.rank);
   inst.lines++;
   const bool error_like = looks_like_error(l.text);
-  if (l.text.find("weft: error:") != std::string::npos) {
+  if (l.text.find(weft::launcher::kErrorPrefix) != std::string::npos) {
     if (root_rank_ < 0) {
       root_rank_ = l.rank;
       root_line_ = l.text;
@@ -803,8 +804,7 @@ void Job::supervise() {
 }
 
 bool Job::listen_for_output() {
-  std::string path = job_dir_;
-  path += "/output.sock";
+  const std::string path = weft::launcher::output_socket_path(job_dir_);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) return false;  // a long $TMPDIR: output goes through mpirun
@@ -845,10 +845,8 @@ void Job::final_sweep() {
 void Job::read_records() {
   for (int i = 0; i < static_cast<int>(instances_.size()); ++i) {
     Instance& inst = instances_[static_cast<std::size_t>(i)];
-    std::string base = job_dir_;
-    base += "/instance-";
-    base += std::to_string(i);
-    if (const auto t = read_file(base + ".registered")) {
+    auto record = [&](const char* suffix) { return read_file(weft::launcher::record_path(job_dir_, i, suffix)); };
+    if (const auto t = record(weft::launcher::kRegistered)) {
       inst.registered = true;
       char host[256] = {};
       long pid = 0;
@@ -857,7 +855,7 @@ void Job::read_records() {
         inst.reg_host = host;
       }
     }
-    if (const auto t = read_file(base + ".launched")) {
+    if (const auto t = record(weft::launcher::kLaunched)) {
       char host[256] = {};
       long pid = 0;
       if (std::sscanf(t->c_str(), "%ld %255s", &pid, host) >= 1) {
@@ -866,7 +864,7 @@ void Job::read_records() {
         inst.launch_host = host;
       }
     }
-    if (const auto t = read_file(base + ".exit")) {
+    if (const auto t = record(weft::launcher::kExit)) {
       long long ns = 0;
       long pid = 0;
       char kind[16] = {};
@@ -880,9 +878,9 @@ void Job::read_records() {
           inst.exit_code = value;
       }
     }
-    if (const auto t = read_file(base + ".error")) inst.error_file = first_line(*t);
-    if (read_file(base + ".departed")) inst.departed = true;
-    if (const auto t = read_file(base + ".blame")) {
+    if (const auto t = record(weft::launcher::kError)) inst.error_file = first_line(*t);
+    if (record(weft::launcher::kDeparted)) inst.departed = true;
+    if (const auto t = record(weft::launcher::kBlame)) {
       std::istringstream in(*t);
       std::string kind;
       int who = -1;
@@ -1045,16 +1043,13 @@ int Job::finish() {
       const Instance& inst = instances_[static_cast<std::size_t>(i)];
       if (inst.error_file.empty()) continue;
       struct stat st {};
-      std::string path = job_dir_;
-      path += "/instance-";
-      path += std::to_string(i);
-      path += ".error";
+      const std::string path = weft::launcher::record_path(job_dir_, i, weft::launcher::kError);
       const long long t =
           stat(path.c_str(), &st) == 0 ? st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec : 0;
       if (root < 0 || t < best) {
         root = i;
         best = t;
-        root_text = "weft: error: ";
+        root_text = weft::launcher::kErrorPrefix;
         root_text += inst.error_file;
       }
     }
@@ -1072,7 +1067,7 @@ int Job::finish() {
       if (!b.first_weft_error.empty())
         culprit_text = b.first_weft_error;
       else if (!b.error_file.empty())
-        culprit_text = "weft: error: " + b.error_file;
+        culprit_text = std::string(weft::launcher::kErrorPrefix) + b.error_file;
       if (!culprit_text.empty() && b.blames.empty()) {
         culprit = k;
         break;
@@ -1213,7 +1208,7 @@ int Job::finish() {
     } else {
       m += "never started (no instance-";
       m += std::to_string(i);
-      m += ".registered";
+      m += weft::launcher::kRegistered;
       if (inst.launched) {
         m += "; launched as pid ";
         m += std::to_string(inst.launch_pid);

@@ -25,6 +25,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/launcher_protocol.hpp"
 #include "core/log.hpp"
 #include "transport/interprocess.hpp"
 #include "weft/error.hpp"
@@ -82,9 +83,9 @@ long long unix_ns() {
 
 // A record for the launcher in $WEFT_JOB_DIR (docs/weftrun.md): instance-<rank><suffix>.
 void job_record(int rank, const char* suffix, const std::string& text) {
-  const char* dir = std::getenv("WEFT_JOB_DIR");
+  const char* dir = std::getenv(launcher::kJobDirVariable);
   if (!dir || !*dir) return;
-  const std::string path = std::string(dir) + "/instance-" + std::to_string(rank) + suffix;
+  const std::string path = launcher::record_path(dir, rank, suffix);
   if (std::FILE* f = std::fopen(path.c_str(), "a")) {
     std::fputs(text.c_str(), f);
     std::fclose(f);
@@ -93,7 +94,7 @@ void job_record(int rank, const char* suffix, const std::string& text) {
 
 // At static destruction the logger may be gone: one raw write.
 void say_error(const std::string& line) {
-  const std::string text = "weft: error: " + line + "\n";
+  const std::string text = std::string(launcher::kErrorPrefix) + line + "\n";
   [[maybe_unused]] ssize_t written = ::write(2, text.data(), text.size());
 }
 
@@ -516,7 +517,7 @@ class MpiInterprocess final : public Interprocess {
         if (gone >= 0) {
           if (!departure_seen) departure_seen = now;
           if (std::chrono::duration<double>(now - *departure_seen).count() >= kDepartureGrace) {
-            job_record(rank_, ".blame", "departed " + std::to_string(gone) + "\n");
+            job_record(rank_, launcher::kBlame, "departed " + std::to_string(gone) + "\n");
             throw PeerLostError(process_name(gone) + replicas_note(gone, poll) +
                                 " left the job (its program ended: it returned from main or called exit) while " +
                                 process_name(rank_) + " waits for it at " + what_of(poll));
@@ -535,7 +536,7 @@ class MpiInterprocess final : public Interprocess {
           if (missing.empty()) missing = others(procs);  // every one says it is here: the wait itself is stuck
           std::string blame;
           for (int p : missing) blame += "missing " + std::to_string(p) + "\n";
-          job_record(rank_, ".blame", blame);
+          job_record(rank_, launcher::kBlame, blame);
           throw TimeoutError(process_name(rank_) + " timed out after " + seconds_str(poll.timeout_s) +
                              " (WEFT_COLLECTIVE_TIMEOUT) at " + what_of(poll) + " waiting for " +
                              processes_name(missing) + "; " + stall_report(procs, missing, poll));
@@ -567,7 +568,7 @@ class MpiInterprocess final : public Interprocess {
   // within the collective timeout). Caller holds mpi_ through `lock`.
   bool depart(std::unique_lock<std::mutex>& lock) {
     if (size_ <= 1) return true;
-    job_record(rank_, ".departed", std::to_string(unix_ns()) + "\n");
+    job_record(rank_, launcher::kDeparted, std::to_string(unix_ns()) + "\n");
     for (int p = 0; p < size_; ++p)
       if (p != rank_) send_side(p, kDepartTag, "");
     const Clock::time_point start = Clock::now();
@@ -589,11 +590,11 @@ class MpiInterprocess final : public Interprocess {
         if (exit_timeout_ > 0 && exit_timeout_ <= 1e9 && waited >= exit_timeout_) {
           std::string blame;
           for (int p : running) blame += "unfinished " + std::to_string(p) + "\n";
-          job_record(rank_, ".blame", blame);
+          job_record(rank_, launcher::kBlame, blame);
           const std::string line = "instance " + std::to_string(rank_) + ": its program ended, but " +
                                    processes_name(running) + " did not end within " + seconds_str(exit_timeout_) +
                                    " (WEFT_COLLECTIVE_TIMEOUT); ending the job";
-          job_record(rank_, ".error", line + "\n");
+          job_record(rank_, launcher::kError, line + "\n");
           say_error(line);
           return false;
         }
