@@ -5,6 +5,7 @@
 #include "collectives/request.hpp"
 #include <cstring>
 
+#include "core/error_hints.hpp"
 #include "core/log.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/session_state.hpp"
@@ -66,7 +67,7 @@ Array run_collective_unmarked(detail::ReplicaState& st, Request& req) {
                             collectives::describe(*first) + " but " + ex.replica_name(r->replica) + " called " +
                             collectives::describe(*r) + ": " + diff + groupings + "\n    recent collectives of " +
                             ex.replica_name(first->replica) + ": " + ex.history_of(0) + "\n    recent collectives of " +
-                            ex.replica_name(r->replica) + ": " + ex.history_of(static_cast<int>(li)));
+                            ex.replica_name(r->replica) + ": " + ex.history_of(static_cast<int>(li)) + hints::kMismatch);
       requests[r->replica] = r;
     }
     std::shared_ptr<collectives::Plan> plan;

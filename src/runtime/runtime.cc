@@ -743,6 +743,14 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   if (root_cause_ < 0) return;
   const int root = local_replicas[root_cause_];
   std::string message = name + ": " + replica_name(root) + " failed: " + errors_[root_cause_]->message;
+  // The root cause's hint (R23, core/error_hints.hpp) goes last, after the other replicas' lines: the advice
+  // ends the report.
+  std::string hint;
+  if (const std::size_t at = message.find("\n  hint: "); at != std::string::npos) {
+    const std::size_t end = std::min(message.find('\n', at + 1), message.size());
+    hint = message.substr(at, end - at);
+    message.erase(at, end - at);
+  }
   const std::string& root_error = errors_[root_cause_]->message;
   const std::string root_text = root_error.substr(0, root_error.find('\n'));
   // (reported to the launcher when it happened, above)
@@ -764,6 +772,7 @@ void Execution::run(const std::function<void(Replica&)>& body) {
     if (text == root_text || as_root == root_text) text = "the same error";
     message += "\n  " + (text.rfind(who, 0) == 0 ? text : who + ": " + text);
   }
+  message += hint;
   throw_error(errors_[root_cause_]->kind, message);
 }
 

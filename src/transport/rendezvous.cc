@@ -4,6 +4,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/error_hints.hpp"
 #include "core/log.hpp"
 #include "weft/error.hpp"
 
@@ -192,7 +193,7 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
         if (departed_[p] && !has_arrived_[p])
           leave(PeerLostError(participant_name_(p) + " returned from its function while " +
                               participant_name_(rank) + " waits for it at " + describe() + " (seq " +
-                              std::to_string(generation) + " of " + execution_name_ + ")"));
+                              std::to_string(generation) + " of " + execution_name_ + ")" + hints::kReturnedEarly));
       }
     }
     const Clock::time_point now = Clock::now();
@@ -209,7 +210,7 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
       const std::string report = timeout_report_;
       leave(TimeoutError(execution_name_ + ": " + participant_name_(rank) + " timed out after " +
                          seconds_str(deadlines_.timeout_s) + " (WEFT_COLLECTIVE_TIMEOUT) at " + describe() +
-                         ", seq " + std::to_string(generation) + "; " + report));
+                         ", seq " + std::to_string(generation) + "; " + report + hints::kCollectiveTimeout));
     }
     // While the last arriver completes the round with the other processes, the transport warns (it knows
     // which processes are missing); every local replica is here.
