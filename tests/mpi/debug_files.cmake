@@ -1,0 +1,45 @@
+cmake_minimum_required(VERSION 3.20)
+# R22 across processes: a clean 2-instance job with WEFT_DEBUG=INFO and WEFT_DEBUG_FILE=DIR/weft.%h.%p.%r.log
+# writes one log file per instance (host, pid and instance in its name), each starting with that instance's
+# tagged configuration lines and naming its place in the job; nothing of it on the job's own output.
+#   -DCOMMAND=<weftrun --num-instances 2 ... fault_program ok> -DDIR=<a directory it may clear>
+file(REMOVE_RECURSE "${DIR}")
+file(MAKE_DIRECTORY "${DIR}")
+execute_process(COMMAND env WEFT_DEBUG=INFO "WEFT_DEBUG_FILE=${DIR}/weft.%h.%p.%r.log" ${COMMAND}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the job failed (exit ${rc}):\n${out}${err}")
+endif()
+if("${out}${err}" MATCHES "weft: info:")
+  message(FATAL_ERROR "info lines reached the job's output instead of the files:\n${out}${err}")
+endif()
+file(GLOB files RELATIVE "${DIR}" "${DIR}/*")
+list(LENGTH files count)
+if(NOT count EQUAL 2)
+  message(FATAL_ERROR "expected one log file per instance (2), found ${count}: ${files}")
+endif()
+foreach(instance 0 1)
+  set(found "")
+  foreach(f IN LISTS files)
+    if(f MATCHES "^weft\\.[^.]+\\.[0-9]+\\.${instance}\\.log$")
+      set(found ${f})
+    endif()
+  endforeach()
+  if(NOT found)
+    message(FATAL_ERROR "no weft.<host>.<pid>.${instance}.log among ${files}")
+  endif()
+  file(READ "${DIR}/${found}" text)
+  foreach(pattern
+          "^[0-9-]+T[0-9:.]+Z \\[proc ${instance}\\] weft: info: \\[init\\] config: WEFT_DEVICE_COUNT=2 \\(environment\\)\n"
+          "\\[proc ${instance}\\] weft: info: \\[init\\] config: WEFT_NUM_INSTANCES=2 \\(environment, set by weftrun\\)"
+          "\\[proc ${instance}\\] weft: info: \\[launch\\] instance ${instance} of 2, pid [0-9]+ on ")
+    if(NOT text MATCHES "${pattern}")
+      message(FATAL_ERROR "${found} lacks /${pattern}/:\n${text}")
+    endif()
+  endforeach()
+  if(text MATCHES "\\[proc [^${instance}]")
+    message(FATAL_ERROR "${found} has lines of another instance:\n${text}")
+  endif()
+endforeach()
+file(REMOVE_RECURSE "${DIR}")
+message(STATUS "one log file per instance: ${files}")
