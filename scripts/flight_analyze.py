@@ -99,7 +99,7 @@ def analyze(dumps):
         lines.append("  execution #%d %s, %d replicas; %s(%s, %d elements) at %s" %
                      (execution, name, replicas, rec["op"], rec["dtype"], rec["count"], rec["site"]))
         lines.append("  arrived: %s" % fmt(arrived))
-        if not waited:
+        if not waited and missing:
             lines.append("  (no replica timed out at seq=%d: the execution failed outside this collective)" % seq)
         for r in missing:
             if r not in by_replica:
