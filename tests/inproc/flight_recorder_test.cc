@@ -151,6 +151,18 @@ TEST(R21FlightRecorder, RingKeepsTheLastNAndAThrowingReplicaIsMissing) {
                             "its error: std::runtime_error: WEFT_FAULT \"replica=1:at=9:throw\""});
 }
 
+// A mismatch fails the collective with everyone there: nobody is missing, and the analyzer says so.
+TEST(R21FlightRecorder, AMismatchHasNobodyMissing) {
+  TempDir dir;
+  Runtime rt({.device_count = 2, .log_level = "error", .fault = "replica=1:at=1:mismatch", .dump_dir = dir.path()});
+  ASSERT_EQ(Timed([&] { PsumSteps(rt, 3)(Array::ones({2})); }).type, "MismatchError");
+  EXPECT_EQ(Dumps(dir), DumpNames({0, 1}));
+  const Analysis a = Analyze(dir.path());
+  EXPECT_EQ(FirstLine(a.output), "failed at seq=1 in group [0, 1]: every replica arrived") << a.output;
+  ExpectContains(a.output, {"arrived: [0, 1]", "MismatchError on [0, 1]"});
+  EXPECT_FALSE(Contains(a.output, "missing")) << a.output;
+}
+
 // A dump that cannot be written is reported on stderr, naming the file and the reason, and changes nothing
 // else: the program's error is the root cause, within the same bound.
 TEST(R21FlightRecorder, AFailedDumpIsReportedAndDoesNotMaskTheError) {
