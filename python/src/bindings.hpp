@@ -100,6 +100,7 @@ void init_errors(py::module_& m);
 void init_arrays(py::module_& m);
 void init_pmap(py::module_& m);
 void init_session(py::module_& m);
+void init_array_ops(py::module_& m);
 
 // ---- template implementation ------------------------------------------------------------------------------
 void note_python_thread(CallState& call, int index, bool running);

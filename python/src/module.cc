@@ -9,4 +9,5 @@ PYBIND11_MODULE(_weft, m) {
   weft::python::init_arrays(m);
   weft::python::init_pmap(m);
   weft::python::init_session(m);
+  weft::python::init_array_ops(m);
 }

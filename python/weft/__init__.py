@@ -17,12 +17,12 @@ from ._weft import (Error, InvalidArgument, MismatchError, TimeoutError, Aborted
                     OutOfMemoryError, Device, Runtime)
 from ._arrays import DeviceArray, ShardedArray
 from ._pmap import pmap
-from . import lax, collectives, ops
+from . import lax, collectives, ops, nn
 from ._session import Session, ReplicaGrouping, Variable, RemoteBuffer, HostStream
 
 __all__ = [
     "Error", "InvalidArgument", "MismatchError", "TimeoutError", "AbortedError", "PeerLostError", "OutOfMemoryError",
-    "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "Session",
+    "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "Session",
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
     "device_put_sharded", "device_put_replicated",

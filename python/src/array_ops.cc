@@ -1,0 +1,159 @@
+// weft's array math (include/weft/ops.hpp: matmul, elementwise math, the softmax family, reductions,
+// indexing) for Python: numpy in, numpy out, computed by weft's Eigen kernels with the GIL released, so the
+// replicas of a pmap that call them compute at the same time. The Python names and defaults are in
+// python/weft/ops.py (PopXL's ops module) and python/weft/nn.py (jax.nn's).
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <weft/ops.hpp>
+
+#include "bindings.hpp"
+
+namespace weft::python {
+namespace {
+
+// A Python number (not an array): the ops then take it in the array's dtype, as JAX's weak typing does.
+std::optional<double> python_scalar(py::handle value) {
+  if (py::isinstance<py::bool_>(value) || !(py::isinstance<py::float_>(value) || py::isinstance<py::int_>(value)))
+    return std::nullopt;
+  return value.cast<double>();
+}
+
+// Runs `compute` on arrays converted with the GIL held, without the GIL, and returns its result as numpy.
+template <class F>
+py::array compute_released(F&& compute) {
+  Array out;
+  {
+    py::gil_scoped_release release;
+    out = compute();
+  }
+  return to_numpy(out);
+}
+
+ReduceAxes reduce_axes(py::handle axis) {
+  if (axis.is_none()) return ReduceAxes();
+  if (py::isinstance<py::int_>(axis)) return ReduceAxes(axis.cast<int>());
+  return ReduceAxes(axis.cast<std::vector<int>>());
+}
+
+std::optional<int> optional_axis(py::handle axis) {
+  if (axis.is_none()) return std::nullopt;
+  return axis.cast<int>();
+}
+
+using Unary = Array (*)(const Array&);
+
+void def_unary(py::module_& m, const char* name, Unary op) {
+  m.def(name, [name, op](py::handle x) {
+    const Array a = to_array(x, name);
+    return compute_released([&] { return op(a); });
+  });
+}
+
+}  // namespace
+
+void init_array_ops(py::module_& parent) {
+  py::module_ m = parent.def_submodule("array_ops", "weft's array math on numpy arrays");
+  m.def("matmul", [](py::handle a, py::handle b, bool transpose_a, bool transpose_b) {
+    const Array x = to_array(a, "matmul: a"), y = to_array(b, "matmul: b");
+    return compute_released([&] { return matmul(x, y, {.transpose_a = transpose_a, .transpose_b = transpose_b}); });
+  }, py::arg("a"), py::arg("b"), py::arg("transpose_a") = false, py::arg("transpose_b") = false);
+  m.def("transpose", [](py::handle x, std::optional<std::vector<int>> axes) {
+    const Array a = to_array(x, "transpose");
+    return compute_released([&] { return transpose(a, axes.value_or(std::vector<int>{})); });
+  }, py::arg("x"), py::arg("axes") = py::none());
+
+  def_unary(m, "exp", &exp);
+  def_unary(m, "log", &log);
+  def_unary(m, "log1p", &log1p);
+  def_unary(m, "tanh", &tanh);
+  def_unary(m, "sqrt", &sqrt);
+  def_unary(m, "rsqrt", &rsqrt);
+  def_unary(m, "abs", &abs);
+  def_unary(m, "negative", &negative);
+  def_unary(m, "sign", &sign);
+  def_unary(m, "sigmoid", &sigmoid);
+  def_unary(m, "relu", &relu);
+
+  // maximum / minimum: a Python number on either side takes the array's dtype.
+  auto binary = [&m](const char* name, Array (*with_array)(const Array&, const Array&),
+                     Array (*with_scalar)(const Array&, double)) {
+    m.def(name, [name, with_array, with_scalar](py::handle a, py::handle b) {
+      if (const auto s = python_scalar(b)) {
+        const Array x = to_array(a, name);
+        return compute_released([&] { return with_scalar(x, *s); });
+      }
+      if (const auto s = python_scalar(a)) {
+        const Array y = to_array(b, name);
+        return compute_released([&] { return with_scalar(y, *s); });
+      }
+      const Array x = to_array(a, name), y = to_array(b, name);
+      return compute_released([&] { return with_array(x, y); });
+    });
+  };
+  binary("maximum", &maximum, &maximum);
+  binary("minimum", &minimum, &minimum);
+
+  m.def("where", [](py::handle condition, py::handle a, py::handle b) {
+    const Array c = to_array(condition, "where: condition");
+    const Array x = to_array(a, "where: x");
+    if (const auto s = python_scalar(b)) return compute_released([&] { return where(c, x, *s); });
+    const Array y = to_array(b, "where: y");
+    return compute_released([&] { return where(c, x, y); });
+  }, py::arg("condition"), py::arg("x"), py::arg("y"));
+  m.def("clip", [](py::handle x, std::optional<double> lo, std::optional<double> hi) {
+    const Array a = to_array(x, "clip");
+    return compute_released([&] { return clip(a, lo, hi); });
+  }, py::arg("x"), py::arg("a_min") = py::none(), py::arg("a_max") = py::none());
+
+  m.def("softmax", [](py::handle x, int axis) {
+    const Array a = to_array(x, "softmax");
+    return compute_released([&] { return softmax(a, axis); });
+  }, py::arg("x"), py::arg("axis") = -1);
+  m.def("log_softmax", [](py::handle x, int axis) {
+    const Array a = to_array(x, "log_softmax");
+    return compute_released([&] { return log_softmax(a, axis); });
+  }, py::arg("x"), py::arg("axis") = -1);
+  m.def("logsumexp", [](py::handle x, int axis, bool keepdims) {
+    const Array a = to_array(x, "logsumexp");
+    return compute_released([&] { return logsumexp(a, axis, keepdims); });
+  }, py::arg("x"), py::arg("axis") = -1, py::arg("keepdims") = false);
+
+  using Reduction = Array (*)(const Array&, const ReduceAxes&, bool);
+  auto reduction = [&m](const char* name, Reduction op) {
+    m.def(name, [name, op](py::handle x, py::handle axis, bool keepdims) {
+      const Array a = to_array(x, name);
+      const ReduceAxes axes = reduce_axes(axis);
+      return compute_released([&] { return op(a, axes, keepdims); });
+    }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
+  };
+  reduction("sum", &sum);
+  reduction("mean", &mean);
+  reduction("max", &max);
+  reduction("min", &min);
+
+  using ArgReduction = Array (*)(const Array&, std::optional<int>, bool);
+  auto arg_reduction = [&m](const char* name, ArgReduction op) {
+    m.def(name, [name, op](py::handle x, py::handle axis, bool keepdims) {
+      const Array a = to_array(x, name);
+      const std::optional<int> ax = optional_axis(axis);
+      return compute_released([&] { return op(a, ax, keepdims); });
+    }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
+  };
+  arg_reduction("argmax", &argmax);
+  arg_reduction("argmin", &argmin);
+
+  m.def("one_hot", [](py::handle labels, int num_classes, py::object dtype) {
+    const Array l = to_array(labels, "one_hot: labels");
+    const DType d = dtype.is_none() ? DType::f32 : weft_dtype(py::dtype::from_args(dtype), "one_hot: dtype");
+    return compute_released([&] { return one_hot(l, num_classes, d); });
+  }, py::arg("labels"), py::arg("num_classes"), py::arg("dtype") = py::none());
+  m.def("take", [](py::handle x, py::handle indices, py::handle axis) {
+    const Array a = to_array(x, "take: x"), i = to_array(indices, "take: indices");
+    const std::optional<int> ax = optional_axis(axis);
+    return compute_released([&] { return take(a, i, ax); });
+  }, py::arg("x"), py::arg("indices"), py::arg("axis") = py::none());
+}
+
+}  // namespace weft::python

@@ -1,0 +1,98 @@
+"""weft's array math from Python (weft.ops, weft.nn): every numpy-computed case of tests/data/array-cases.json
+(105, the file weft-conformance runs in C++) through the Python functions, the same functions inside a pmap
+(replicas computing at once, against numpy), and their errors."""
+import numpy as np
+import pytest
+
+import weft
+from weft import lax
+from conftest import compare, json_array, load_json
+
+CASES = load_json("array-cases.json")["cases"]
+EXTRA = load_json("array-cases-extra.json")["cases"]
+
+
+def run_case(case):
+    """The case's op through weft.ops / weft.nn, its params spelled as the Python API spells them."""
+    op, p = case["op"], case["params"]
+    x = [json_array(i) for i in case["inputs"]]
+    if "b" in p:  # a Python number as the last operand (it takes the array's dtype)
+        x.append(float(p["b"]))
+    if op == "matmul":
+        return weft.ops.matmul(x[0], x[1], transpose_a=p.get("transpose_a", False),
+                               transpose_b=p.get("transpose_b", False))
+    if op == "transpose":
+        return weft.ops.transpose(x[0], p.get("perm"))
+    if op in ("maximum", "minimum", "where", "take"):
+        fn = getattr(weft.ops, op)
+        return fn(*x, axis=p.get("axis")) if op == "take" else fn(*x)
+    if op == "clip":
+        return weft.ops.clip(x[0], p.get("min"), p.get("max"))
+    if op in ("softmax", "log_softmax"):
+        return getattr(weft.nn, op)(x[0], axis=p.get("axis", -1))
+    if op == "logsumexp":
+        return weft.nn.logsumexp(x[0], axis=p.get("axis", -1), keepdims=p.get("keepdims", False))
+    if op in ("sum", "mean", "max", "min"):
+        axes = p.get("axes")
+        return getattr(weft.ops, op)(x[0], axis=None if axes is None else tuple(axes),
+                                     keepdims=p.get("keepdims", False))
+    if op in ("argmax", "argmin"):
+        return getattr(weft.ops, op)(x[0], axis=p.get("axis"), keepdims=p.get("keepdims", False))
+    if op == "one_hot":
+        return weft.nn.one_hot(x[0], p["num_classes"], dtype=p.get("dtype"))
+    return getattr(weft.ops, op)(*x)
+
+
+@pytest.mark.parametrize("case", CASES + EXTRA, ids=[c["name"] for c in CASES + EXTRA])
+def test_array_case(case):
+    unknown = set(case["params"]) - {"transpose_a", "transpose_b", "perm", "axis", "axes", "keepdims", "min", "max",
+                                     "num_classes", "dtype", "b"}
+    if unknown:
+        pytest.skip(f"params {sorted(unknown)} have no Python spelling here")
+    got = run_case(case)
+    problem = compare(got, json_array(case["expected"]), case["exact"], case.get("rtol", 1e-5), case.get("atol", 1e-6))
+    assert problem is None, f"{case['name']}: {problem}"
+
+
+def test_every_case_of_the_numpy_file_ran():
+    assert len(CASES) == 105
+
+
+def test_results_are_read_only_numpy_arrays_of_jax_dtypes():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = weft.ops.exp(x)
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32
+    with pytest.raises(ValueError):
+        y[0, 0] = 1
+    # A Python number takes the array's dtype (JAX's weak typing), not float64.
+    assert weft.ops.maximum(x, 2.5).dtype == np.float32
+    np.testing.assert_array_equal(weft.ops.maximum(x, 2.5), np.maximum(x, np.float32(2.5)))
+    assert weft.ops.argmax(x, axis=1).dtype == np.int32
+
+
+def test_replicas_compute_with_the_ops_in_a_pmap():
+    """A dense layer and a softmax in every replica, then a psum: numpy computes the same per replica."""
+    n = weft.device_count()
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((n, 16, 32)).astype(np.float32)
+    w = rng.standard_normal((32, 10)).astype(np.float32)
+
+    def step(xs):
+        logits = weft.ops.matmul(xs, w)
+        probs = weft.nn.softmax(logits, axis=-1)
+        return lax.psum(weft.ops.sum(probs * weft.ops.relu(logits), axis=0), "i")
+
+    got = np.asarray(weft.pmap(step, axis_name="i")(x))
+    logits = x @ w
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    want = (probs * np.maximum(logits, 0)).sum(axis=1).sum(axis=0)
+    for r in range(n):
+        np.testing.assert_allclose(got[r], want, rtol=1e-4, atol=1e-5)
+
+
+def test_errors_name_the_op_and_the_rule():
+    with pytest.raises(weft.InvalidArgument, match=r"matmul: contracting dimensions differ: \(4, 7\) @ \(6, 2\)"):
+        weft.ops.matmul(np.zeros((4, 7), np.float32), np.zeros((6, 2), np.float32))
+    with pytest.raises(ValueError, match="take"):  # InvalidArgument is also a ValueError
+        weft.ops.take(np.zeros(3, np.float32), np.array([5], np.int32))
