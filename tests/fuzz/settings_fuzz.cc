@@ -15,7 +15,9 @@
 namespace {
 const char* const kSettings[] = {"WEFT_DEVICE_COUNT", "WEFT_DEVICE_MEMORY", "WEFT_COLLECTIVE_WARN",
                                  "WEFT_COLLECTIVE_TIMEOUT", "WEFT_LOG", "WEFT_TRACE_EVENTS",
-                                 "WEFT_NUM_INSTANCES", "WEFT_NUM_REPLICAS", "WEFT_FAULT"};
+                                 "WEFT_NUM_INSTANCES", "WEFT_NUM_REPLICAS", "WEFT_FAULT",
+                                 "WEFT_FLIGHT_RECORDER", "WEFT_DUMP", "WEFT_DEBUG", "WEFT_DEBUG_SUBSYS",
+                                 "WEFT_DEBUG_FILE"};
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -39,7 +41,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const bool usable = resolved.device_count >= 1 && resolved.device_memory >= 0 && resolved.collective_warn_s >= 0 &&
                       resolved.collective_timeout_s >= 0 && resolved.trace_events >= 1 &&
-                      (resolved.collective_timeout_s == 0 || resolved.collective_timeout_s >= resolved.collective_warn_s);
+                      (resolved.collective_timeout_s == 0 || resolved.collective_timeout_s >= resolved.collective_warn_s) &&
+                      resolved.flight_recorder >= 0 && resolved.flight_recorder <= 1000000 &&
+                      !(resolved.flight_recorder == 0 && !resolved.dump_dir.empty());
   if (!usable) std::abort();
   return 0;
 }
