@@ -4,13 +4,12 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <new>
 #include <numeric>
 #include <string>
 #include <utility>
 
+#include "core/buffer_pool.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 
@@ -41,56 +40,13 @@ constexpr std::size_t kAlignment = 64;
 std::size_t allocation_size(std::size_t bytes) {
   return std::max<std::size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
 }
-
-// Large buffers are recycled. A fresh 64 MiB allocation is a fresh mapping whose first touch costs 16K page
-// faults, more than a reduction over it; collectives allocate a result of the same size every call. Freed
-// buffers of at least kMinPooled bytes are kept, up to kMaxPooled bytes in all, for the next allocation of
-// the same size. (Device accounting is unaffected: it charges live buffers only.)
-class BufferPool {
- public:
-  static BufferPool& instance() {
-    static BufferPool* pool = new BufferPool();  // never destroyed: buffers may die during static destruction
-    return *pool;
-  }
-  std::byte* acquire(std::size_t size) {
-    if (size >= kMinPooled) {
-      std::lock_guard lock(mutex_);
-      auto it = free_.find(size);
-      if (it != free_.end()) {
-        std::byte* p = it->second;
-        free_.erase(it);
-        cached_ -= size;
-        return p;
-      }
-    }
-    return static_cast<std::byte*>(::operator new(size, std::align_val_t{kAlignment}));
-  }
-  void release(std::byte* p, std::size_t size) {
-    if (size >= kMinPooled) {
-      std::lock_guard lock(mutex_);
-      if (cached_ + size <= kMaxPooled) {
-        free_.emplace(size, p);
-        cached_ += size;
-        return;
-      }
-    }
-    ::operator delete(p, std::align_val_t{kAlignment});
-  }
-
- private:
-  static constexpr std::size_t kMinPooled = std::size_t{1} << 20;
-  static constexpr std::size_t kMaxPooled = std::size_t{256} << 20;
-  std::mutex mutex_;
-  std::multimap<std::size_t, std::byte*> free_;
-  std::size_t cached_ = 0;
-};
 }  // namespace
 
 Buffer::Buffer(std::size_t bytes, std::shared_ptr<MemoryAccount> account)
     : bytes_(bytes), account_(account ? std::move(account) : default_memory_account()) {
   if (account_) account_->charge(static_cast<std::int64_t>(bytes_));
   try {
-    data_ = BufferPool::instance().acquire(allocation_size(bytes_));
+    data_ = detail::acquire_block(allocation_size(bytes_));
   } catch (const std::bad_alloc&) {
     // Resource exhaustion is an error the program can report, like a device's capacity.
     if (account_) account_->release(static_cast<std::int64_t>(bytes_));
@@ -103,7 +59,7 @@ Buffer::Buffer(std::size_t bytes, std::shared_ptr<MemoryAccount> account)
 }
 
 Buffer::~Buffer() {
-  BufferPool::instance().release(data_, allocation_size(bytes_));
+  detail::release_block(data_, allocation_size(bytes_));
   if (account_) account_->release(static_cast<std::int64_t>(bytes_));
 }
 

@@ -1,0 +1,96 @@
+// The block pool behind weft::Buffer: huge-page backed large blocks and reuse of freed ones (why: see
+// buffer_pool.hpp).
+#include "core/buffer_pool.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <new>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+namespace weft::detail {
+namespace {
+
+constexpr std::size_t kAlignment = 64;
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kMinPooled = std::size_t{1} << 20;
+
+std::size_t physical_memory() {
+#if defined(__linux__)
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
+#endif
+  return std::size_t{4} << 30;
+}
+
+// Large blocks take the huge-page alignment so that the kernel can back them with 2 MiB pages throughout.
+std::align_val_t alignment_for(std::size_t bytes) {
+  return std::align_val_t{bytes >= kHugePage ? kHugePage : kAlignment};
+}
+
+std::byte* allocate(std::size_t bytes) {
+  auto* p = static_cast<std::byte*>(::operator new(bytes, alignment_for(bytes)));
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // Advice only: where THP is "never" (or the range is too small) this changes nothing.
+  if (bytes >= kHugePage) ::madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
+class BlockPool {
+ public:
+  static BlockPool& instance() {
+    static BlockPool* pool = new BlockPool();  // never destroyed: buffers may die during static destruction
+    return *pool;
+  }
+  std::byte* acquire(std::size_t bytes) {
+    if (bytes >= kMinPooled) {
+      std::lock_guard lock(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end()) {
+        std::byte* p = it->second;
+        free_.erase(it);
+        cached_ -= bytes;
+        return p;
+      }
+    }
+    return allocate(bytes);
+  }
+  void release(std::byte* p, std::size_t bytes) {
+    if (bytes >= kMinPooled) {
+      std::lock_guard lock(mutex_);
+      if (cached_ + bytes <= capacity_) {
+        free_.emplace(bytes, p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    ::operator delete(p, alignment_for(bytes));
+  }
+  std::size_t capacity() const { return capacity_; }
+  std::size_t cached() {
+    std::lock_guard lock(mutex_);
+    return cached_;
+  }
+
+ private:
+  const std::size_t capacity_ =
+      std::clamp(physical_memory() / 16, std::size_t{256} << 20, std::size_t{2} << 30);
+  std::mutex mutex_;
+  std::multimap<std::size_t, std::byte*> free_;
+  std::size_t cached_ = 0;
+};
+
+}  // namespace
+
+std::byte* acquire_block(std::size_t bytes) { return BlockPool::instance().acquire(bytes); }
+void release_block(std::byte* block, std::size_t bytes) { BlockPool::instance().release(block, bytes); }
+std::size_t block_pool_capacity() { return BlockPool::instance().capacity(); }
+std::size_t block_pool_cached() { return BlockPool::instance().cached(); }
+
+}  // namespace weft::detail
