@@ -62,13 +62,15 @@ foreach(variant ${weft_variants})
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_compile_features(${target} PUBLIC cxx_std_20)
-  target_link_libraries(${target} PUBLIC Threads::Threads PRIVATE $<BUILD_INTERFACE:MPI::MPI_C>)
+  target_link_libraries(${target} PUBLIC Threads::Threads PRIVATE $<BUILD_INTERFACE:MPI::MPI_C>
+                                                                   $<BUILD_INTERFACE:Boost::context>)
 endforeach()
 # Installed, the archive's MPI is weft::mpi, which weftConfig.cmake defines: FindMPI's C component needs the
 # C language, which a C++-only consumer project has not enabled, so the config takes MPI's CXX component
 # there (without the MPI C++ bindings) and MPI::MPI_C only where C is enabled.
 if(TARGET weft_static)
-  target_link_libraries(weft_static INTERFACE "$<INSTALL_INTERFACE:$<LINK_ONLY:weft::mpi>>")
+  target_link_libraries(weft_static INTERFACE "$<INSTALL_INTERFACE:$<LINK_ONLY:weft::mpi>>"
+                                              "$<INSTALL_INTERFACE:$<LINK_ONLY:Boost::context>>")
 endif()
 if(TARGET weft_shared)
   set_target_properties(weft_shared PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${weft_soversion})
@@ -116,7 +118,9 @@ set(weft_pc_private "")
 foreach(lib ${MPI_C_LIBRARIES})
   string(APPEND weft_pc_private " ${lib}")
 endforeach()
-string(STRIP "${weft_pc_private} ${MPI_C_LINK_FLAGS}" weft_pc_private)
+# Boost.Context (the fiber scheduler's stack switching) for the archive.
+get_target_property(weft_boost_context_location Boost::context LOCATION)
+string(STRIP "${weft_pc_private} ${weft_boost_context_location} ${MPI_C_LINK_FLAGS}" weft_pc_private)
 file(RELATIVE_PATH weft_pc_prefix_from_pcdir /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/weft.pc.in ${CMAKE_CURRENT_BINARY_DIR}/weft.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weft.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

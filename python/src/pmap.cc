@@ -403,6 +403,11 @@ class PythonPmap {
         arguments.emplace_back(to_array(a, "a pmap argument"));
       }
     }
+    // A Python frame lives on one OS thread: replicas that share a thread as fibers cannot run Python.
+    if (Runtime::current().options().scheduler != "threads")
+      throw InvalidArgument(state_->name + ": Python replicas need WEFT_SCHEDULER=threads (one OS thread per "
+                            "device), but this runtime runs replicas as " + Runtime::current().options().scheduler +
+                            " (unset WEFT_SCHEDULER or set it to threads)");
     CallState call;
     call.name = state_->name;
     std::vector<ShardedArray> result;

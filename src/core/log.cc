@@ -145,6 +145,7 @@ bool log_enabled(LogLevel level, LogSubsys subsys) {
 }
 
 void set_log_replica(int replica) { t_replica = replica; }
+int log_replica() { return t_replica; }
 
 void log(LogLevel level, std::string_view message) { log(level, LogSubsys::general, message); }
 

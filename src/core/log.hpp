@@ -50,5 +50,6 @@ void log(LogLevel level, std::string_view message);
 void log(LogLevel level, LogSubsys subsys, std::string_view message);
 // The replica running on this thread (-1: none), named by tagged lines.
 void set_log_replica(int replica);
+int log_replica();
 
 }  // namespace weft

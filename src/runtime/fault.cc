@@ -246,7 +246,9 @@ void FaultPlan::act(const Fault& f, ReplicaState& st, collectives::Request& req,
         if (f.hang_s > 0 &&
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= f.hang_s)
           break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        // A fiber yields its worker meanwhile: the fault models a replica stuck on something outside weft,
+        // not one that also stalls the replicas sharing its thread (docs/design.md "Schedulers").
+        transport::sleep_replica(std::chrono::milliseconds(10));
       }
       return;
     }

@@ -17,6 +17,7 @@
 
 #include "core/error_kind.hpp"
 #include "runtime/fault.hpp"
+#include "runtime/fiber_scheduler.hpp"
 #include "runtime/flight_recorder.hpp"
 #include "transport/interprocess.hpp"
 #include "transport/rendezvous.hpp"
@@ -96,6 +97,8 @@ struct Runtime::Impl {
   int process_count = 1;
   int local_device_count = 0;
   std::vector<std::unique_ptr<DeviceWorker>> workers;    // by device id; null for other processes' devices
+                                                         // and with WEFT_SCHEDULER=fibers
+  std::unique_ptr<detail::FiberScheduler> fibers;        // WEFT_SCHEDULER=fibers; null with threads
   // Executions run one at a time: two executions sharing devices could otherwise each hold a device the
   // other one waits for. A call waits for the one in flight as long as that one makes progress (see
   // Execution::run): the one in flight may itself wait for the caller (a pmap from a thread a replica
@@ -195,6 +198,9 @@ class Execution {
 // Set on a replica's thread while an error leaves a collective call: such errors carry the collective's call
 // site already; other errors (array ops in the replica's own code) get the replica's position added.
 inline thread_local bool t_error_from_collective = false;
+// The execution whose replica runs on this thread (or fiber), null elsewhere: a pmap from inside a replica is
+// refused with a clear error.
+inline thread_local Execution* t_current_execution = nullptr;
 
 struct ReplicaState {
   Execution* execution;

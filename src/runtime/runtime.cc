@@ -15,6 +15,7 @@
 #include "core/launcher_protocol.hpp"
 #include "core/log.hpp"
 #include "transport/interprocess.hpp"
+#include "runtime/fiber_scheduler.hpp"
 #include "runtime/internal.hpp"
 #include "weft/error.hpp"
 
@@ -202,6 +203,13 @@ RuntimeOptions RuntimeOptions::resolved() const {
                                  : std::string("RuntimeOptions::flight_recorder = 0")) +
                             " records nothing; unset one of them");
   }
+  // Where replicas run (runtime/fiber_scheduler.hpp).
+  const bool scheduler_given = !o.scheduler.empty();
+  if (o.scheduler.empty()) o.scheduler = env("WEFT_SCHEDULER") ? env("WEFT_SCHEDULER") : "threads";
+  if (o.scheduler != "threads" && o.scheduler != "fibers")
+    throw InvalidArgument((scheduler_given ? "RuntimeOptions::scheduler = " : "WEFT_SCHEDULER=") + o.scheduler +
+                          " is not a scheduler: use threads (an OS thread per device) or fibers (replicas as fibers on "
+                          "one thread per core)");
   check_launcher_environment();
   return o;
 }
@@ -368,8 +376,18 @@ Runtime::Runtime(RuntimeOptions options) : impl_((isa::check_cpu(), std::make_un
     impl_->flight = std::make_unique<detail::FlightRecorder>(static_cast<int>(impl_->devices.size()),
                                                              impl_->process_index * local, local,
                                                              impl_->options.flight_recorder);
+  if (impl_->options.scheduler == "fibers") {
+    // One worker per core at most (the caller of a run is one of them); a device needs no thread of its own.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    try {
+      impl_->fibers = std::make_unique<detail::FiberScheduler>(std::min(local, cores));
+    } catch (const std::system_error& e) {
+      throw Error(std::string("cannot start the fiber scheduler's worker threads: ") + e.what() +
+                  " (raise the process's thread limit, or WEFT_SCHEDULER=threads)");
+    }
+  }
   impl_->workers.resize(impl_->devices.size());
-  for (int k = 0; k < local; ++k) {
+  for (int k = 0; k < local && !impl_->fibers; ++k) {
     const int id = impl_->process_index * local + k;
     try {
       impl_->workers[id] = std::make_unique<DeviceWorker>(impl_->devices[id], impl_->accounts[id]);
@@ -587,8 +605,6 @@ std::string Execution::replica_name(int replica) const {
 }
 
 namespace {
-thread_local Execution* t_current_execution = nullptr;
-
 // In a job of several instances, the launcher shows the root cause first: announce it on stderr and in
 // $WEFT_JOB_DIR/instance-<i>.error before the error travels up this process's stack.
 // A failure that only follows another instance's (it announced itself first) is reported as "aborted", so
@@ -692,9 +708,14 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   remaining_ = n;
   errors_.assign(n, std::nullopt);
   runtime.stats.executions++;
+  std::vector<std::function<void()>> tasks;
+  tasks.reserve(n);
   for (int li = 0; li < n; ++li) {
     const int r = local_replicas[li];
-    runtime.workers[devices[r].id]->submit([this, r, li, &body] {
+    tasks.emplace_back([this, r, li, &body] {
+      // Arrays the replica computes are charged to its device (a device thread has this already; a fiber
+      // worker serves several devices).
+      ScopedMemoryAccount on_device(runtime.accounts[devices[r].id]);
       FlightRing* flight = runtime.flight ? runtime.flight->rings[devices[r].id].get() : nullptr;
       ReplicaState state{this, r, li, &devices[r], flight};
       Replica replica(&state);
@@ -737,6 +758,11 @@ void Execution::run(const std::function<void(Replica&)>& body) {
       std::lock_guard lock(mutex_);
       if (--remaining_ == 0) done_cv_.notify_all();
     });
+  }
+  if (runtime.fibers) {
+    runtime.fibers->run(tasks);  // returns once every replica has
+  } else {
+    for (int li = 0; li < n; ++li) runtime.workers[devices[local_replicas[li]].id]->submit(tasks[li]);
   }
   std::unique_lock lock(mutex_);
   done_cv_.wait(lock, [&] { return remaining_ == 0; });

@@ -162,10 +162,13 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
   // A short yield phase (128 yields: a few tens of microseconds when others are runnable) catches partners
   // that are a little behind without a futex round trip;
   // after it we block, so oversubscribed replicas burn no CPU.
-  lock.unlock();
-  for (int i = 0; i < 128 && gen.load(std::memory_order_acquire) == generation && !aborted_; ++i)
-    std::this_thread::yield();
-  lock.lock();
+  // A fiber skips it: its first suspension hands the thread to the partners it is waiting for.
+  if (!current_fiber_suspender()) {
+    lock.unlock();
+    for (int i = 0; i < 128 && gen.load(std::memory_order_acquire) == generation && !aborted_; ++i)
+      std::this_thread::yield();
+    lock.lock();
+  }
 
   const Clock::time_point start = Clock::now();
   const Clock::time_point warn_at = deadline_after(start, deadlines_.warn_s);

@@ -6,7 +6,7 @@
 // Guarantees (docs/reliability.md): every wait has a deadline (warn, then fail); the first failure poisons
 // the execution and ends every pending wait with the root cause; a replica that returned from its function
 // while others wait for it is named; waits block (futex via condition variable) after a short yield phase,
-// so more replicas than cores burn no CPU.
+// so more replicas than cores burn no CPU; a replica running as a fiber suspends instead (wait_queue.hpp).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/error_kind.hpp"
+#include "transport/wait_queue.hpp"
 
 namespace weft::transport {
 
@@ -94,7 +95,7 @@ class Rendezvous {
   const std::vector<int> participant_ids_;
 
   mutable std::mutex mutex_;
-  std::condition_variable cv_;
+  WaitQueue cv_;  // a condition variable that fibers can wait on too (wait_queue.hpp)
   std::atomic<std::uint64_t> arrive_generation_{0};  // rounds fully gathered
   std::atomic<std::uint64_t> finish_generation_{0};  // rounds fully finished
   int arrived_ = 0;

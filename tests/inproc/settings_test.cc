@@ -186,7 +186,7 @@ std::int64_t AddressSpaceInUse() {
   const rlimit rl{limit, limit};
   if (::setrlimit(RLIMIT_AS, &rl) != 0) std::_Exit(5);
   try {
-    Runtime rt({.device_count = 4096, .log_level = "error"});
+    Runtime rt({.device_count = 4096, .log_level = "error", .scheduler = "threads"});  // a thread per device
     std::_Exit(6);
   } catch (const Error& e) {
     std::fprintf(stderr, "weft::Error: %s\n", e.what());

@@ -1,0 +1,244 @@
+// The fiber scheduler (why and how: fiber_scheduler.hpp).
+#include "runtime/fiber_scheduler.hpp"
+
+#include <atomic>
+#include <boost/context/fiber.hpp>
+#include <boost/context/protected_fixedsize_stack.hpp>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "core/log.hpp"
+#include "runtime/internal.hpp"
+#include "transport/wait_queue.hpp"
+#include "weft/memory.hpp"
+
+namespace weft::detail {
+namespace {
+
+namespace ctx = boost::context;
+using transport::WaitClock;
+
+// A replica's stack. As large as a thread's default (8 MiB): only the pages it touches are ever backed, and a
+// guard page below it turns an overflow into a fault rather than silent corruption.
+constexpr std::size_t kStackBytes = std::size_t{8} << 20;
+// How long an idle worker polls before it sleeps: covers the gap between back-to-back collectives and pmap
+// calls without a futex round trip, and is short enough to cost nothing measurable when the program does
+// something else. Only when the workers do not outnumber the cores.
+constexpr std::chrono::microseconds kSpin{50};
+
+// Stacks are kept for the next run: mapping and unmapping 8 MiB per replica per pmap call would cost more
+// than the call.
+class StackCache {
+ public:
+  ctx::stack_context allocate() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        ctx::stack_context s = free_.back();
+        free_.pop_back();
+        return s;
+      }
+    }
+    return allocator_.allocate();
+  }
+  void deallocate(ctx::stack_context& s) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(s);
+  }
+  ~StackCache() {
+    for (ctx::stack_context& s : free_) allocator_.deallocate(s);
+  }
+
+ private:
+  ctx::protected_fixedsize_stack allocator_{kStackBytes};
+  std::mutex mutex_;
+  std::vector<ctx::stack_context> free_;
+};
+
+// Boost.Context's StackAllocator concept over the cache.
+class CachedStack {
+ public:
+  explicit CachedStack(StackCache& cache) : cache_(&cache) {}
+  ctx::stack_context allocate() { return cache_->allocate(); }
+  void deallocate(ctx::stack_context& s) noexcept { cache_->deallocate(s); }
+
+ private:
+  StackCache* cache_;
+};
+
+// The runtime's thread-locals a replica's code reads, switched with the fiber.
+struct FiberLocals {
+  std::shared_ptr<MemoryAccount> account;
+  Execution* execution = nullptr;
+  int log_replica = -1;
+  bool error_from_collective = false;
+
+  void swap_with_thread() {
+    std::swap(account, default_memory_account());
+    std::swap(execution, t_current_execution);
+    const int replica = weft::log_replica();
+    set_log_replica(log_replica);
+    log_replica = replica;
+    std::swap(error_from_collective, t_error_from_collective);
+  }
+};
+
+struct Fiber {
+  const std::function<void()>* task = nullptr;
+  ctx::fiber self;     // the fiber, while suspended
+  ctx::fiber worker;   // the worker's side, while the fiber runs
+  FiberLocals locals;  // the fiber's thread-locals while it is switched out
+  WaitClock::time_point deadline = WaitClock::time_point::max();
+  bool started = false;
+  bool done = false;
+};
+
+// One worker's turn at a block of fibers.
+class Worker final : public transport::FiberSuspender {
+ public:
+  Worker(StackCache& stacks, bool spin) : stacks_(stacks), spin_(spin) {}
+
+  void run(const std::function<void()>* const* tasks, int count) {
+    fibers_.clear();
+    fibers_.resize(count);
+    for (int i = 0; i < count; ++i) fibers_[i].task = tasks[i];
+    int pending = count;
+    while (pending > 0) {
+      const std::uint64_t seen = transport::wake_epoch();
+      bool progressed = false;
+      WaitClock::time_point next = WaitClock::time_point::max();
+      for (Fiber& f : fibers_) {
+        if (f.done) continue;
+        resume(f);
+        if (f.done) {
+          --pending;
+          progressed = true;
+        } else {
+          next = std::min(next, f.deadline);
+        }
+      }
+      // Nothing returned and nothing anywhere moved the epoch since the pass began: every fiber here waits
+      // for something that has not happened yet.
+      if (pending > 0 && !progressed)
+        transport::wait_for_wake(seen, next, spin_ ? std::chrono::nanoseconds(kSpin) : std::chrono::nanoseconds(0));
+    }
+  }
+
+  void suspend(WaitClock::time_point deadline) override {
+    Fiber& f = *running_;
+    f.deadline = deadline;
+    f.worker = std::move(f.worker).resume();
+  }
+
+ private:
+  void resume(Fiber& f) {
+    if (!f.started) {
+      f.started = true;
+      f.self = ctx::fiber(std::allocator_arg, CachedStack(stacks_), [&f](ctx::fiber&& worker) {
+        f.worker = std::move(worker);
+        (*f.task)();  // never throws (FiberScheduler::run's contract)
+        f.done = true;
+        return std::move(f.worker);
+      });
+    }
+    running_ = &f;
+    f.locals.swap_with_thread();
+    transport::current_fiber_suspender() = this;
+    f.self = std::move(f.self).resume();
+    transport::current_fiber_suspender() = nullptr;
+    f.locals.swap_with_thread();
+    running_ = nullptr;
+  }
+
+  StackCache& stacks_;
+  const bool spin_;
+  std::vector<Fiber> fibers_;
+  Fiber* running_ = nullptr;
+};
+
+}  // namespace
+
+struct FiberScheduler::Impl {
+  const int threads;
+  const bool spin;  // the workers do not outnumber the cores
+  StackCache stacks;
+  std::vector<std::thread> helpers;
+
+  // The job of a run, read by the helpers: helper h runs the tasks [begin[h+1], begin[h+2]).
+  std::atomic<std::uint64_t> job_serial{0};
+  const std::function<void()>* const* job_tasks = nullptr;
+  std::vector<int> job_begin;
+  std::atomic<int> job_remaining{0};
+  std::atomic<bool> stopping{false};
+
+  explicit Impl(int n)
+      : threads(std::max(1, n)),
+        spin(threads <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+
+  void helper_loop(int h) {
+    Worker worker(stacks, spin);
+    std::uint64_t done_serial = 0;
+    for (;;) {
+      const std::uint64_t seen = transport::wake_epoch();
+      if (stopping.load(std::memory_order_acquire)) return;
+      const std::uint64_t serial = job_serial.load(std::memory_order_acquire);
+      if (serial != done_serial) {
+        done_serial = serial;
+        const int begin = job_begin[h + 1], end = job_begin[h + 2];
+        if (end > begin) worker.run(job_tasks + begin, end - begin);
+        job_remaining.fetch_sub(1, std::memory_order_acq_rel);
+        transport::signal_wake();
+        continue;
+      }
+      transport::wait_for_wake(seen, WaitClock::time_point::max(),
+                               spin ? std::chrono::nanoseconds(kSpin) : std::chrono::nanoseconds(0));
+    }
+  }
+};
+
+FiberScheduler::FiberScheduler(int threads) : impl_(std::make_unique<Impl>(threads)) {
+  try {
+    for (int h = 0; h + 1 < impl_->threads; ++h) impl_->helpers.emplace_back([this, h] { impl_->helper_loop(h); });
+  } catch (...) {
+    impl_->stopping.store(true, std::memory_order_release);
+    transport::signal_wake();
+    for (std::thread& t : impl_->helpers) t.join();
+    throw;
+  }
+}
+
+FiberScheduler::~FiberScheduler() {
+  impl_->stopping.store(true, std::memory_order_release);
+  transport::signal_wake();
+  for (std::thread& t : impl_->helpers) t.join();
+}
+
+int FiberScheduler::threads() const { return impl_->threads; }
+
+void FiberScheduler::run(const std::vector<std::function<void()>>& tasks) {
+  Impl& s = *impl_;
+  const int n = static_cast<int>(tasks.size());
+  if (n == 0) return;
+  std::vector<const std::function<void()>*> order(n);
+  for (int i = 0; i < n; ++i) order[i] = &tasks[i];
+  // Worker w takes tasks [begin[w], begin[w+1]): contiguous, as even as the division allows.
+  std::vector<int> begin(s.threads + 1);
+  for (int w = 0; w <= s.threads; ++w) begin[w] = static_cast<int>(static_cast<long long>(w) * n / s.threads);
+  s.job_tasks = order.data();
+  s.job_begin = begin;
+  s.job_remaining.store(s.threads - 1, std::memory_order_relaxed);
+  s.job_serial.fetch_add(1, std::memory_order_acq_rel);
+  transport::signal_wake();
+
+  Worker own(s.stacks, s.spin);
+  own.run(order.data() + begin[0], begin[1] - begin[0]);
+  while (s.job_remaining.load(std::memory_order_acquire) > 0) {
+    const std::uint64_t seen = transport::wake_epoch();
+    if (s.job_remaining.load(std::memory_order_acquire) == 0) break;
+    transport::wait_for_wake(seen, WaitClock::time_point::max(),
+                             s.spin ? std::chrono::nanoseconds(kSpin) : std::chrono::nanoseconds(0));
+  }
+}
+
+}  // namespace weft::detail
