@@ -39,8 +39,8 @@ struct RuntimeOptions {
   std::string debug{};                  // WEFT_DEBUG: OFF|WARN|INFO|TRACE, sets log_level and tags lines, default unset
   std::string debug_subsys{};           // WEFT_DEBUG_SUBSYS: init,coll,mem,launch (info/trace lines kept), default all
   std::string debug_file{};             // WEFT_DEBUG_FILE: log file pattern (%h host, %p pid, %r instance), default stderr
-  std::string scheduler{};              // WEFT_SCHEDULER: threads (an OS thread per device) | fibers (replicas as
-                                        // fibers on one thread per core), default threads; docs/design.md
+  std::string scheduler{};              // WEFT_SCHEDULER: fibers (replicas as fibers on one thread per core) |
+                                        // threads (an OS thread per device), default fibers; docs/design.md
 
   // Fills every unset field from the environment or the default, and validates (throws InvalidArgument).
   RuntimeOptions resolved() const;

@@ -68,6 +68,7 @@ void log_configuration(const RuntimeOptions& given, const Runtime::Impl& rt) {
   add("WEFT_FLIGHT_RECORDER", std::to_string(o.flight_recorder) + (o.flight_recorder == 0 ? " (off)" : " collectives"),
       source(given.flight_recorder >= 0, "WEFT_FLIGHT_RECORDER", "flight_recorder"));
   add("WEFT_DUMP", o.dump_dir.empty() ? "none" : o.dump_dir, source(!given.dump_dir.empty(), "WEFT_DUMP", "dump_dir"));
+  add("WEFT_SCHEDULER", o.scheduler, source(!given.scheduler.empty(), "WEFT_SCHEDULER", "scheduler"));
   // Set by the launcher (docs/settings.md), read from the environment only.
   for (const char* variable : {"WEFT_NUM_INSTANCES", "WEFT_NUM_REPLICAS", "WEFT_JOB_DIR"})
     add(variable, env(variable) ? env(variable) : "unset", env(variable) ? "(environment, set by weftrun)" : "(not launched by weftrun)");

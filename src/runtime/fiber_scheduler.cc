@@ -8,10 +8,28 @@
 #include <mutex>
 #include <thread>
 
+#if defined(WEFT_FIBER_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include "core/log.hpp"
 #include "runtime/internal.hpp"
 #include "transport/wait_queue.hpp"
 #include "weft/memory.hpp"
+
+#if defined(BOOST_USE_UCONTEXT)
+// The sanitizer builds use Boost.Context's ucontext backend (src/runtime/CMakeLists.txt). It keeps the
+// thread's current activation record in a function that Boost compiles into its library only when the library
+// itself is built for ucontext, which Debian's (fcontext) is not; it is defined here instead: per thread, the
+// record of the thread's own context until a fiber runs.
+namespace boost::context::detail {
+fiber_activation_record*& fiber_activation_record::current() noexcept {
+  thread_local fiber_activation_record thread_record;
+  thread_local fiber_activation_record* current = &thread_record;
+  return current;
+}
+}  // namespace boost::context::detail
+#endif
 
 namespace weft::detail {
 namespace {
@@ -56,16 +74,33 @@ class StackCache {
   std::vector<ctx::stack_context> free_;
 };
 
-// Boost.Context's StackAllocator concept over the cache.
+// Boost.Context's StackAllocator concept over the cache; tells `allocated` where the stack is.
 class CachedStack {
  public:
-  explicit CachedStack(StackCache& cache) : cache_(&cache) {}
-  ctx::stack_context allocate() { return cache_->allocate(); }
+  CachedStack(StackCache& cache, ctx::stack_context* allocated) : cache_(&cache), allocated_(allocated) {}
+  ctx::stack_context allocate() { return *allocated_ = cache_->allocate(); }
   void deallocate(ctx::stack_context& s) noexcept { cache_->deallocate(s); }
 
  private:
   StackCache* cache_;
+  ctx::stack_context* allocated_;
 };
+
+// AddressSanitizer must hear of every stack switch (else an exception unwinding a fiber's stack looks like a
+// wild write): start before leaving a stack (null `save` when leaving it for good), finish after arriving.
+// Nothing in other builds.
+#if defined(WEFT_FIBER_ASAN)
+struct AsanStack {
+  const void* bottom = nullptr;
+  std::size_t size = 0;
+};
+inline void asan_start(void** save, const AsanStack& to) { __sanitizer_start_switch_fiber(save, to.bottom, to.size); }
+inline void asan_finish(void* save, AsanStack* from) { __sanitizer_finish_switch_fiber(save, &from->bottom, &from->size); }
+#else
+struct AsanStack {};
+inline void asan_start(void**, const AsanStack&) {}
+inline void asan_finish(void*, AsanStack*) {}
+#endif
 
 // The runtime's thread-locals a replica's code reads, switched with the fiber.
 struct FiberLocals {
@@ -88,6 +123,8 @@ struct Fiber {
   const std::function<void()>* task = nullptr;
   ctx::fiber self;     // the fiber, while suspended
   ctx::fiber worker;   // the worker's side, while the fiber runs
+  ctx::stack_context stack;  // the fiber's stack (sp is its top)
+  AsanStack worker_stack;    // the worker's stack, learnt on the first switch (AddressSanitizer builds)
   FiberLocals locals;  // the fiber's thread-locals while it is switched out
   WaitClock::time_point deadline = WaitClock::time_point::max();
   bool started = false;
@@ -128,24 +165,37 @@ class Worker final : public transport::FiberSuspender {
   void suspend(WaitClock::time_point deadline) override {
     Fiber& f = *running_;
     f.deadline = deadline;
+    void* save = nullptr;
+    asan_start(&save, f.worker_stack);
     f.worker = std::move(f.worker).resume();
+    asan_finish(save, &f.worker_stack);
   }
 
  private:
   void resume(Fiber& f) {
     if (!f.started) {
       f.started = true;
-      f.self = ctx::fiber(std::allocator_arg, CachedStack(stacks_), [&f](ctx::fiber&& worker) {
+      f.self = ctx::fiber(std::allocator_arg, CachedStack(stacks_, &f.stack), [&f](ctx::fiber&& worker) {
+        asan_finish(nullptr, &f.worker_stack);
         f.worker = std::move(worker);
         (*f.task)();  // never throws (FiberScheduler::run's contract)
         f.done = true;
+        asan_start(nullptr, f.worker_stack);  // this stack is left for good
         return std::move(f.worker);
       });
     }
     running_ = &f;
     f.locals.swap_with_thread();
     transport::current_fiber_suspender() = this;
+    void* save = nullptr;
+#if defined(WEFT_FIBER_ASAN)
+    AsanStack fiber_stack{static_cast<const char*>(f.stack.sp) - f.stack.size, f.stack.size};
+#else
+    AsanStack fiber_stack;
+#endif
+    asan_start(&save, fiber_stack);
     f.self = std::move(f.self).resume();
+    asan_finish(save, &fiber_stack);
     transport::current_fiber_suspender() = nullptr;
     f.locals.swap_with_thread();
     running_ = nullptr;

@@ -205,7 +205,7 @@ RuntimeOptions RuntimeOptions::resolved() const {
   }
   // Where replicas run (runtime/fiber_scheduler.hpp).
   const bool scheduler_given = !o.scheduler.empty();
-  if (o.scheduler.empty()) o.scheduler = env("WEFT_SCHEDULER") ? env("WEFT_SCHEDULER") : "threads";
+  if (o.scheduler.empty()) o.scheduler = env("WEFT_SCHEDULER") ? env("WEFT_SCHEDULER") : "fibers";
   if (o.scheduler != "threads" && o.scheduler != "fibers")
     throw InvalidArgument((scheduler_given ? "RuntimeOptions::scheduler = " : "WEFT_SCHEDULER=") + o.scheduler +
                           " is not a scheduler: use threads (an OS thread per device) or fibers (replicas as fibers on "

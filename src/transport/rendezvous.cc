@@ -172,7 +172,7 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
 
   const Clock::time_point start = Clock::now();
   const Clock::time_point warn_at = deadline_after(start, deadlines_.warn_s);
-  const Clock::time_point fail_at = deadline_after(start, deadlines_.timeout_s);
+  Clock::time_point fail_at = deadline_after(start, deadlines_.timeout_s);
   auto describe = [&] { return what ? what() : std::string("a collective"); };
   // Leaving the arrive phase early takes our payload back, so a partner completing the round later never
   // reads an input we are about to release.
@@ -226,6 +226,12 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
     Clock::time_point next = aborted_ ? now + std::chrono::milliseconds(50) : fail_at;
     if (!warned_ && !aborted_) next = std::min(next, warn_at);
     cv_.wait_until(lock, next);
+    // Woken far past the planned time: this process was not running (SIGSTOP, a paused VM or debugger), and
+    // neither were its partners, whose deadlines all passed at once. Give them a moment to arrive before
+    // blaming them for a delay the whole process had.
+    const Clock::time_point woke = Clock::now();
+    if (next != Clock::time_point::max() && woke - next > std::chrono::milliseconds(500))
+      fail_at = std::max(fail_at, woke + std::chrono::milliseconds(250));
   }
 }
 

@@ -48,13 +48,24 @@ void signal_wake() {
 
 void wait_for_wake(std::uint64_t seen, WaitClock::time_point deadline, std::chrono::nanoseconds spin) {
   Wake& w = wake();
-  if (spin.count() > 0) {
-    const WaitClock::time_point spin_until = std::min(deadline, WaitClock::now() + spin);
+  // Adaptive: a spin that ends in sleep anyway (the partner was not running: another process holds its core)
+  // halves this thread's next spin; one that succeeds doubles it again, up to `spin`. So a loaded machine
+  // soon stops paying for spinning, and an idle one keeps the fast path.
+  thread_local std::chrono::nanoseconds budget{std::chrono::microseconds(8)};
+  budget = std::min(budget, spin);
+  if (budget.count() >= 500) {
+    const WaitClock::time_point spin_until = std::min(deadline, WaitClock::now() + budget);
     for (int i = 0;; ++i) {
-      if (w.epoch.load(std::memory_order_acquire) != seen) return;
+      if (w.epoch.load(std::memory_order_acquire) != seen) {
+        budget = std::min(budget * 2, spin);
+        return;
+      }
       for (int k = 0; k < 32; ++k) cpu_relax();
       if ((i & 15) == 15 && WaitClock::now() >= spin_until) break;
     }
+    budget /= 2;
+  } else if (spin.count() > 0) {
+    budget = std::chrono::nanoseconds(budget.count() + 100);  // creep back after a loaded spell
   }
   w.sleepers.fetch_add(1, std::memory_order_seq_cst);
   {

@@ -17,7 +17,7 @@ const char* const kSettings[] = {"WEFT_DEVICE_COUNT", "WEFT_DEVICE_MEMORY", "WEF
                                  "WEFT_COLLECTIVE_TIMEOUT", "WEFT_LOG", "WEFT_TRACE_EVENTS",
                                  "WEFT_NUM_INSTANCES", "WEFT_NUM_REPLICAS", "WEFT_FAULT",
                                  "WEFT_FLIGHT_RECORDER", "WEFT_DUMP", "WEFT_DEBUG", "WEFT_DEBUG_SUBSYS",
-                                 "WEFT_DEBUG_FILE"};
+                                 "WEFT_DEBUG_FILE", "WEFT_SCHEDULER"};
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

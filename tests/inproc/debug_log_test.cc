@@ -99,10 +99,11 @@ TEST(R22DebugLevels, EachLevelShowsItsLinesAndNoMore) {
                         "[init] config: WEFT_COLLECTIVE_TIMEOUT=33 s (RuntimeOptions::collective_timeout_s)",
                         "[init] config: WEFT_FLIGHT_RECORDER=64 collectives (default)",
                         "[init] config: WEFT_DEBUG_FILE=unset (stderr) (default)",
+                        "[init] config: WEFT_SCHEDULER=",
                         "[init] config: WEFT_NUM_INSTANCES=unset (not launched by weftrun)",
                         "[proc 0] weft: info: [launch] a single process (no launcher), pid " + std::to_string(::getpid()),
                         "weft: info: [mem] 2 devices of unlimited memory each (WEFT_DEVICE_MEMORY)"});
-  EXPECT_EQ(CountOccurrences(info, "weft: info: [init] config: "), 16) << info;
+  EXPECT_EQ(CountOccurrences(info, "weft: info: [init] config: "), 17) << info;
   EXPECT_FALSE(Contains(info, "weft: debug:")) << info;
   ExpectEveryLineTagged(info);
 

@@ -4,6 +4,9 @@
 //              [--warmup N] [--dtype float32] [--no-check] [--json] [--verbose]
 //   weft-bench --op dispatch [--devices 8]  (the cost of one call of an empty pmapped function)
 //   weft-bench --op membw [--devices 2]     (host copy bandwidth, the ceiling for in-process collectives)
+//   weft-bench --op allreduce --sweep [--sweep-devices 2,4,...,64] [--sizes 4K,...,256M] [--max-memory 6G]
+//              (every size at every device count, one JSON line each; points whose buffers would pass
+//              --max-memory are reported as skipped; scripts/plot_benchmarks.py draws them)
 //
 // Per size: every replica's input is placed on its device before timing; ONE pmap call then runs, in every
 // replica: warm-up collectives in doubling batches until a tenth of the budget has passed, which plan the
@@ -15,6 +18,7 @@
 // iteration's outputs are then compared, element by element and for every replica, with values computed
 // independently here on the host; any wrong element makes the exit status non-zero.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -83,6 +87,7 @@ struct Options {
   bool json = false;
   bool verbose = false;
   bool devices_given = false;  // --devices on the command line (else: 8, or the job's devices under weftrun)
+  std::int64_t max_memory = 0;  // --sweep: skip points whose buffers would need more (0: no limit)
 };
 
 // "4K" -> 4096, "64M" -> 67108864, "1G", "100" (binary multiples, as nccl-tests' -b/-e).
@@ -572,6 +577,11 @@ void print_table_row(const Options& opt, int devices, const Result& r) {
             << algbw * bus_factor(opt.op, devices) << std::setw(9) << r.wrong << std::setw(10) << r.iters << std::endl;
 }
 
+std::int64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : std::int64_t{8} << 30;
+}
+
 long max_rss_kib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -609,6 +619,17 @@ std::int64_t run(const Options& opt) {
   // dispatch has no size: one row.
   const std::vector<std::int64_t> sizes = opt.op == Op::dispatch ? std::vector<std::int64_t>{0} : opt.sizes;
   for (std::int64_t bytes : sizes) {
+    // Inputs, outputs and the host's expected values: about three buffers of devices x size at most.
+    const double need = 3.0 * static_cast<double>(devices) * static_cast<double>(bytes);
+    if (opt.max_memory > 0 && need > static_cast<double>(opt.max_memory)) {
+      nlohmann::ordered_json line;
+      line["op"] = op_name(opt.op);
+      line["devices"] = devices;
+      line["bytes"] = bytes;
+      line["skipped"] = "needs ~" + std::to_string(static_cast<std::int64_t>(need) >> 20) + " MiB, more than --max-memory";
+      std::cout << line.dump() << std::endl;
+      continue;
+    }
     const Result r = membw ? measure_membw(devices, bytes, opt.iters > 0 ? opt.iters : kMembwDefaultIters,
                                            std::max(opt.warmup, 1), opt.check)
                      : opt.op == Op::dispatch ? measure_dispatch(*runtime, effective)
@@ -658,12 +679,25 @@ int main(int argc, char** argv) {
   app.add_flag("--no-check", no_check, "skip the comparison of outputs with host-computed values");
   app.add_flag("--json", opt.json, "one JSON object per size instead of the table");
   app.add_flag("--verbose", opt.verbose, "print the peak resident set size to stderr at the end");
+  bool sweep = false;
+  std::string sweep_devices = "2,4,8,16,32,64";
+  std::string max_memory;
+  app.add_flag("--sweep", sweep, "every size (default 4K..256M by 4x) at every --sweep-devices count, as JSON lines");
+  app.add_option("--sweep-devices", sweep_devices, "device counts of --sweep, comma separated");
+  app.add_option("--max-memory", max_memory, "--sweep: skip points needing more (K/M/G; default a third of RAM)");
 
   try {
     app.parse(argc, argv);
     opt.op = kOpNames.at(op);
     opt.check = !no_check;
     opt.devices_given = devices->count() > 0;
+    if (sweep) {
+      if (opt.op == Op::membw) throw CLI::ValidationError("--sweep", "membw has no devices to sweep");
+      if (std::getenv("WEFT_NUM_INSTANCES")) throw CLI::ValidationError("--sweep", "runs in one process, not under weftrun");
+      if (!sizes_option->count()) sizes = "4K,16K,64K,256K,1M,4M,16M,64M,256M";
+      opt.json = true;
+      opt.max_memory = max_memory.empty() ? physical_memory_bytes() / 3 : parse_size(max_memory);
+    }
     if (opt.op == Op::membw) {
       if (devices->count() == 0) opt.devices = kMembwDefaultThreads;
       opt.sizes = sizes_option->count() ? parse_sizes(sizes) : std::vector<std::int64_t>{kMembwDefaultBytes};
@@ -680,7 +714,20 @@ int main(int argc, char** argv) {
   }
 
   try {
-    const std::int64_t wrong = run(opt);
+    std::vector<int> device_counts{opt.devices};
+    if (sweep) {
+      device_counts.clear();
+      for (std::int64_t d : parse_sizes(sweep_devices)) {
+        if (d < 1 || d > 4096) throw std::runtime_error("--sweep-devices: " + std::to_string(d) + " is not in 1..4096");
+        device_counts.push_back(static_cast<int>(d));
+      }
+      opt.devices_given = true;
+    }
+    std::int64_t wrong = 0;
+    for (int d : device_counts) {
+      opt.devices = d;
+      wrong += run(opt);
+    }
     if (wrong != 0) {
       std::cerr << "weft-bench: " << wrong << " wrong elements" << std::endl;
       return 1;
