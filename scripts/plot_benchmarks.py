@@ -27,11 +27,12 @@ OPS = ["allreduce", "all_gather", "reduce_scatter", "all_to_all", "ppermute"]
 
 
 def min_traffic_bytes(op, devices, size):
-    """Bytes an in-memory implementation must move at least (read + write), for the roofline."""
+    """Bytes an in-memory implementation must move at least (read + write), for the roofline. `size` is the
+    point's "bytes": one replica's input, except for all_gather, whose benchmarks report the gathered buffer."""
     n = devices
     return {
         "allreduce": (n + 1) * size,        # read every input, write one shared result
-        "all_gather": 2 * n * size,         # read every input, write the gathered result
+        "all_gather": 2 * size,             # read every input (size in all), write the gathered result
         "reduce_scatter": (n + 1) * size,   # read every input, write n results of size / n
         "all_to_all": 2 * n * size,         # read and write every block
     }.get(op)
@@ -78,7 +79,7 @@ def plot_sizes(weft, mpi, devices, membw, out):
             ax.loglog(xs, [min_traffic_bytes(op, devices, b) / (membw * 1e3) for b in xs], ":", color="gray",
                       label=f"copy roofline ({membw:g} GB/s)")
         ax.set_title(f"{op}, {devices} devices / ranks")
-        ax.set_xlabel("bytes per replica")
+        ax.set_xlabel("bytes gathered" if op == "all_gather" else "bytes per replica")
         ax.set_xticks(xs)
         ax.set_xticklabels([size_label(b) for b in xs], rotation=45)
         ax.grid(True, which="both", alpha=0.3)
@@ -92,16 +93,25 @@ def plot_sizes(weft, mpi, devices, membw, out):
 def plot_scaling(weft, mpi, sizes, out):
     ops = [op for op in OPS if any(k[0] == op for k in weft)]
     fig, axes = plt.subplots(1, len(ops), figsize=(4.2 * len(ops), 3.8), squeeze=False)
+    def per_replica(op, devices, b):  # all_gather points carry the gathered size
+        return b // devices if op == "all_gather" else b
+
+    all_devices = set()
     for ax, op in zip(axes[0], ops):
         for size in sizes:
             for name, data, style in (("weft", weft, "o-"), ("MPI", mpi, "s--")):
-                ds = sorted(d for (o, d, b) in data if o == op and b == size)
-                if len(ds) > 1:
-                    ax.loglog(ds, [data[(op, d, size)] for d in ds], style, label=f"{name} {size_label(size)}")
-        ax.set_title(op)
+                pts = sorted((d, t) for (o, d, b), t in data.items() if o == op and per_replica(o, d, b) == size)
+                if len(pts) > 1:
+                    ax.loglog([d for d, _ in pts], [t for _, t in pts], style, label=f"{name} {size_label(size)}")
+                    all_devices.update(d for d, _ in pts)
+        ax.set_title(f"{op} (bytes per replica)")
         ax.set_xlabel("devices / ranks")
+        ax.set_xticks(sorted(all_devices))
+        ax.set_xticklabels([str(d) for d in sorted(all_devices)])
+        ax.minorticks_off()
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     axes[0][0].set_ylabel("time (us, median)")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
