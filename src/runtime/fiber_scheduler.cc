@@ -127,6 +127,7 @@ struct Fiber {
   AsanStack worker_stack;    // the worker's stack, learnt on the first switch (AddressSanitizer builds)
   FiberLocals locals;  // the fiber's thread-locals while it is switched out
   WaitClock::time_point deadline = WaitClock::time_point::max();
+  std::uint64_t epoch = 0;  // the wake epoch it waits to move past
   bool started = false;
   bool done = false;
 };
@@ -145,8 +146,18 @@ class Worker final : public transport::FiberSuspender {
       const std::uint64_t seen = transport::wake_epoch();
       bool progressed = false;
       WaitClock::time_point next = WaitClock::time_point::max();
+      WaitClock::time_point now{};  // read once a pass, when a waiting fiber's deadline matters
       for (Fiber& f : fibers_) {
         if (f.done) continue;
+        // Nothing it waits for has changed since it suspended, and its deadline is ahead: leave it be.
+        if (f.started && f.epoch == seen) {
+          if (f.deadline == WaitClock::time_point::max()) continue;
+          if (now == WaitClock::time_point{}) now = WaitClock::now();
+          if (now < f.deadline) {
+            next = std::min(next, f.deadline);
+            continue;
+          }
+        }
         resume(f);
         if (f.done) {
           --pending;
@@ -162,9 +173,10 @@ class Worker final : public transport::FiberSuspender {
     }
   }
 
-  void suspend(WaitClock::time_point deadline) override {
+  void suspend(WaitClock::time_point deadline, std::uint64_t epoch) override {
     Fiber& f = *running_;
     f.deadline = deadline;
+    f.epoch = epoch;
     void* save = nullptr;
     asan_start(&save, f.worker_stack);
     f.worker = std::move(f.worker).resume();

@@ -47,7 +47,8 @@ std::uint64_t Rendezvous::completed_rounds(int rank) const {
 
 std::shared_ptr<void> Rendezvous::arrive(int rank, const void* payload, const Complete& complete,
                                          const Describe& what) {
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock(mutex_, std::defer_lock);
+  lock_briefly_spinning(lock);
   if (aborted_) throw_aborted(rank);
   const std::uint64_t generation = arrive_generation_.load(std::memory_order_relaxed);
   Slot& slot = slots_[generation % 2];
@@ -70,7 +71,7 @@ std::shared_ptr<void> Rendezvous::arrive(int rank, const void* payload, const Co
     } catch (...) {
       error = current_error();
     }
-    lock.lock();
+    lock_briefly_spinning(lock);
     completing_ = false;
     slot.plan = std::move(plan);
     slot.error = std::move(error);
@@ -90,7 +91,8 @@ std::shared_ptr<void> Rendezvous::arrive(int rank, const void* payload, const Co
 }
 
 void Rendezvous::finish(int rank, const Describe& what) {
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock(mutex_, std::defer_lock);
+  lock_briefly_spinning(lock);
   const std::uint64_t generation = finish_generation_.load(std::memory_order_relaxed);
   has_finished_[rank] = 1;
   if (++finished_ == n_) {

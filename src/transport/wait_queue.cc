@@ -80,10 +80,20 @@ void wait_for_wake(std::uint64_t seen, WaitClock::time_point deadline, std::chro
   w.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+void lock_briefly_spinning(std::unique_lock<std::mutex>& lock) {
+  if (current_fiber_suspender()) {
+    for (int i = 0; i < 100; ++i) {
+      if (lock.try_lock()) return;
+      for (int k = 0; k < 8; ++k) cpu_relax();
+    }
+  }
+  lock.lock();
+}
+
 void sleep_replica(std::chrono::nanoseconds duration) {
   const WaitClock::time_point until = WaitClock::now() + duration;
   if (FiberSuspender* fiber = current_fiber_suspender()) {
-    while (WaitClock::now() < until) fiber->suspend(until);
+    while (WaitClock::now() < until) fiber->suspend(until, wake_epoch());
     return;
   }
   std::this_thread::sleep_until(until);
@@ -91,9 +101,10 @@ void sleep_replica(std::chrono::nanoseconds duration) {
 
 void WaitQueue::wait_until(std::unique_lock<std::mutex>& lock, WaitClock::time_point deadline) {
   if (FiberSuspender* fiber = current_fiber_suspender()) {
+    const std::uint64_t epoch = wake_epoch();  // under the lock: a later notify moves it
     lock.unlock();
-    fiber->suspend(deadline);
-    lock.lock();
+    fiber->suspend(deadline, epoch);
+    lock_briefly_spinning(lock);
     return;
   }
   if (deadline == WaitClock::time_point::max())

@@ -20,18 +20,20 @@ namespace weft::transport {
 
 using WaitClock = std::chrono::steady_clock;
 
-// Implemented by a fiber worker: suspends the running fiber until the worker resumes it, which it does after
-// any wake (or at `deadline`). Spurious resumptions are allowed; callers re-check their condition.
+// Implemented by a fiber worker: suspends the running fiber until the worker resumes it, which it does once
+// the wake epoch has moved past `epoch` (read while the caller's condition was last seen false, under the
+// lock its notifier holds) or at `deadline`. Spurious resumptions are allowed; callers re-check.
 class FiberSuspender {
  public:
   virtual ~FiberSuspender() = default;
-  virtual void suspend(WaitClock::time_point deadline) = 0;
+  virtual void suspend(WaitClock::time_point deadline, std::uint64_t epoch) = 0;
 };
 
 // The suspender of the fiber running on this thread, or null on a plain thread. Set by the fiber worker.
 FiberSuspender*& current_fiber_suspender();
 
-// The process-wide wake epoch: every WaitQueue::notify_all moves it.
+// The process-wide wake epoch: every WaitQueue::notify_all moves it. Notifiers change what waiters wait for
+// and notify under one lock, so an epoch read under that lock misses no later change.
 std::uint64_t wake_epoch();
 // Blocks a fiber worker until the epoch moves past `seen` or `deadline` passes. `spin` first polls for up to
 // that long (only worth it when the workers do not outnumber the cores).
@@ -39,6 +41,11 @@ void wait_for_wake(std::uint64_t seen, WaitClock::time_point deadline, std::chro
 // Moves the epoch and wakes sleeping fiber workers (also for wakes that do not come through a WaitQueue:
 // a new task for a worker).
 void signal_wake();
+
+// Locks `lock` (not held). On a fiber, tries for a moment before blocking: the holder is another core's
+// worker in a short critical section, and a futex sleep and wake per collective would cost more than the
+// wait; on a plain thread (possibly one of more threads than cores) it is lock.lock().
+void lock_briefly_spinning(std::unique_lock<std::mutex>& lock);
 
 // Sleeps the calling replica for about `duration`: a fiber suspends (its worker runs the others meanwhile), a
 // thread sleeps.
