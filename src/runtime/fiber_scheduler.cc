@@ -276,8 +276,6 @@ FiberScheduler::~FiberScheduler() {
   for (std::thread& t : impl_->helpers) t.join();
 }
 
-int FiberScheduler::threads() const { return impl_->threads; }
-
 void FiberScheduler::run(const std::vector<std::function<void()>>& tasks) {
   Impl& s = *impl_;
   const int n = static_cast<int>(tasks.size());

@@ -30,7 +30,6 @@ class FiberScheduler {
   FiberScheduler(const FiberScheduler&) = delete;
   FiberScheduler& operator=(const FiberScheduler&) = delete;
 
-  int threads() const;
   // Runs every task as a fiber, task i on worker i * workers / tasks.size(), and returns once all have
   // returned. Tasks must not throw (they catch their own errors). One run at a time.
   void run(const std::vector<std::function<void()>>& tasks);
