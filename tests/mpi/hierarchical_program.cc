@@ -36,9 +36,10 @@ int main() {
       const transport::PollContext poll(60, {}, [&name] { return name; });
       const std::vector<Array> outputs = RunOnProcess(c, d, counted, round++, poll);
       failures += CheckPath(c, d, me, counted);
+      References references(c, d);
       for (int r = 0; r < d.num_replicas; ++r)
         if (d.process_of[static_cast<std::size_t>(r)] == me) {
-          const std::string wrong = Compare(c, d, r, outputs[static_cast<std::size_t>(r)]);
+          const std::string wrong = Compare(c, d, r, outputs[static_cast<std::size_t>(r)], references);
           if (!wrong.empty()) failures += (failures.empty() ? "" : "\n") + wrong;
         }
     } catch (const std::exception& e) {
