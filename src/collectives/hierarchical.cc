@@ -6,41 +6,15 @@
 //    (one call on the communicator cached for that process set), and every local member shares the result;
 //  - everything else: the processes holding the group exchange their members' inputs (one allgatherv),
 //    after which each process computes its members' outputs exactly as in one process.
-// Before any data moves, the processes check that they all issue the same collective (a fingerprint).
+// Before any data moves, the processes check that they all issue the same collective (collectives/fingerprint.hpp).
 #include <cstring>
 
 #include "collectives/algorithms.hpp"
+#include "collectives/fingerprint.hpp"
 #include "weft/error.hpp"
 
 namespace weft::collectives {
 namespace {
-
-std::uint64_t fingerprint(const Request& r, std::uint64_t round) {
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
-  };
-  mix(round);  // processes that fell out of step (one issued fewer collectives) disagree here
-  mix(static_cast<std::uint64_t>(r.kind));
-  for (const char* c = r.api_name; *c; ++c) mix(static_cast<unsigned char>(*c));
-  mix(static_cast<std::uint64_t>(r.reduce));
-  mix(static_cast<std::uint64_t>(r.input->dtype()));
-  for (std::int64_t d : r.input->shape()) mix(static_cast<std::uint64_t>(d));
-  mix(0xfeed);
-  for (const auto& g : r.groups->groups()) {
-    for (int m : g) mix(static_cast<std::uint64_t>(m));
-    mix(0xbeef);
-  }
-  mix(static_cast<std::uint64_t>(r.axis));
-  mix(static_cast<std::uint64_t>(r.concat_axis));
-  mix(r.tiled);
-  if (r.perm)
-    for (auto [s, d] : *r.perm) mix((static_cast<std::uint64_t>(s) << 32) ^ static_cast<std::uint32_t>(d));
-  return h;
-}
 
 [[noreturn]] void report_mismatch(const Request& first, transport::Interprocess& job, const std::vector<int>& processes,
                                   const transport::PollContext& poll) {

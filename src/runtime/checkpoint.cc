@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/host_exchange.hpp"
 #include "core/file_io.hpp"
 #include "runtime/session_state.hpp"
 #include "weft/error.hpp"
@@ -405,28 +406,8 @@ std::optional<std::string> first_difference(const Layout& file, const Layout& se
 }
 
 // ---- collectives between instances ------------------------------------------------------------------------------
-
-std::uint64_t fingerprint(std::string_view text) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
-}
-
-// Runs a transport operation of save_checkpoint; a failure there is a failure of the job (fate sharing, as
-// for a failed run): the other instances must not keep waiting for this one.
-template <class F>
-void collective(Runtime::Impl& rt, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    rt.job->mark_failed("instance " + std::to_string(rt.process_index) + ": " + e.what());
-    throw;
-  }
-}
-
-transport::PollContext poll_for(const Runtime::Impl& rt, const std::string& what) {
-  return {rt.options.collective_timeout_s, nullptr, [what] { return what; }};
-}
+// They go through collectives::HostExchange (one fingerprint, deadlines, fate sharing), as the session's own
+// read-back does.
 
 // Every replica's copy of each unbound entry, stacked (replicas, *entry shape); the other instances' copies
 // come over the transport (one all-gather for all entries).
@@ -448,12 +429,8 @@ std::vector<Array> gather_entries(SessionState& s, const std::vector<std::pair<R
         const Array& a = entries[k].first->data[s.local_replicas[j]][entries[k].second];
         std::memcpy(send.data() + j * per_replica + offset[k], a.bytes(), a.nbytes());
       }
-    gathered.resize(per_replica * local * rt.process_count);
-    const auto poll = poll_for(rt, s.options.name + ": save_checkpoint gathering the remote buffer entries");
-    collective(rt, [&] {
-      rt.job->allgatherv(all_processes(rt.process_count), send.data(),
-                         std::vector<std::size_t>(rt.process_count, send.size()), gathered.data(), poll);
-    });
+    collectives::HostExchange exchange(*rt.job, rt.options.collective_timeout_s);
+    gathered = exchange.all_gather(s.options.name + ": save_checkpoint gathering the remote buffer entries", send);
   }
   // Where replica r's bytes are in `gathered`: its process's block, then its rank among that process's replicas.
   std::vector<std::size_t> position(s.replicas);
@@ -575,10 +552,9 @@ void save_checkpoint(Session& session, const std::string& path, const std::map<s
   const bool multi = rt.process_count > 1;
   if (multi) {
     // Collective from here on: first make sure every instance is saving a session of the same layout.
-    bool same = false;
-    const auto poll = poll_for(rt, s.options.name + ": save_checkpoint");
-    collective(rt, [&] { same = rt.job->agree(all_processes(rt.process_count), fingerprint(layout_text), poll); });
-    if (!same)
+    collectives::HostExchange exchange(*rt.job, rt.options.collective_timeout_s);
+    if (!exchange.agree(s.options.name + ": save_checkpoint",
+                        collectives::Fingerprint().add("checkpoint layout").add(layout_text)))
       throw MismatchError("save_checkpoint: the instances are not all saving a session of the same layout at this point "
                           "(save_checkpoint is collective: every instance calls it, in the same order as the other collectives)");
   }
@@ -600,9 +576,9 @@ void save_checkpoint(Session& session, const std::string& path, const std::map<s
   }
   if (multi) {
     // The others return only once the file is there (or learn that instance 0 could not write it).
-    bool written = false;
-    const auto poll = poll_for(rt, s.options.name + ": save_checkpoint waiting for instance 0 to write " + path);
-    collective(rt, [&] { written = rt.job->agree(all_processes(rt.process_count), error ? 2 : 1, poll); });
+    collectives::HostExchange exchange(*rt.job, rt.options.collective_timeout_s);
+    const bool written = exchange.agree(s.options.name + ": save_checkpoint waiting for instance 0 to write " + path,
+                                        collectives::Fingerprint().add(error ? "not written" : "written"));
     if (!written && !error)
       throw Error("save_checkpoint: instance 0 could not write '" + path + "' (its error says why)");
   }

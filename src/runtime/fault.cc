@@ -241,7 +241,7 @@ void FaultPlan::act(const Fault& f, ReplicaState& st, collectives::Request& req,
                               (f.hang_s > 0 ? " for " + transport::seconds_str(f.hang_s)
                                             : " until the execution is aborted"));
       const auto start = std::chrono::steady_clock::now();
-      auto aborted = [&] { return ex.rendezvous.aborted() || (ex.runtime.job && ex.runtime.job->peer_failed()); };
+      auto aborted = [&] { return ex.communicator.aborted(); };
       while (!aborted()) {
         if (f.hang_s > 0 &&
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= f.hang_s)

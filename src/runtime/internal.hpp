@@ -15,12 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/communicator.hpp"
 #include "core/error_kind.hpp"
 #include "runtime/fault.hpp"
 #include "runtime/fiber_scheduler.hpp"
 #include "runtime/flight_recorder.hpp"
 #include "transport/interprocess.hpp"
-#include "transport/rendezvous.hpp"
 #include "weft/groups.hpp"
 #include "weft/replica.hpp"
 #include "weft/runtime.hpp"
@@ -77,7 +77,8 @@ class Tracer {
 
 namespace detail {
 struct RuntimeCounters {
-  std::atomic<std::uint64_t> preparations{0}, executions{0}, h2d{0}, d2h{0}, collectives{0}, bytes_reduced{0};
+  std::atomic<std::uint64_t> preparations{0}, executions{0}, h2d{0}, d2h{0};
+  collectives::RoundCounters collectives;  // counted by the communicators
 };
 }  // namespace detail
 
@@ -110,20 +111,19 @@ struct Runtime::Impl {
     std::string running;  // the name of the execution in flight
     std::chrono::steady_clock::time_point since;
   } admission;
-  // Completed collective rounds and executions: how a waiting call tells a busy runtime from a stuck one.
+  // Completed executions; with the collective rounds (liveness()), how a waiting call tells a busy runtime
+  // from a stuck one.
   std::atomic<std::uint64_t> progress{0};
   // Shared with the sharded arrays the runtime hands out, which count their reads and may outlive it.
   std::shared_ptr<detail::RuntimeCounters> counters = std::make_shared<detail::RuntimeCounters>();
   detail::RuntimeCounters& stats = *counters;
+  std::uint64_t liveness() const { return progress.load() + stats.collectives.rounds.load(); }
 
   const Device& device(int id) const;
   // `device` itself, checked: its id exists and its process is the one that owns that id. `what` names the
   // caller in the InvalidArgument.
   const Device& device(const Device& device, const std::string& what) const;
 };
-
-// 0, 1, ..., count-1
-std::vector<int> all_processes(int count);
 
 // At WEFT_DEBUG=INFO: every WEFT_* setting with its value and source, once per process (configuration_report.cc).
 void log_configuration(const RuntimeOptions& given, const Runtime::Impl& rt);
@@ -155,39 +155,19 @@ class Execution {
 
   std::string replica_name(int replica) const;  // "replica 3 (CpuDevice(id=3, process=0))"
   int num_replicas() const { return static_cast<int>(devices.size()); }
-  bool spans_processes() const { return processes.size() > 1; }
 
   Runtime::Impl& runtime;
   const std::string name;
   const Mesh mesh;
   const std::vector<Device> devices;   // per global replica
   std::vector<int> local_replicas;     // global indices of this process's replicas
-  std::vector<int> local_index;        // per global replica: its index among local_replicas, or -1
-  std::vector<int> processes;          // sorted processes holding the replicas
   GroupCache& groups;
-  transport::Rendezvous rendezvous;    // among the local replicas
+  // Runs every collective of the execution (collectives/communicator.hpp); local rank = index in local_replicas.
+  collectives::Communicator communicator;
   struct SessionState* session = nullptr;  // set when a Session runs the program
   std::uint64_t serial = 0;            // Runtime::Impl::execution_serial when run() started
 
-  // The last collectives each local replica completed (reliability R12), for mismatch reports. Written by
-  // the replica itself after each collective, read only while it waits in the next one.
-  struct Completed {
-    const char* api;
-    DType dtype;
-    std::int64_t elements;
-    const char* file;
-    unsigned line;
-  };
-  static constexpr int kHistory = 8;
-  void record(int local, const Completed& entry);
-  std::string history_of(int local) const;  // "#3 psum(float32, 12 elements) at a.cc:10; ..."
-  // Where a replica is between collectives: "after its collective #3: psum at a.cc:10", or "before its first
-  // collective". Read by the replica itself (it alone writes its history).
-  std::string position_of(int local) const;
-
  private:
-  std::vector<std::array<Completed, kHistory>> history_;
-  std::vector<std::uint64_t> completed_;
   std::mutex mutex_;
   std::condition_variable done_cv_;
   int remaining_ = 0;
@@ -205,7 +185,7 @@ inline thread_local Execution* t_current_execution = nullptr;
 struct ReplicaState {
   Execution* execution;
   int index;        // global replica index
-  int local;        // index among the execution's local replicas (its rendezvous rank)
+  int local;        // index among the execution's local replicas (its rank in the communicator)
   const Device* device;
   FlightRing* flight = nullptr;  // the device's flight recorder ring; null when off
 };

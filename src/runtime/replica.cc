@@ -1,11 +1,11 @@
-// Replica context: every collective API funnels into run_collective(), which validates the request, meets
-// the other replicas at the rendezvous (where the requests are compared before any data moves), and runs
-// the in-process algorithm.
-#include "collectives/algorithms.hpp"
-#include "collectives/request.hpp"
+// Replica context: every collective API builds a collectives::Request and funnels it into run_collective(),
+// which hands it to the execution's communicator (validation, meeting, agreement, plan, the work: all in
+// collectives/communicator.hpp) and adds the runtime's own concerns around it.
 #include <cstring>
 
-#include "core/error_hints.hpp"
+#include "collectives/communicator.hpp"
+#include "collectives/request.hpp"
+
 #include "core/log.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/session_state.hpp"
@@ -19,17 +19,11 @@ using collectives::Kind;
 using collectives::Request;
 
 
-// Groups must partition exactly the replicas of the running program.
-void check_groups_fit(const detail::ReplicaState& st, const ReplicaGroups& groups, const std::string& what) {
-  const detail::Execution& ex = *st.execution;
-  if (groups.num_replicas() != ex.num_replicas())
-    throw InvalidArgument(ex.replica_name(st.index) + ": " + what + ": the groups " + groups.to_string() + " are for " +
-                          std::to_string(groups.num_replicas()) + " replicas but " + ex.name + " runs " +
-                          std::to_string(ex.num_replicas()));
-}
-
+// The runtime's share of a collective, around the communicator that runs it (collectives/communicator.hpp):
+// the injected faults, the flight recorder, the debug log and the trace.
 Array run_collective_unmarked(detail::ReplicaState& st, Request& req) {
   detail::Execution& ex = *st.execution;
+  collectives::Communicator& comm = ex.communicator;
   req.replica = st.index;
   // WEFT_FAULT (runtime/fault.hpp): null unless a fault plan is set. A mismatch fault's altered input lives here.
   std::optional<Array> injected;
@@ -38,98 +32,27 @@ Array run_collective_unmarked(detail::ReplicaState& st, Request& req) {
   // before its collective has no record of it. A replica entering an execution already aborted never meets
   // the others at this collective: the dump says so.
   if (st.flight)
-    st.flight->start(ex.serial, ex.name, ex.rendezvous.own_completed_rounds(st.local), req.api_name,
-                     req.loc.file_name(), req.loc.line(), req.input->dtype(), req.input->size(), req.groups, st.index,
-                     ex.num_replicas(), ex.rendezvous.aborted() || (ex.runtime.job && ex.runtime.job->peer_failed()));
-  check_groups_fit(st, *req.groups, std::string(req.api_name) + " over " + collectives::over(req));
-  try {
-    collectives::validate(req);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(ex.replica_name(st.index) + ": " + e.what());
-  }
-  auto describe = [&req] { return collectives::describe(req); };
-  auto account_of = [&ex](int r) { return ex.runtime.accounts[ex.devices[r].id]; };
-  auto complete = [&](std::span<const void* const> payloads) -> std::shared_ptr<void> {
-    // The requests of this process's replicas, placed at their global indices.
-    std::vector<const Request*> requests(ex.num_replicas(), nullptr);
-    const Request* first = static_cast<const Request*>(payloads[0]);
-    for (std::size_t li = 0; li < payloads.size(); ++li) {
-      const Request* r = static_cast<const Request*>(payloads[li]);
-      const std::string diff = collectives::differences(*first, *r);
-      // Groups named by axes say little about how they partition the replicas: print both partitions.
-      const std::string groupings =
-          diff.find("group differs") == std::string::npos
-              ? std::string()
-              : "; replica " + std::to_string(first->replica) + "'s groups " + first->groups->brief() + ", replica " +
-                    std::to_string(r->replica) + "'s groups " + r->groups->brief();
-      if (!diff.empty())
-        throw MismatchError("collective mismatch in " + ex.name + ": " + ex.replica_name(first->replica) + " called " +
-                            collectives::describe(*first) + " but " + ex.replica_name(r->replica) + " called " +
-                            collectives::describe(*r) + ": " + diff + groupings + "\n    recent collectives of " +
-                            ex.replica_name(first->replica) + ": " + ex.history_of(0) + "\n    recent collectives of " +
-                            ex.replica_name(r->replica) + ": " + ex.history_of(static_cast<int>(li)) + hints::kMismatch);
-      requests[r->replica] = r;
-    }
-    std::shared_ptr<collectives::Plan> plan;
-    if (ex.spans_processes()) {
-      std::vector<int> process_of(ex.num_replicas());
-      for (int r = 0; r < ex.num_replicas(); ++r) process_of[r] = ex.devices[r].process_index;
-      const std::uint64_t seq = ex.rendezvous.completed_rounds(st.local);
-      // Reports across processes name global replicas; every process takes part in every round of an
-      // execution spanning processes, so one that has not arrived at round seq completed seq - 1.
-      transport::PollContext poll{ex.runtime.options.collective_timeout_s,
-                                  [&ex] { return ex.rendezvous.aborted(); },
-                                  [&ex, first, seq] { return collectives::describe(*first) + ", seq " + std::to_string(seq) + " of " + ex.name; },
-                                  ex.runtime.options.collective_warn_s,
-                                  [&ex](int process) {
-                                    std::vector<int> replicas;
-                                    for (int r = 0; r < ex.num_replicas(); ++r)
-                                      if (ex.devices[r].process_index == process) replicas.push_back(r);
-                                    return replicas;
-                                  },
-                                  seq == 0 ? std::string("last completed seq=none")
-                                           : "last completed seq=" + std::to_string(seq - 1)};
-      plan = collectives::plan_across_processes(requests, process_of, *ex.runtime.job, ex.processes, account_of, poll,
-                                                seq);
-    } else {
-      plan = collectives::make_plan(requests, account_of);
-    }
-    ex.runtime.stats.collectives++;
-    ex.runtime.progress++;
-    ex.runtime.stats.bytes_reduced += plan->bytes_reduced;
-    return plan;
-  };
+    st.flight->start(ex.serial, ex.name, comm.own_completed_rounds(st.local), req.api_name, req.loc.file_name(),
+                     req.loc.line(), req.input->dtype(), req.input->size(), req.groups, st.index, ex.num_replicas(),
+                     comm.aborted());
   Tracer& tracer = *ex.runtime.tracer;
   const auto begin = tracer.enabled() ? Tracer::Clock::now() : Tracer::Clock::time_point{};
-  auto plan = std::static_pointer_cast<collectives::Plan>(ex.rendezvous.arrive(st.local, &req, complete, describe));
-  const auto met = tracer.enabled() ? Tracer::Clock::now() : Tracer::Clock::time_point{};
-  if (plan->split_work) {
-    // Always reach the second barrier, even if our part failed: partners may be reading our input.
-    std::optional<ErrorRecord> error;
-    try {
-      collectives::execute_part(*plan, st.index);
-    } catch (...) {
-      error = current_error();
-    }
-    ex.rendezvous.finish(st.local, describe);
-    if (error) throw_error(error->kind, error->message);
-  }
-  ex.record(st.local, {req.api_name, req.input->dtype(), req.input->size(), req.loc.file_name(), req.loc.line()});
+  Tracer::Clock::time_point met{};
+  Array out = comm.run(st.local, req, tracer.enabled() ? &met : nullptr);
   if (st.flight) st.flight->complete();
   // WEFT_DEBUG=TRACE (R22): one line per collective; otherwise one relaxed load.
   if (log_enabled(LogLevel::debug, LogSubsys::coll)) [[unlikely]]
     log(LogLevel::debug, LogSubsys::coll,
-        ex.name + " #" + std::to_string(ex.serial) + ": seq " +
-            std::to_string(ex.rendezvous.own_completed_rounds(st.local) - 1) + " " + collectives::describe(req) +
-            " completed");
+        ex.name + " #" + std::to_string(ex.serial) + ": seq " + std::to_string(comm.own_completed_rounds(st.local) - 1) +
+            " " + collectives::describe(req) + " completed");
   if (tracer.enabled()) {
-    const std::string args = "{\"seq\": " + std::to_string(ex.rendezvous.completed_rounds(st.local)) +
+    const std::string args = "{\"seq\": " + std::to_string(comm.completed_rounds(st.local)) +
                              ", \"bytes\": " + std::to_string(req.input->nbytes()) + ", \"group\": \"" +
                              req.groups->to_string() + "\", \"execution\": \"" + ex.name + "\"}";
     tracer.span(req.api_name, st.index, begin, Tracer::Clock::now(), args);
     tracer.span("wait", st.index, begin, met, "{}");
   }
-  return plan->outputs[st.index].with_device(st.device->id);
+  return out.with_device(st.device->id);
 }
 
 // Every collective: its errors are marked as the runtime's (they name the op, and the call site where it helps).
@@ -301,7 +224,11 @@ Array flat_padded(const Array& x, int parts) {
 }
 
 int group_size_for(const detail::ReplicaState& st, const ReplicaGroups& groups, const char* api) {
-  check_groups_fit(st, groups, api);
+  const detail::Execution& ex = *st.execution;
+  if (groups.num_replicas() != ex.num_replicas())
+    throw InvalidArgument(ex.replica_name(st.index) + ": " + api + ": the groups " + groups.to_string() + " are for " +
+                          std::to_string(groups.num_replicas()) + " replicas but " + ex.name + " runs " +
+                          std::to_string(ex.num_replicas()));
   return static_cast<int>(groups.members(groups.group_of(st.index)).size());
 }
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collectives/host_exchange.hpp"
 #include "core/isa.hpp"
 #include "core/launcher_protocol.hpp"
 #include "core/log.hpp"
@@ -290,11 +291,12 @@ void check_job_configuration(Runtime::Impl& rt, const std::string& count_source,
                                        "that each instance takes the WEFT_DEVICE_COUNT weftrun sets "
                                        "(--num-replicas / --num-instances)"
                                      : "";
-  transport::PollContext poll{rt.options.collective_timeout_s, nullptr, [] { return std::string("start-up"); }};
-  const int processes = rt.job->size();
+  collectives::HostExchange exchange(*rt.job, rt.options.collective_timeout_s);
+  const int processes = exchange.processes();
   std::vector<int> counts(processes);
-  rt.job->allgatherv(all_processes(processes), &rt.local_device_count, std::vector<std::size_t>(processes, sizeof(int)),
-                     counts.data(), poll);
+  const std::vector<std::byte> all =
+      exchange.all_gather("start-up", std::as_bytes(std::span<const int>(&rt.local_device_count, 1)));
+  std::memcpy(counts.data(), all.data(), all.size());
   for (int p = 0; p < processes; ++p)
     if (counts[p] != counts[0]) {
       std::string list;
@@ -305,9 +307,9 @@ void check_job_configuration(Runtime::Impl& rt, const std::string& count_source,
       throw InvalidArgument("the instances of this job disagree on their device count: " + list + " (this instance's " +
                             std::to_string(rt.local_device_count) + " is " + count_source + ")" + fix);
     }
-  if (const char* r = std::getenv("WEFT_NUM_REPLICAS")) {
-    if (std::atoi(r) != processes * rt.local_device_count)
-      throw InvalidArgument(std::string("WEFT_NUM_REPLICAS=") + r + " (weftrun --num-replicas) but this job has " +
+  if (const std::string& r = launcher::launch_environment().num_replicas; !r.empty()) {
+    if (std::atoi(r.c_str()) != processes * rt.local_device_count)
+      throw InvalidArgument(std::string(launcher::kNumReplicasVariable) + "=" + r + " (weftrun --num-replicas) but this job has " +
                             std::to_string(processes) + " instances x " + std::to_string(rt.local_device_count) +
                             " devices (" + count_source + ")" + fix);
   }
@@ -316,12 +318,9 @@ void check_job_configuration(Runtime::Impl& rt, const std::string& count_source,
 // Tells the launcher this instance started (reliability R26): $WEFT_JOB_DIR/instance-<i>.registered, with
 // the rank from the MPI launcher's environment (known before MPI starts, which waits for every instance).
 void register_instance() {
-  const char* dir = std::getenv(launcher::kJobDirVariable);
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (!rank) rank = std::getenv("PMIX_RANK");
-  if (!rank) rank = std::getenv("PMI_RANK");
-  if (!dir || !rank) return;
-  const std::string path = launcher::record_path(dir, rank, launcher::kRegistered);
+  const launcher::LaunchEnvironment& launch = launcher::launch_environment();
+  if (launch.job_dir.empty() || launch.rank.empty()) return;
+  const std::string path = launcher::record_path(launch.job_dir, launch.rank, launcher::kRegistered);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   if (std::FILE* f = std::fopen(path.c_str(), "w")) {
@@ -331,11 +330,6 @@ void register_instance() {
 }
 }  // namespace
 
-std::vector<int> all_processes(int count) {
-  std::vector<int> procs(count);
-  for (int p = 0; p < count; ++p) procs[p] = p;
-  return procs;
-}
 
 Runtime::Runtime(RuntimeOptions options) : impl_((isa::check_cpu(), std::make_unique<Impl>())) {
   impl_->options = options.resolved();
@@ -483,13 +477,14 @@ const RuntimeOptions& Runtime::options() const { return impl_->options; }
 
 RuntimeStats Runtime::stats() const {
   auto& s = impl_->stats;
-  return {s.preparations.load(), s.executions.load(), s.h2d.load(), s.d2h.load(), s.collectives.load(),
-          s.bytes_reduced.load()};
+  return {s.preparations.load(), s.executions.load(), s.h2d.load(), s.d2h.load(), s.collectives.rounds.load(),
+          s.collectives.bytes_reduced.load()};
 }
 
 void Runtime::reset_stats() {
   auto& s = impl_->stats;
-  for (auto* c : {&s.preparations, &s.executions, &s.h2d, &s.d2h, &s.collectives, &s.bytes_reduced}) c->store(0);
+  for (auto* c : {&s.preparations, &s.executions, &s.h2d, &s.d2h, &s.collectives.rounds, &s.collectives.bytes_reduced})
+    c->store(0);
 }
 
 // ---- executions ------------------------------------------------------------------------------------------
@@ -545,6 +540,20 @@ std::vector<int> local_replicas_of(const Runtime::Impl& rt, const std::vector<De
 }
 }  // namespace
 
+namespace {
+collectives::Participants participants_of(const Execution& ex, const Runtime::Impl& rt) {
+  collectives::Participants p;
+  p.execution_name = ex.name;
+  p.num_replicas = ex.num_replicas();
+  p.local_replicas = ex.local_replicas;
+  p.process_of.reserve(ex.devices.size());
+  for (const Device& d : ex.devices) p.process_of.push_back(d.process_index);
+  p.name = [&ex](int replica) { return ex.replica_name(replica); };
+  p.account_of = [&rt, &ex](int replica) { return rt.accounts[ex.devices[replica].id]; };
+  return p;
+}
+}  // namespace
+
 Execution::Execution(Runtime::Impl& rt, std::string execution_name, Mesh m, std::vector<Device> devs,
                      GroupCache& group_cache)
     : runtime(rt),
@@ -552,53 +561,10 @@ Execution::Execution(Runtime::Impl& rt, std::string execution_name, Mesh m, std:
       mesh(std::move(m)),
       devices(std::move(devs)),
       local_replicas(local_replicas_of(rt, devices)),
-      local_index(devices.size(), -1),
       groups(group_cache),
-      rendezvous(static_cast<int>(local_replicas.size()),
-                 transport::Deadlines{rt.options.collective_warn_s, rt.options.collective_timeout_s}, name,
-                 [this](int local) { return replica_name(local_replicas[local]); }, local_replicas) {
-  for (std::size_t i = 0; i < local_replicas.size(); ++i) local_index[local_replicas[i]] = static_cast<int>(i);
-  history_.resize(local_replicas.size());
-  completed_.assign(local_replicas.size(), 0);
-  for (const Device& d : devices) processes.push_back(d.process_index);
-  std::sort(processes.begin(), processes.end());
-  processes.erase(std::unique(processes.begin(), processes.end()), processes.end());
-}
-
-void Execution::record(int local, const Completed& entry) {
-  history_[local][completed_[local] % kHistory] = entry;
-  ++completed_[local];
-}
-
-std::string Execution::history_of(int local) const {
-  const std::uint64_t n = completed_[local];
-  if (n == 0) return "none";
-  std::string out;
-  for (std::uint64_t i = n > kHistory ? n - kHistory : 0; i < n; ++i) {
-    const Completed& c = history_[local][i % kHistory];
-    if (!out.empty()) out += "; ";
-    out += '#';
-    out += std::to_string(i);
-    out += ' ';
-    out += c.api;
-    out += '(';
-    out += dtype_name(c.dtype);
-    out += ", ";
-    out += std::to_string(c.elements);
-    out += " elements) at ";
-    out += c.file;
-    out += ':';
-    out += std::to_string(c.line);
-  }
-  return out;
-}
-
-std::string Execution::position_of(int local) const {
-  const std::uint64_t n = completed_[local];
-  if (n == 0) return "before its first collective";
-  const Completed& c = history_[local][(n - 1) % kHistory];
-  return "after its collective #" + std::to_string(n - 1) + ": " + c.api + " at " + c.file + ":" + std::to_string(c.line);
-}
+      communicator(participants_of(*this, rt),
+                   transport::Deadlines{rt.options.collective_warn_s, rt.options.collective_timeout_s}, rt.job,
+                   rt.stats.collectives) {}
 
 std::string Execution::replica_name(int replica) const {
   return "replica " + std::to_string(replica) + " (" + to_string(devices[replica]) + ")";
@@ -621,7 +587,7 @@ void report_to_launcher(const Runtime::Impl& rt, const std::string& message) {
   } else {
     log(LogLevel::error, line);
   }
-  if (const char* dir = std::getenv(launcher::kJobDirVariable)) {
+  if (const std::string& dir = launcher::launch_environment().job_dir; !dir.empty()) {
     const std::string path =
         launcher::record_path(dir, rt.process_index, consequence ? launcher::kAborted : launcher::kError);
     if (std::FILE* f = std::fopen(path.c_str(), "a")) {
@@ -644,7 +610,7 @@ class Admitted {
     if (a.busy) {
       const double warn_s = rt.options.collective_warn_s, timeout_s = rt.options.collective_timeout_s;
       Clock::time_point start = Clock::now();
-      std::uint64_t seen = rt.progress.load();
+      std::uint64_t seen = rt.liveness();
       bool warned = false;
       while (a.busy) {
         const Clock::time_point fail_at = transport::deadline_after(start, timeout_s);
@@ -652,8 +618,8 @@ class Admitted {
         a.cv.wait_until(lock, std::min(fail_at, warn_at));
         if (!a.busy) break;
         const Clock::time_point now = Clock::now();
-        if (rt.progress.load() != seen) {  // the execution in flight is alive: wait afresh
-          seen = rt.progress.load();
+        if (rt.liveness() != seen) {  // the execution in flight is alive: wait afresh
+          seen = rt.liveness();
           start = now;
           warned = false;
           continue;
@@ -725,7 +691,7 @@ void Execution::run(const std::function<void(Replica&)>& body) {
       std::optional<ErrorRecord> error;
       try {
         body(replica);
-        rendezvous.depart(li);
+        communicator.depart(li);
       } catch (...) {
         error = current_error();
         // An array op's error (a shape mismatch) has no call site: say which replica and where it was. (The
@@ -734,14 +700,14 @@ void Execution::run(const std::function<void(Replica&)>& body) {
             (error->kind == ErrorKind::invalid_argument || error->kind == ErrorKind::out_of_memory)) {
           const std::size_t eol = error->message.find('\n');
           error->message.insert(eol == std::string::npos ? error->message.size() : eol,
-                                " (in the replica's own code, " + position_of(li) + ")");
+                                " (in the replica's own code, " + communicator.position_of(li) + ")");
         }
       }
       t_current_execution = nullptr;
       set_log_replica(-1);
       if (error) {
         // The first failure poisons the execution; the others' pending waits end with its cause.
-        const bool first = rendezvous.abort(li, error->message);
+        const bool first = communicator.abort(li, error->message);
         // Other instances may wait for this one in a collective: tell them now, not once every local
         // replica has returned (one stuck in user code would hold the news until it returns).
         if (first && runtime.process_count > 1)

@@ -7,6 +7,7 @@
 //    shard_over members), all_replicas returns one row per replica in global replica order.
 #include <cstring>
 
+#include "collectives/host_exchange.hpp"
 #include "runtime/session_state.hpp"
 #include "weft/error.hpp"
 #include "weft/session.hpp"
@@ -195,26 +196,14 @@ std::vector<Array> all_stored(SessionState& s, const VariableState& v) {
   const std::size_t item = sample.nbytes();
   std::vector<std::byte> send;
   for (int r : s.local_replicas) send.insert(send.end(), stored(v, r).bytes(), stored(v, r).bytes() + item);
-  std::vector<std::byte> recv(item * s.replicas);
-  transport::PollContext poll{rt.options.collective_timeout_s, nullptr,
-                              [&] { return s.options.name + ": reading variable " + v.name + " back to the host"; }};
-  const std::vector<int> everyone = all_processes(rt.process_count);
-  try {
-    // A collective over every instance: first make sure all of them are reading the same variable.
-    std::uint64_t fingerprint = 0x7265616462616b;  // "readbak"
-    for (char c : v.name) fingerprint = fingerprint * 1099511628211ull + static_cast<unsigned char>(c);
-    fingerprint = fingerprint * 1099511628211ull + item;
-    if (!rt.job->agree(everyone, fingerprint, poll))
-      throw MismatchError(s.options.name + ": the instances are not all reading variable " + v.name +
-                          " back to the host at this point (get_tensor_data, weights_to_host and write_variable_data "
-                          "are collective: every instance calls them in the same order)");
-    rt.job->allgatherv(everyone, send.data(), std::vector<std::size_t>(rt.process_count, item * s.local_replicas.size()),
-                       recv.data(), poll);
-  } catch (const std::exception& e) {
-    // Fate sharing, as for a failed run: the other instances must not wait for this one.
-    rt.job->mark_failed("instance " + std::to_string(rt.process_index) + ": " + e.what());
-    throw;
-  }
+  // A collective over every instance: first make sure all of them are reading the same variable.
+  collectives::HostExchange exchange(*rt.job, rt.options.collective_timeout_s);
+  const std::string what = s.options.name + ": reading variable " + v.name + " back to the host";
+  if (!exchange.agree(what, collectives::Fingerprint().add("read back").add(v.name).add(item)))
+    exchange.fail(MismatchError(s.options.name + ": the instances are not all reading variable " + v.name +
+                                " back to the host at this point (get_tensor_data, weights_to_host and "
+                                "write_variable_data are collective: every instance calls them in the same order)"));
+  const std::vector<std::byte> recv = exchange.all_gather(what, send);
   for (int r = 0; r < s.replicas; ++r)
     if (!out[r].size() || !s.is_local(r))
       out[r] = Array::from_bytes(sample.dtype(), sample.shape(), recv.data() + static_cast<std::size_t>(r) * item);

@@ -25,8 +25,8 @@ std::string seconds_str(double s) {
   return os.str();
 }
 
-Rendezvous::Rendezvous(int participants, Deadlines deadlines, std::string execution_name,
-                       std::function<std::string(int)> participant_name, std::vector<int> participant_ids)
+RendezvousCore::RendezvousCore(int participants, Deadlines deadlines, std::string execution_name,
+                               std::function<std::string(int)> participant_name, std::vector<int> participant_ids)
     : n_(participants),
       deadlines_(deadlines),
       execution_name_(std::move(execution_name)),
@@ -36,61 +36,31 @@ Rendezvous::Rendezvous(int participants, Deadlines deadlines, std::string execut
       has_finished_(participants, 0),
       rounds_done_(participants, 0),
       departed_(participants, 0),
-      left_round_(participants, 0) {
-  for (Slot& s : slots_) s.payloads.assign(participants, nullptr);
-}
+      left_round_(participants, 0) {}
 
-std::uint64_t Rendezvous::completed_rounds(int rank) const {
+std::uint64_t RendezvousCore::completed_rounds(int rank) const {
   std::lock_guard lock(mutex_);
   return rounds_done_[rank];
 }
 
-std::shared_ptr<void> Rendezvous::arrive(int rank, const void* payload, const Complete& complete,
-                                         const Describe& what) {
-  std::unique_lock lock(mutex_, std::defer_lock);
+std::uint64_t RendezvousCore::enter_round(std::unique_lock<std::mutex>& lock, int rank) {
   lock_briefly_spinning(lock);
   if (aborted_) throw_aborted(rank);
-  const std::uint64_t generation = arrive_generation_.load(std::memory_order_relaxed);
-  Slot& slot = slots_[generation % 2];
-  if (arrived_ == 0) {
-    // The slot last served round generation-2, which every participant has left (they all arrived at
-    // generation-1 since), so it can be reused.
-    slot.plan.reset();
-    slot.error.reset();
-    warned_ = false;
-  }
-  slot.payloads[rank] = payload;
+  if (arrived_ == 0) warned_ = false;
   has_arrived_[rank] = 1;
-  if (++arrived_ == n_) {
-    completing_ = true;
-    lock.unlock();
-    std::shared_ptr<void> plan;
-    std::optional<ErrorRecord> error;
-    try {
-      plan = complete(std::span<const void* const>(slot.payloads));
-    } catch (...) {
-      error = current_error();
-    }
-    lock_briefly_spinning(lock);
-    completing_ = false;
-    slot.plan = std::move(plan);
-    slot.error = std::move(error);
-    // Everyone has left the previous round (they all arrived at this one): drop its plan now rather than two
-    // rounds later, so its outputs and stand-in inputs are not kept alive (or charged to a device) needlessly.
-    slots_[(generation + 1) % 2].plan.reset();
-    arrived_ = 0;
-    std::fill(has_arrived_.begin(), has_arrived_.end(), 0);
-    arrive_generation_.store(generation + 1, std::memory_order_release);
-    cv_.notify_all();
-  } else {
-    wait_for(lock, rank, Phase::arrive, generation, what);
-  }
-  ++rounds_done_[rank];
-  if (slot.error) throw_error(slot.error->kind, slot.error->message);
-  return slot.plan;
+  ++arrived_;
+  return arrive_generation_.load(std::memory_order_relaxed);
 }
 
-void Rendezvous::finish(int rank, const Describe& what) {
+void RendezvousCore::close_round(std::uint64_t generation) {
+  completing_ = false;
+  arrived_ = 0;
+  std::fill(has_arrived_.begin(), has_arrived_.end(), 0);
+  arrive_generation_.store(generation + 1, std::memory_order_release);
+  cv_.notify_all();
+}
+
+void RendezvousCore::finish(int rank, const Describe& what) {
   std::unique_lock lock(mutex_, std::defer_lock);
   lock_briefly_spinning(lock);
   const std::uint64_t generation = finish_generation_.load(std::memory_order_relaxed);
@@ -106,7 +76,7 @@ void Rendezvous::finish(int rank, const Describe& what) {
   if (aborted_) throw_aborted(rank);
 }
 
-bool Rendezvous::abort(int rank, const std::string& cause) {
+bool RendezvousCore::abort(int rank, const std::string& cause) {
   std::lock_guard lock(mutex_);
   if (aborted_) return false;
   abort_rank_ = rank;
@@ -116,20 +86,20 @@ bool Rendezvous::abort(int rank, const std::string& cause) {
   return true;
 }
 
-void Rendezvous::depart(int rank) {
+void RendezvousCore::depart(int rank) {
   std::lock_guard lock(mutex_);
   departed_[rank] = 1;
   cv_.notify_all();
 }
 
-std::string Rendezvous::aborted_message(int rank) const {
+std::string RendezvousCore::aborted_message(int rank) const {
   return participant_name_(rank) + " aborted because " + participant_name_(abort_rank_) +
          " failed: " + abort_cause_.substr(0, abort_cause_.find('\n'));
 }
 
-void Rendezvous::throw_aborted(int rank) const { throw AbortedError(aborted_message(rank)); }
+void RendezvousCore::throw_aborted(int rank) const { throw AbortedError(aborted_message(rank)); }
 
-std::string Rendezvous::missing_report(Phase phase) const {
+std::string RendezvousCore::missing_report(Phase phase) const {
   const std::vector<char>& present = phase == Phase::arrive ? has_arrived_ : has_finished_;
   const std::uint64_t round = arrive_generation_.load(std::memory_order_relaxed);
   std::ostringstream arrived, missing;
@@ -158,7 +128,7 @@ std::string Rendezvous::missing_report(Phase phase) const {
   return report;
 }
 
-void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase phase, std::uint64_t generation,
+void RendezvousCore::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase phase, std::uint64_t generation,
                           const Describe& what) {
   const std::atomic<std::uint64_t>& gen = phase == Phase::arrive ? arrive_generation_ : finish_generation_;
   // A short yield phase (128 yields: a few tens of microseconds when others are runnable) catches partners
@@ -182,7 +152,7 @@ void Rendezvous::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phase ph
     if (phase == Phase::arrive) {
       has_arrived_[rank] = 0;
       left_round_[rank] = generation + 1;
-      slots_[generation % 2].payloads[rank] = nullptr;
+      withdraw(generation, rank);
       --arrived_;
     }
     throw error;

@@ -21,11 +21,9 @@ namespace weftrun {
 namespace {
 
 std::string record_path(const char* suffix) {
-  const char* dir = std::getenv(weft::launcher::kJobDirVariable);
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (!rank) rank = std::getenv("PMIX_RANK");
-  if (!dir || !*dir || !rank || !*rank) return {};
-  return weft::launcher::record_path(dir, rank, suffix);
+  const weft::launcher::LaunchEnvironment& launch = weft::launcher::launch_environment();
+  if (launch.job_dir.empty() || launch.rank.empty()) return {};
+  return weft::launcher::record_path(launch.job_dir, launch.rank, suffix);
 }
 
 // Written to a temporary name and renamed, so a reader never sees half a record.
@@ -44,11 +42,10 @@ void write_record(const char* suffix, const std::string& text) {
 // A stream straight to weftrun through $WEFT_JOB_DIR/output.sock, or -1 (no such socket here, e.g. another
 // host: then PROGRAM keeps the stdout/stderr mpirun gave us, and its lines arrive through --tag-output).
 int connect_output(const char* stream) {
-  const char* dir = std::getenv(weft::launcher::kJobDirVariable);
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  if (!rank) rank = std::getenv("PMIX_RANK");
-  if (!dir || !*dir || !rank || !*rank) return -1;
-  const std::string path = weft::launcher::output_socket_path(dir);
+  const weft::launcher::LaunchEnvironment& launch = weft::launcher::launch_environment();
+  if (launch.job_dir.empty() || launch.rank.empty()) return -1;
+  const std::string path = weft::launcher::output_socket_path(launch.job_dir);
+  const std::string& rank = launch.rank;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) return -1;

@@ -388,8 +388,8 @@ std::vector<std::string> Job::build_environment() {
     }
     env[name] = value;
   };
-  set("WEFT_NUM_INSTANCES", std::to_string(o_.num_instances), true);
-  set("WEFT_NUM_REPLICAS", std::to_string(o_.num_replicas), true);
+  set(weft::launcher::kNumInstancesVariable, std::to_string(o_.num_instances), true);
+  set(weft::launcher::kNumReplicasVariable, std::to_string(o_.num_replicas), true);
   set("WEFT_DEVICE_COUNT", std::to_string(o_.num_replicas / o_.num_instances), true);
   set(weft::launcher::kJobDirVariable, job_dir_, false);
   if (geteuid() == 0) {

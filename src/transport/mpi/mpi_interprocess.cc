@@ -45,11 +45,6 @@ constexpr double kTimeoutGrace = 1.0;
 // A departed process that learns another failed waits this long for that one to end the job, then ends it.
 constexpr double kAbortGrace = 2.0;
 
-bool env_int_above_one(const char* name) {
-  const char* v = std::getenv(name);
-  return v && std::atoi(v) > 1;
-}
-
 std::string list_str(const std::vector<int>& items) {
   std::string s = "[";
   for (std::size_t i = 0; i < items.size(); ++i) {
@@ -83,8 +78,8 @@ long long unix_ns() {
 
 // A record for the launcher in $WEFT_JOB_DIR (docs/weftrun.md): instance-<rank><suffix>.
 void job_record(int rank, const char* suffix, const std::string& text) {
-  const char* dir = std::getenv(launcher::kJobDirVariable);
-  if (!dir || !*dir) return;
+  const std::string& dir = launcher::launch_environment().job_dir;
+  if (dir.empty()) return;
   const std::string path = launcher::record_path(dir, rank, suffix);
   if (std::FILE* f = std::fopen(path.c_str(), "a")) {
     std::fputs(text.c_str(), f);
@@ -650,12 +645,10 @@ Interprocess* Interprocess::job() {
   static std::unique_ptr<Interprocess> instance;
   static std::string failure;
   std::call_once(once, [] {
-    const bool launched = env_int_above_one("WEFT_NUM_INSTANCES") || env_int_above_one("OMPI_COMM_WORLD_SIZE") ||
-                          env_int_above_one("PMI_SIZE") || env_int_above_one("PMIX_SIZE");
-    if (!launched) return;
-    if (env_int_above_one("WEFT_NUM_INSTANCES") && !std::getenv("OMPI_COMM_WORLD_SIZE") && !std::getenv("PMI_SIZE") &&
-        !std::getenv("PMIX_RANK")) {
-      failure = std::string("WEFT_NUM_INSTANCES=") + std::getenv("WEFT_NUM_INSTANCES") +
+    const launcher::LaunchEnvironment& launch = launcher::launch_environment();
+    if (!launch.several_instances()) return;
+    if (!launch.mpi_launched) {
+      failure = std::string(launcher::kNumInstancesVariable) + "=" + launch.num_instances +
                 " but this process was not started by weftrun or mpirun: start it with weftrun --num-instances N";
       return;
     }
