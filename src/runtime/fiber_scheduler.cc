@@ -4,7 +4,9 @@
 #include <atomic>
 #include <boost/context/fiber.hpp>
 #include <boost/context/protected_fixedsize_stack.hpp>
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -13,6 +15,7 @@
 #endif
 
 #include "core/log.hpp"
+#include "runtime/fiber_placement.hpp"
 #include "runtime/internal.hpp"
 #include "transport/wait_queue.hpp"
 #include "weft/memory.hpp"
@@ -137,7 +140,8 @@ class Worker final : public transport::FiberSuspender {
  public:
   Worker(StackCache& stacks, bool spin) : stacks_(stacks), spin_(spin) {}
 
-  void run(const std::function<void()>* const* tasks, int count) {
+  WorkerStats run(const std::function<void()>* const* tasks, int count) {
+    stats_ = {};
     fibers_.clear();
     fibers_.resize(count);
     for (int i = 0; i < count; ++i) fibers_[i].task = tasks[i];
@@ -171,6 +175,7 @@ class Worker final : public transport::FiberSuspender {
       if (pending > 0 && !progressed)
         transport::wait_for_wake(seen, next, spin_ ? std::chrono::nanoseconds(kSpin) : std::chrono::nanoseconds(0));
     }
+    return stats_;
   }
 
   void suspend(WaitClock::time_point deadline, std::uint64_t epoch) override {
@@ -206,7 +211,10 @@ class Worker final : public transport::FiberSuspender {
     AsanStack fiber_stack;
 #endif
     asan_start(&save, fiber_stack);
+    const WaitClock::time_point start = WaitClock::now();
     f.self = std::move(f.self).resume();
+    stats_.busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(WaitClock::now() - start).count();
+    if (!f.done) ++stats_.suspensions;
     asan_finish(save, &fiber_stack);
     transport::current_fiber_suspender() = nullptr;
     f.locals.swap_with_thread();
@@ -217,6 +225,7 @@ class Worker final : public transport::FiberSuspender {
   const bool spin_;
   std::vector<Fiber> fibers_;
   Fiber* running_ = nullptr;
+  WorkerStats stats_;
 };
 
 }  // namespace
@@ -226,35 +235,67 @@ struct FiberScheduler::Impl {
   const bool spin;  // the workers do not outnumber the cores
   StackCache stacks;
   std::vector<std::thread> helpers;
+  Placement placement{threads};
 
-  // The job of a run, read by the helpers: helper h runs the tasks [begin[h+1], begin[h+2]).
+  // The job of a run, read by the helpers: helper h runs the tasks [begin[h+1], begin[h+2]). A compact run
+  // posts no job: the helpers sleep on job_cv, away from the wake epoch the busy worker signals.
+  std::mutex job_mutex;
+  std::condition_variable job_cv;
   std::atomic<std::uint64_t> job_serial{0};
   const std::function<void()>* const* job_tasks = nullptr;
   std::vector<int> job_begin;
+  std::vector<WorkerStats> job_stats;  // per worker: helper h writes [h + 1] before it counts itself done
   std::atomic<int> job_remaining{0};
   std::atomic<bool> stopping{false};
 
   explicit Impl(int n)
       : threads(std::max(1, n)),
-        spin(threads <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+        spin(threads <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+        job_stats(threads) {}
+
+  // The next job's serial once it differs from `done` (or stopping): a brief poll of the serial alone (no
+  // other thread writes it meanwhile), then sleep.
+  std::uint64_t wait_for_job(std::uint64_t done) {
+    if (spin) {
+      const WaitClock::time_point until = WaitClock::now() + kSpin;
+      for (int i = 0;; ++i) {
+        if (job_serial.load(std::memory_order_acquire) != done || stopping.load(std::memory_order_acquire))
+          return job_serial.load(std::memory_order_acquire);
+        if ((i & 63) == 63 && WaitClock::now() >= until) break;
+      }
+    }
+    std::unique_lock lock(job_mutex);
+    job_cv.wait(lock, [&] { return job_serial.load() != done || stopping.load(); });
+    return job_serial.load();
+  }
+
+  void post_job() {
+    {
+      std::lock_guard lock(job_mutex);
+      job_serial.fetch_add(1, std::memory_order_acq_rel);
+    }
+    job_cv.notify_all();
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(job_mutex);
+      stopping.store(true, std::memory_order_release);
+    }
+    job_cv.notify_all();
+    for (std::thread& t : helpers) t.join();
+  }
 
   void helper_loop(int h) {
     Worker worker(stacks, spin);
     std::uint64_t done_serial = 0;
     for (;;) {
-      const std::uint64_t seen = transport::wake_epoch();
+      done_serial = wait_for_job(done_serial);
       if (stopping.load(std::memory_order_acquire)) return;
-      const std::uint64_t serial = job_serial.load(std::memory_order_acquire);
-      if (serial != done_serial) {
-        done_serial = serial;
-        const int begin = job_begin[h + 1], end = job_begin[h + 2];
-        if (end > begin) worker.run(job_tasks + begin, end - begin);
-        job_remaining.fetch_sub(1, std::memory_order_acq_rel);
-        transport::signal_wake();
-        continue;
-      }
-      transport::wait_for_wake(seen, WaitClock::time_point::max(),
-                               spin ? std::chrono::nanoseconds(kSpin) : std::chrono::nanoseconds(0));
+      const int begin = job_begin[h + 1], end = job_begin[h + 2];
+      job_stats[h + 1] = end > begin ? worker.run(job_tasks + begin, end - begin) : WorkerStats{};
+      job_remaining.fetch_sub(1, std::memory_order_acq_rel);
+      transport::signal_wake();
     }
   }
 };
@@ -263,42 +304,40 @@ FiberScheduler::FiberScheduler(int threads) : impl_(std::make_unique<Impl>(threa
   try {
     for (int h = 0; h + 1 < impl_->threads; ++h) impl_->helpers.emplace_back([this, h] { impl_->helper_loop(h); });
   } catch (...) {
-    impl_->stopping.store(true, std::memory_order_release);
-    transport::signal_wake();
-    for (std::thread& t : impl_->helpers) t.join();
+    impl_->stop();
     throw;
   }
 }
 
-FiberScheduler::~FiberScheduler() {
-  impl_->stopping.store(true, std::memory_order_release);
-  transport::signal_wake();
-  for (std::thread& t : impl_->helpers) t.join();
-}
+FiberScheduler::~FiberScheduler() { impl_->stop(); }
 
 void FiberScheduler::run(const std::vector<std::function<void()>>& tasks) {
   Impl& s = *impl_;
   const int n = static_cast<int>(tasks.size());
   if (n == 0) return;
+  const WaitClock::time_point start = WaitClock::now();
   std::vector<const std::function<void()>*> order(n);
   for (int i = 0; i < n; ++i) order[i] = &tasks[i];
+  const int workers = std::min(s.placement.workers_for_next_run(), n);
   // Worker w takes tasks [begin[w], begin[w+1]): contiguous, as even as the division allows.
-  std::vector<int> begin(s.threads + 1);
-  for (int w = 0; w <= s.threads; ++w) begin[w] = static_cast<int>(static_cast<long long>(w) * n / s.threads);
-  s.job_tasks = order.data();
-  s.job_begin = begin;
-  s.job_remaining.store(s.threads - 1, std::memory_order_relaxed);
-  s.job_serial.fetch_add(1, std::memory_order_acq_rel);
-  transport::signal_wake();
-
+  std::vector<int> begin(s.threads + 1, n);
+  for (int w = 0; w <= workers; ++w) begin[w] = static_cast<int>(static_cast<long long>(w) * n / workers);
+  if (workers > 1) {
+    s.job_tasks = order.data();
+    s.job_begin = begin;
+    s.job_remaining.store(s.threads - 1, std::memory_order_relaxed);
+    s.post_job();
+  }
   Worker own(s.stacks, s.spin);
-  own.run(order.data() + begin[0], begin[1] - begin[0]);
-  while (s.job_remaining.load(std::memory_order_acquire) > 0) {
+  s.job_stats[0] = own.run(order.data() + begin[0], begin[1] - begin[0]);
+  while (workers > 1 && s.job_remaining.load(std::memory_order_acquire) > 0) {
     const std::uint64_t seen = transport::wake_epoch();
     if (s.job_remaining.load(std::memory_order_acquire) == 0) break;
     transport::wait_for_wake(seen, WaitClock::time_point::max(),
                              s.spin ? std::chrono::nanoseconds(kSpin) : std::chrono::nanoseconds(0));
   }
+  const double wall_ns = std::chrono::duration<double, std::nano>(WaitClock::now() - start).count();
+  s.placement.learn(workers, n, wall_ns, s.job_stats);
 }
 
 }  // namespace weft::detail

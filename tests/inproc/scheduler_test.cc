@@ -57,6 +57,45 @@ TEST_P(Scheduler, ReplicasRunOnTheThreadsTheSchedulerPromises) {
   }
 }
 
+// Fibers' placement adapts run by run (docs/design.md "Schedulers"; the policy's decisions are unit-tested in
+// tests/unit/fiber_placement_test.cc): results are the same whichever placement a run gets, and replicas
+// that compute between their collectives stay spread over the workers (on an idle machine or a loaded one:
+// either way their workers are busy the whole run).
+TEST(FiberPlacement, ResultsHoldInEveryPlacementAndComputingReplicasStaySpread) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  Runtime rt({.device_count = 8, .collective_warn_s = 20, .collective_timeout_s = 60, .log_level = "error",
+              .scheduler = "fibers"});
+  std::mutex mutex;
+  std::vector<std::thread::id> ids(8);
+  double compute_ms = 0;  // busy time of each replica between its collectives
+  auto f = pmap(
+      [&](Replica& r, const Array& x) {
+        {
+          std::lock_guard lock(mutex);
+          ids[r.index()] = std::this_thread::get_id();
+        }
+        Array y = x;
+        for (int i = 0; i < 10; ++i) {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(compute_ms);
+          while (std::chrono::steady_clock::now() < until) {
+          }
+          y = r.psum(y, "i");
+        }
+        return y;
+      },
+      {.axis = "i", .runtime = &rt});
+  const Array ones = Array::ones({8});
+  // 8^10 = 2^30: exact in float32 whatever the order.
+  for (int call = 0; call < 6; ++call) EXPECT_EQ(f(ones).to_host().to_doubles(), std::vector<double>(8, 1073741824.0)) << call;
+  compute_ms = 2;
+  for (int call = 0; call < 3; ++call) f(ones);  // (a compact run measures, and the next spreads)
+  for (int call = 0; call < 3; ++call) {
+    EXPECT_EQ(f(ones).to_host().to_doubles(), std::vector<double>(8, 1073741824.0)) << call;
+    EXPECT_EQ(std::set<std::thread::id>(ids.begin(), ids.end()).size(), static_cast<std::size_t>(std::min(8, cores)))
+        << "call " << call;
+  }
+}
+
 // The memory account is switched with the fiber: what replica r allocates is charged to device r, even when
 // the replicas sharing a worker interleave at collectives while holding their arrays.
 TEST_P(Scheduler, ArraysAreChargedToTheReplicasOwnDevice) {

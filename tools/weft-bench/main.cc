@@ -8,10 +8,11 @@
 //              (every size at every device count, one JSON line each; points whose buffers would pass
 //              --max-memory are reported as skipped; scripts/plot_benchmarks.py draws them)
 //
-// Per size: every replica's input is placed on its device before timing; ONE pmap call then runs, in every
-// replica: warm-up collectives in doubling batches until a tenth of the budget has passed, which plan the
-// iterations of a repetition (~budget-ms; fixed with --iters); then `reps` repetitions, each started by a
-// barrier and timed by the first replica of each process, the slowest process's time counting (a pmax).
+// Per size: every replica's input is placed on its device before timing; a first pmap call then runs, in every
+// replica, warm-up collectives in doubling batches until a tenth of the budget has passed, which plan the
+// iterations of a repetition (~budget-ms; fixed with --iters); a second call of the same program runs `reps`
+// repetitions, each started by a barrier and timed by the first replica of each process, the slowest
+// process's time counting (a pmax).
 // The reported time is the median over repetitions: the scheme of bench/mpi_collectives.c, so both sides
 // are measured alike (OSU / nccl-tests conventions). So the number is the collective itself, not pmap
 // launch, placement or readback (docs/benchmarks.md explains why one replica's clock is enough). The last
@@ -391,7 +392,8 @@ Result measure_collective(weft::Runtime& rt, const Options& opt, std::int64_t by
   for (int k = 0; k < g.n; ++k) ring.emplace_back(k, (k + 1) % g.n);
 
   std::vector<double> rep_seconds;  // per call, one per repetition (written by the first local replica)
-  int iterations = 0;
+  int iterations = 0;               // per repetition, planned by the first call
+  bool planning = true;             // the first call plans, the second measures (see below)
   auto body = [&](Replica& r, const Array& x) {
     const bool timer = r.device() == rt.local_devices().front();
     // The timers' slowest value, the same in every replica: all of them then take the same branches and
@@ -406,23 +408,25 @@ Result measure_collective(weft::Runtime& rt, const Options& opt, std::int64_t by
       return slowest(seconds_since(start) / calls);
     };
     Array y;
-    for (int i = 0; i < opt.warmup; ++i) y = run_op(opt.op, r, x, ring);
-    int iters = opt.iters;
-    if (iters == 0) {
-      double per_call = 0;
-      for (int batch = 1, done = 0; done < 2 || per_call * done < opt.budget_ms * 1e-4; batch *= 2) {
-        per_call = timed(batch, y);
-        done += batch;
-        if (batch >= (1 << 20)) break;
+    if (planning) {
+      for (int i = 0; i < opt.warmup; ++i) y = run_op(opt.op, r, x, ring);
+      int iters = opt.iters;
+      if (iters == 0) {
+        double per_call = 0;
+        for (int batch = 1, done = 0; done < 2 || per_call * done < opt.budget_ms * 1e-4; batch *= 2) {
+          per_call = timed(batch, y);
+          done += batch;
+          if (batch >= (1 << 20)) break;
+        }
+        iters = planned_iterations(per_call, opt.budget_ms);
       }
-      iters = planned_iterations(per_call, opt.budget_ms);
+      if (timer) iterations = iters;  // the same in every replica (from the slowest timer)
+      return y;
     }
+    const int iters = iterations;  // (y: the last timed call's output, which the check reads)
     std::vector<double> times;
     for (int rep = 0; rep < opt.reps; ++rep) times.push_back(timed(iters, y));
-    if (timer) {
-      rep_seconds = times;
-      iterations = iters;
-    }
+    if (timer) rep_seconds = times;
     return y;
   };
   weft::PmapOptions options;  // (designated initializers would trip -Wmissing-field-initializers on g++ 12)
@@ -430,6 +434,11 @@ Result measure_collective(weft::Runtime& rt, const Options& opt, std::int64_t by
   options.runtime = &rt;
   options.name = "weft-bench " + op_name(opt.op);
   auto program = weft::pmap(body, options);
+  // Two calls of the program: the first warms up and plans the iterations, the second runs the timed
+  // repetitions. The second is a program's steady state: the runtime has seen a run like it (the fiber
+  // scheduler places a run's replicas from what the previous run measured: docs/design.md "Schedulers").
+  program(inputs);
+  planning = false;
   const weft::ShardedArray outputs = program(inputs);
 
   Result result;
