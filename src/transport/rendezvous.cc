@@ -18,13 +18,6 @@ Clock::time_point deadline_after(Clock::time_point start, double seconds) {
   return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-std::string seconds_str(double s) {
-  std::ostringstream os;
-  os.precision(3);
-  os << s << " s";
-  return os.str();
-}
-
 RendezvousCore::RendezvousCore(int participants, Deadlines deadlines, std::string execution_name,
                                std::function<std::string(int)> participant_name, std::vector<int> participant_ids)
     : n_(participants),

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/error_kind.hpp"
+#include "transport/reports.hpp"  // seconds_str, for the rendezvous's users too
 #include "transport/wait_queue.hpp"
 
 namespace weft::transport {
@@ -33,8 +34,6 @@ struct Deadlines {
 
 // `start` + `seconds`, where 0 (and anything past ~30 years, which would overflow the clock) means never.
 std::chrono::steady_clock::time_point deadline_after(std::chrono::steady_clock::time_point start, double seconds);
-// "2 s", "0.5 s": a duration as the messages print it.
-std::string seconds_str(double seconds);
 
 // What a participant is doing at a rendezvous, for diagnostics ("psum(float32[3]) at a.cc:10").
 using Describe = std::function<std::string()>;

@@ -17,30 +17,13 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "transport/reports.hpp"
 #include "transport/wait_queue.hpp"
 #include "weft/error.hpp"
 
 namespace weft::transport {
 
 namespace {
-
-std::string list_str(const std::vector<int>& items) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(items[i]);
-  }
-  return s + "]";
-}
-
-std::string seconds_str(double s) {
-  std::ostringstream os;
-  os.precision(3);
-  os << s << " s";
-  return os.str();
-}
-
-std::string what_of(const PollContext& poll) { return poll.what ? poll.what() : std::string("a collective"); }
 
 // "process 1" or "processes [1, 2]"
 std::string processes_name(const std::vector<int>& procs) {
@@ -350,29 +333,8 @@ class InprocEndpoint final : public Interprocess {
     }
   }
 
-  // "arrived: [0, 1]; missing: [2, 3]" (global replicas when poll.replicas_of says which process holds
-  // which, else processes) and a line per missing process, as the MPI transport reports.
   std::string stall_report(const std::vector<int>& procs, const std::vector<int>& missing, const PollContext& poll) const {
-    std::vector<int> arrived_ids, missing_ids;
-    for (int p : procs) {
-      const bool absent = std::find(missing.begin(), missing.end(), p) != missing.end();
-      std::vector<int> ids = poll.replicas_of ? poll.replicas_of(p) : std::vector<int>{p};
-      auto& into = absent ? missing_ids : arrived_ids;
-      into.insert(into.end(), ids.begin(), ids.end());
-    }
-    std::sort(arrived_ids.begin(), arrived_ids.end());
-    std::sort(missing_ids.begin(), missing_ids.end());
-    std::string report = std::string(poll.replicas_of ? "arrived: " : "arrived: processes ") + list_str(arrived_ids) +
-                         (poll.replicas_of ? "; missing: " : "; missing: processes ") + list_str(missing_ids);
-    for (int p : missing) {
-      report += "\n  process " + std::to_string(p);
-      if (poll.replicas_of) {
-        const std::vector<int> ids = poll.replicas_of(p);
-        report += ids.size() == 1 ? ", replica " + std::to_string(ids[0]) : ", replicas " + list_str(ids);
-      }
-      report += ": " + (poll.missing_progress.empty() ? std::string("has not reached it") : poll.missing_progress);
-    }
-    return report;
+    return transport::stall_report(procs, missing, poll, [](int p) { return "process " + std::to_string(p); });
   }
 
   InprocJob::State& state_;

@@ -28,6 +28,7 @@
 #include "core/launcher_protocol.hpp"
 #include "core/log.hpp"
 #include "transport/interprocess.hpp"
+#include "transport/reports.hpp"
 #include "weft/error.hpp"
 
 namespace weft::transport {
@@ -45,15 +46,6 @@ constexpr double kTimeoutGrace = 1.0;
 // A departed process that learns another failed waits this long for that one to end the job, then ends it.
 constexpr double kAbortGrace = 2.0;
 
-std::string list_str(const std::vector<int>& items) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(items[i]);
-  }
-  return s + "]";
-}
-
 std::string key_of(const std::vector<int>& procs) {
   std::string s;
   for (int p : procs) {
@@ -61,13 +53,6 @@ std::string key_of(const std::vector<int>& procs) {
     s += std::to_string(p);
   }
   return s;
-}
-
-std::string seconds_str(double s) {
-  std::ostringstream os;
-  os.precision(3);
-  os << s << " s";
-  return os.str();
 }
 
 long long unix_ns() {
@@ -268,8 +253,6 @@ class MpiInterprocess final : public Interprocess {
     return MPI_SUM;
   }
 
-  static std::string what_of(const PollContext& poll) { return poll.what ? poll.what() : std::string("a collective"); }
-
   // "process 1 (pid 4242 on vm)"
   std::string process_name(int p) const {
     const auto& [pid, host] = identities_[static_cast<std::size_t>(p)];
@@ -363,29 +346,8 @@ class MpiInterprocess final : public Interprocess {
     return missing;
   }
 
-  // "arrived: [0, 1]; missing: [2, 3]" plus one line per missing process: global replica ids when the
-  // caller says which process holds which, else processes.
   std::string stall_report(const std::vector<int>& procs, const std::vector<int>& missing, const PollContext& poll) const {
-    std::vector<int> arrived_ids, missing_ids;
-    for (int p : procs) {
-      const bool absent = std::find(missing.begin(), missing.end(), p) != missing.end();
-      std::vector<int> ids = poll.replicas_of ? poll.replicas_of(p) : std::vector<int>{p};
-      auto& into = absent ? missing_ids : arrived_ids;
-      into.insert(into.end(), ids.begin(), ids.end());
-    }
-    std::sort(arrived_ids.begin(), arrived_ids.end());
-    std::sort(missing_ids.begin(), missing_ids.end());
-    std::string report = std::string(poll.replicas_of ? "arrived: " : "arrived: processes ") + list_str(arrived_ids) +
-                         (poll.replicas_of ? "; missing: " : "; missing: processes ") + list_str(missing_ids);
-    for (int p : missing) {
-      report += "\n  " + process_name(p);
-      if (poll.replicas_of) {
-        const std::vector<int> ids = poll.replicas_of(p);
-        report += ids.size() == 1 ? ", replica " + std::to_string(ids[0]) : ", replicas " + list_str(ids);
-      }
-      report += ": " + (poll.missing_progress.empty() ? std::string("has not reached it") : poll.missing_progress);
-    }
-    return report;
+    return transport::stall_report(procs, missing, poll, [this](int p) { return process_name(p); });
   }
 
   std::string replicas_note(int p, const PollContext& poll) const {
