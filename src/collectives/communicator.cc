@@ -25,12 +25,18 @@ Communicator::Communicator(Participants participants, transport::Deadlines deadl
   processes_.erase(std::unique(processes_.begin(), processes_.end()), processes_.end());
 }
 
+void check_groups_cover(const ReplicaGroups& groups, int num_replicas, const std::string& who, const std::string& what,
+                        const std::string& execution) {
+  if (groups.num_replicas() != num_replicas)
+    throw InvalidArgument(who + ": " + what + ": the groups " + groups.to_string() + " are for " +
+                          std::to_string(groups.num_replicas()) + " replicas but " + execution + " runs " +
+                          std::to_string(num_replicas));
+}
+
 void Communicator::validate_locally(const Request& req) const {
-  const int n = participants_.num_replicas;
-  if (req.groups->num_replicas() != n)
-    throw InvalidArgument(participants_.name(req.replica) + ": " + req.api_name + " over " + over(req) + ": the groups " +
-                          req.groups->to_string() + " are for " + std::to_string(req.groups->num_replicas()) +
-                          " replicas but " + participants_.execution_name + " runs " + std::to_string(n));
+  if (req.groups->num_replicas() != participants_.num_replicas)
+    check_groups_cover(*req.groups, participants_.num_replicas, participants_.name(req.replica),
+                       std::string(req.api_name) + " over " + over(req), participants_.execution_name);
   try {
     validate(req);
   } catch (const InvalidArgument& e) {

@@ -56,6 +56,12 @@ struct CompletedCollective {
   unsigned line;
 };
 
+// Groups must partition exactly the replicas of the running execution. Throws InvalidArgument
+// "<who>: <what>: the groups [...] are for N replicas but <execution> runs M". Also used by the PopXL-style
+// session operations that take a grouping without running a collective.
+void check_groups_cover(const ReplicaGroups& groups, int num_replicas, const std::string& who, const std::string& what,
+                        const std::string& execution);
+
 class Communicator {
  public:
   // `job` is the transport between processes (null when the execution runs in this process alone).

@@ -226,9 +226,7 @@ Array flat_padded(const Array& x, int parts) {
 int group_size_for(const detail::ReplicaState& st, const ReplicaGroups& groups, const char* api) {
   const detail::Execution& ex = *st.execution;
   if (groups.num_replicas() != ex.num_replicas())
-    throw InvalidArgument(ex.replica_name(st.index) + ": " + api + ": the groups " + groups.to_string() + " are for " +
-                          std::to_string(groups.num_replicas()) + " replicas but " + ex.name + " runs " +
-                          std::to_string(ex.num_replicas()));
+    collectives::check_groups_cover(groups, ex.num_replicas(), ex.replica_name(st.index), api, ex.name);
   return static_cast<int>(groups.members(groups.group_of(st.index)).size());
 }
 
