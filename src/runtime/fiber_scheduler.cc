@@ -211,9 +211,12 @@ class Worker final : public transport::FiberSuspender {
     AsanStack fiber_stack;
 #endif
     asan_start(&save, fiber_stack);
+    const std::int64_t waited_before = transport::interprocess_wait_ns();
     const WaitClock::time_point start = WaitClock::now();
     f.self = std::move(f.self).resume();
-    stats_.busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(WaitClock::now() - start).count();
+    // Waits on other processes are not work (transport::interprocess_wait_ns).
+    stats_.busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(WaitClock::now() - start).count() -
+                      (transport::interprocess_wait_ns() - waited_before);
     if (!f.done) ++stats_.suspensions;
     asan_finish(save, &fiber_stack);
     transport::current_fiber_suspender() = nullptr;

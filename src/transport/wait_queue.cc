@@ -32,6 +32,11 @@ FiberSuspender*& current_fiber_suspender() {
   return suspender;
 }
 
+std::int64_t& interprocess_wait_ns() {
+  thread_local std::int64_t waited = 0;
+  return waited;
+}
+
 std::uint64_t wake_epoch() { return wake().epoch.load(std::memory_order_seq_cst); }
 
 void signal_wake() {

@@ -47,6 +47,27 @@ void signal_wake();
 // wait; on a plain thread (possibly one of more threads than cores) it is lock.lock().
 void lock_briefly_spinning(std::unique_lock<std::mutex>& lock);
 
+// Time this thread has spent waiting on other processes: the Interprocess transports' waits, which poll in
+// place (the fiber holding a cross-process step keeps its thread while the partners answer; MPI progresses
+// only inside MPI calls). The fiber scheduler takes it out of a slice's busy time: a wait is not work that
+// more workers would share, and counted as work it kept two-instance jobs spread where one worker per
+// process is 3x faster (docs/design.md "Schedulers").
+std::int64_t& interprocess_wait_ns();
+
+// Counts the time from its construction to its destruction into interprocess_wait_ns().
+class ScopedInterprocessWait {
+ public:
+  ScopedInterprocessWait() : start_(WaitClock::now()) {}
+  ~ScopedInterprocessWait() {
+    interprocess_wait_ns() += std::chrono::duration_cast<std::chrono::nanoseconds>(WaitClock::now() - start_).count();
+  }
+  ScopedInterprocessWait(const ScopedInterprocessWait&) = delete;
+  ScopedInterprocessWait& operator=(const ScopedInterprocessWait&) = delete;
+
+ private:
+  WaitClock::time_point start_;
+};
+
 // Sleeps the calling replica for about `duration`: a fiber suspends (its worker runs the others meanwhile), a
 // thread sleeps.
 void sleep_replica(std::chrono::nanoseconds duration);

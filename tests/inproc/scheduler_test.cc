@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../support/replica_faults.hpp"
+#include "transport/wait_queue.hpp"
 #include "weft/weft.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -93,6 +94,45 @@ TEST(FiberPlacement, ResultsHoldInEveryPlacementAndComputingReplicasStaySpread) 
     EXPECT_EQ(f(ones).to_host().to_doubles(), std::vector<double>(8, 1073741824.0)) << call;
     EXPECT_EQ(std::set<std::thread::id>(ids.begin(), ids.end()).size(), static_cast<std::size_t>(std::min(8, cores)))
         << "call " << call;
+  }
+}
+
+// A replica that waits on another process (an MPI partner, polled in place) does no work that more workers
+// would share: that wait is not counted as busy, so replicas that otherwise only meet go compact on one
+// worker, as in one process. Counted as busy, the 4 ms wait made every slice look long and the run stay
+// spread (two instances x 4 devices ran 4 KiB all-reduces 3x slower spread than compact). The first runs are
+// spread, so the test needs a few calls; under sanitizers the meetings themselves are slow, so it only checks
+// the results there.
+TEST(FiberPlacement, WaitingOnAnotherProcessIsNotWorkSoMeetingReplicasGoCompact) {
+  Runtime rt({.device_count = 8, .collective_warn_s = 20, .collective_timeout_s = 60, .log_level = "error",
+              .scheduler = "fibers"});
+  std::mutex mutex;
+  std::vector<std::thread::id> ids(8);
+  auto f = pmap(
+      [&](Replica& r, const Array& x) {
+        {
+          std::lock_guard lock(mutex);
+          ids[r.index()] = std::this_thread::get_id();
+        }
+        Array y = x;
+        for (int i = 0; i < 3; ++i) {
+          if (r.index() == 0) {  // as the last arriver of a cross-process step polls its partner
+            const weft::transport::ScopedInterprocessWait waiting;
+            std::this_thread::sleep_for(std::chrono::milliseconds(4));
+          }
+          y = r.psum(y, "i");
+        }
+        return y;
+      },
+      {.axis = "i", .runtime = &rt});
+  const Array ones = Array::ones({8});
+  std::size_t threads = 0;
+  for (int call = 0; call < 12; ++call) {
+    EXPECT_EQ(f(ones).to_host().to_doubles(), std::vector<double>(8, 512.0)) << call;
+    threads = std::set<std::thread::id>(ids.begin(), ids.end()).size();
+  }
+  if (!WEFT_TEST_UNDER_SANITIZER && std::thread::hardware_concurrency() > 1) {
+    EXPECT_EQ(threads, 1u);
   }
 }
 

@@ -29,6 +29,7 @@
 #include "core/log.hpp"
 #include "transport/interprocess.hpp"
 #include "transport/reports.hpp"
+#include "transport/wait_queue.hpp"
 #include "weft/error.hpp"
 
 namespace weft::transport {
@@ -414,6 +415,7 @@ class MpiInterprocess final : public Interprocess {
   // progresses only inside MPI calls), then sleeps with a growing backoff so a long stall burns no CPU.
   // Honours abort, departure, warning and deadline, each reported naming the processes concerned.
   void wait(MPI_Request& request, const std::vector<int>& procs, const PollContext& poll, std::uint64_t n) {
+    const ScopedInterprocessWait counted;
     struct Abandon {  // set unless the wait completes
       bool& broken;
       bool done = false;
