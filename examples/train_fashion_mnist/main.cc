@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
   app.add_option("--model-parallel", config.model_parallel, "model ranks: mesh data x model = devices/M x M")
       ->check(CLI::PositiveNumber);
   app.add_flag("--zero", config.zero, "shard optimizer state and f32 master weights over the data ranks in remote buffers");
+  app.add_flag("--replicated-update", config.replicated_update,
+               "data parallel as DDP does it: all-reduce every gradient and update every parameter on every replica "
+               "(default: each data rank updates its rows of the weights from the gathered batch)");
   app.add_option("--epochs", config.epochs, "epochs to train")->check(CLI::PositiveNumber);
   app.add_option("--steps", config.steps, "stop after this many steps in all (0: the epochs decide)")->check(CLI::NonNegativeNumber);
   app.add_option("--train-limit", config.train_limit, "use only the first N training images (0: all)")

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 #include <weft/array.hpp>
 #include <weft/random.hpp>
@@ -48,6 +49,18 @@ struct StepResult {
   Parameters grads;  // of that loss, for this replica's parameter slices
 };
 
+// The backward pass up to, not including, the weight gradients: the inputs of the three layers and the
+// loss's gradients at their pre-activations. A weight's gradient is its layer's input^T x delta (a bias's:
+// the delta summed over the batch); a layout may form those products where it likes (weight_gradients here,
+// or the data-parallel sharded update in trainer.cc, over the whole batch's rows).
+struct Deltas {
+  weft::Array loss;                   // as in StepResult
+  weft::Array h1, h2;                 // the inputs of layers 2 and 3 (layer 1's is the images)
+  weft::Array d_z1, d_z2, d_logits;   // d loss / d pre-activation of layers 1, 2, 3
+};
+Deltas forward_deltas(const Parameters& p, const weft::Array& images, const weft::Array& labels,
+                      std::int64_t global_batch, const ModelSum& model_sum);
+
 // One training step's forward and backward pass on this replica's batch (images (b, inputs), labels (b,)
 // int32). Summing `loss` and `grads` over the data-parallel replicas gives the global batch's mean loss and
 // its gradient.
@@ -61,5 +74,10 @@ weft::Array count_correct(const Parameters& p, const weft::Array& images, const 
 
 // SGD with momentum as PyTorch does it: velocity = momentum * velocity + grad; param -= lr * velocity.
 void sgd_momentum(weft::Array& param, weft::Array& velocity, const weft::Array& grad, double lr, double momentum);
+// The same update out of place: the new (param, velocity), with the same arithmetic per element. For inputs
+// that are views of shared buffers (the sharded data-parallel update), where updating in place would first
+// copy them.
+std::pair<weft::Array, weft::Array> sgd_momentum_rows(const weft::Array& param, const weft::Array& velocity,
+                                                      const weft::Array& grad, double lr, double momentum);
 
 }  // namespace mnist

@@ -1,7 +1,11 @@
 // Training the MLP on weft in any parallel layout, through a PopXL-style Session:
 //
-//   data parallel     replicas = data ranks; every parameter and its velocity is a replicated variable;
-//                     the gradients are summed over the data ranks (one all-reduce per parameter).
+//   data parallel     replicas = data ranks; every parameter and its velocity is a replicated variable.
+//                     By default the update is sharded: the replicas gather the batch's layer inputs and
+//                     deltas, each data rank forms the gradient of its 1/D of every weight's rows from the
+//                     whole batch, updates those rows, and gathering them gives every replica the new
+//                     weights (trainer.cc says why). --replicated-update (or rows that do not divide) does
+//                     it as DDP does: one all-reduce per parameter, every replica updating everything.
 //   + model parallel  replicas form a data x model mesh (replica = d * M + m); w1, b1, w2 are grouped
 //                     variables with one value per model rank (grouping: stride M, group size D), the others
 //                     replicated; the forward pass sums the second layer over the model ranks; gradients
@@ -31,6 +35,7 @@ struct TrainConfig {
   int devices = 0;         // replicas (global); 0 = every device of the runtime
   int model_parallel = 1;  // M: model ranks per data rank
   bool zero = false;
+  bool replicated_update = false;  // data parallel: all-reduce the gradients and update on every replica
   int epochs = 2;
   std::int64_t steps = 0;  // stop after this many steps in all (counted from step 0, also when resuming); 0 = epochs
   std::int64_t train_limit = 0;  // use only the first N training images (tests); 0 = all

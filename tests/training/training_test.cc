@@ -96,13 +96,14 @@ TEST_P(LayoutTest, FollowsTheOneDeviceLossesInFloat32UntilRoundingFlipsAGate) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, LayoutTest,
-    ::testing::Values(Layout{"data8", {.devices = 8}}, Layout{"data4_model2", {.devices = 8, .model_parallel = 2}},
+    ::testing::Values(Layout{"data8", {.devices = 8}}, Layout{"data8_replicated_update", {.devices = 8, .replicated_update = true}},
+                      Layout{"data4_model2", {.devices = 8, .model_parallel = 2}},
                       Layout{"model8", {.devices = 8, .model_parallel = 8}}, Layout{"zero8", {.devices = 8, .zero = true}},
                       Layout{"zero2x4", {.devices = 8, .model_parallel = 4, .zero = true}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Training, SameLayoutTwiceIsBitIdentical) {
-  for (const TrainConfig& config : {TrainConfig{.devices = 8, .model_parallel = 2, .steps = 20},
+  for (const TrainConfig& config : {TrainConfig{.devices = 8, .steps = 20}, TrainConfig{.devices = 8, .model_parallel = 2, .steps = 20},
                                     TrainConfig{.devices = 8, .zero = true, .steps = 20}}) {
     const std::vector<double> a = Losses(Train(config));
     const std::vector<double> b = Losses(Train(config));
@@ -113,7 +114,8 @@ TEST(Training, SameLayoutTwiceIsBitIdentical) {
 
 TEST(Training, ResumeFromACheckpointContinuesBitIdentically) {
   const std::string path = ::testing::TempDir() + "/mnist-resume.safetensors";
-  for (const TrainConfig& layout : {TrainConfig{.devices = 8, .model_parallel = 2}, TrainConfig{.devices = 4, .zero = true}}) {
+  for (const TrainConfig& layout : {TrainConfig{.devices = 8}, TrainConfig{.devices = 8, .model_parallel = 2},
+                                    TrainConfig{.devices = 4, .zero = true}}) {
     TrainConfig straight = layout;
     straight.steps = 30;
     const std::vector<double> expected = Losses(Train(straight));
