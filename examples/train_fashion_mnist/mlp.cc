@@ -148,14 +148,15 @@ void fused_sgd_momentum(Array& param, Array& velocity, const Array& grad, double
 }
 
 template <class T>
-std::pair<Array, Array> sgd_momentum_out_of_place(const Array& param, const Array& velocity, const Array& grad,
-                                                  double lr, double momentum) {
-  Array p = Array::empty(param.shape(), param.dtype());
-  Array v = Array::empty(velocity.shape(), velocity.dtype());
-  sgd_momentum_kernel<T>(param.data<T>().data(), velocity.data<T>().data(), grad.data<T>().data(),
-                         p.mutable_data<T>().data(), v.mutable_data<T>().data(), static_cast<std::size_t>(p.size()),
-                         lr, momentum);
-  return {std::move(p), std::move(v)};
+Array sgd_momentum_out_of_place(const Array& param, const Array& velocity, const Array& grad, double lr, double momentum) {
+  weft::Shape shape = param.shape();
+  shape.insert(shape.begin(), 2);
+  Array out = Array::empty(shape, param.dtype());
+  T* p = out.mutable_data<T>().data();
+  const std::size_t n = static_cast<std::size_t>(param.size());
+  sgd_momentum_kernel<T>(param.data<T>().data(), velocity.data<T>().data(), grad.data<T>().data(), p, p + n, n, lr,
+                         momentum);
+  return out;
 }
 }  // namespace
 
@@ -169,15 +170,14 @@ void sgd_momentum(Array& param, Array& velocity, const Array& grad, double lr, d
   param -= velocity * lr;
 }
 
-std::pair<Array, Array> sgd_momentum_rows(const Array& param, const Array& velocity, const Array& grad, double lr,
-                                          double momentum) {
+Array sgd_momentum_stacked(const Array& param, const Array& velocity, const Array& grad, double lr, double momentum) {
   const bool fusable = param.shape() == grad.shape() && velocity.shape() == grad.shape() &&
                        param.dtype() == grad.dtype() && velocity.dtype() == grad.dtype();
   if (fusable && grad.dtype() == weft::DType::f32) return sgd_momentum_out_of_place<float>(param, velocity, grad, lr, momentum);
   if (fusable && grad.dtype() == weft::DType::f64) return sgd_momentum_out_of_place<double>(param, velocity, grad, lr, momentum);
   Array p = param, v = velocity;
   sgd_momentum(p, v, grad, lr, momentum);
-  return {std::move(p), std::move(v)};
+  return Array::stack({p, v});
 }
 
 }  // namespace mnist

@@ -12,7 +12,6 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <utility>
 
 #include <weft/array.hpp>
 #include <weft/random.hpp>
@@ -74,10 +73,10 @@ weft::Array count_correct(const Parameters& p, const weft::Array& images, const 
 
 // SGD with momentum as PyTorch does it: velocity = momentum * velocity + grad; param -= lr * velocity.
 void sgd_momentum(weft::Array& param, weft::Array& velocity, const weft::Array& grad, double lr, double momentum);
-// The same update out of place: the new (param, velocity), with the same arithmetic per element. For inputs
-// that are views of shared buffers (the sharded data-parallel update), where updating in place would first
-// copy them.
-std::pair<weft::Array, weft::Array> sgd_momentum_rows(const weft::Array& param, const weft::Array& velocity,
-                                                      const weft::Array& grad, double lr, double momentum);
+// The same update out of place, with the same arithmetic per element: the new param and velocity stacked
+// along a new first axis (one array, so that a layout can move both in one collective). For inputs that are
+// views of shared buffers (the sharded data-parallel update), where updating in place would copy them first.
+weft::Array sgd_momentum_stacked(const weft::Array& param, const weft::Array& velocity, const weft::Array& grad,
+                                 double lr, double momentum);
 
 }  // namespace mnist

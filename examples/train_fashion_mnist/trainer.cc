@@ -178,30 +178,39 @@ struct Trainer::Impl {
     const Array labels = r.host_load(labels_in);
     Deltas d = forward_deltas(p, images, labels, config.global_batch, model_sum(r));
     p = Parameters{};
-    const Array loss = data_sum(r, d.loss);
-    auto gather = [&](const Array& x) { return r.all_gather(x, data_groups, 0, /*tiled=*/true); };
+    // The loss and the bias gradients are small: one all-reduce for the four (each replica meets the others
+    // once per collective, and a meeting costs more than these sums).
+    const std::int64_t hidden = config.shape.hidden;
+    const Array sums =
+        data_sum(r, Array::concatenate({d.loss.reshape({1}), d.d_z1.sum(0), d.d_z2.sum(0), d.d_logits.sum(0)}));
+    const Array bias_grads[3] = {sums.slice(1, 1 + hidden), sums.slice(1 + hidden, 1 + 2 * hidden),
+                                 sums.slice(1 + 2 * hidden, sums.shape()[0])};
+    auto gather = [&](const Array& x, int axis) { return r.all_gather(x, data_groups, axis, /*tiled=*/true); };
     const int rank = r.index() / model;
     struct Layer {
       int weight, bias;
       Array input, delta;
     };
-    Layer layers[3] = {{kW1, kB1, gather(images), gather(d.d_z1)},
-                       {kW2, kB2, gather(d.h1), gather(d.d_z2)},
-                       {kW3, kB3, gather(d.h2), gather(d.d_logits)}};
-    for (Layer& layer : layers) {
+    Layer layers[3] = {{kW1, kB1, gather(images, 0), gather(d.d_z1, 0)},
+                       {kW2, kB2, gather(d.h1, 0), gather(d.d_z2, 0)},
+                       {kW3, kB3, gather(d.h2, 0), gather(d.d_logits, 0)}};
+    d = Deltas{};
+    for (int l = 0; l < 3; ++l) {
+      Layer& layer = layers[l];
       const std::int64_t rows = local_shapes[layer.weight][0] / data_ranks, begin = rank * rows;
       const Array grad = weft::matmul(layer.input.slice_axis(1, begin, begin + rows), layer.delta, {.transpose_a = true});
       layer.input = layer.delta = Array();
-      const auto [w, v] = sgd_momentum_rows(r.value(weights[layer.weight]).slice(begin, begin + rows),
-                                            r.value(velocities[layer.weight]).slice(begin, begin + rows), grad,
-                                            config.learning_rate, config.momentum);
-      r.value(weights[layer.weight]) = gather(w);
-      r.value(velocities[layer.weight]) = gather(v);
-      const Array bias_grad = data_sum(r, (layer.weight == kW1 ? d.d_z1 : layer.weight == kW2 ? d.d_z2 : d.d_logits).sum(0));
-      sgd_momentum(r.value(weights[layer.bias]), r.value(velocities[layer.bias]), bias_grad, config.learning_rate,
+      // This rank's rows of the new weight and velocity, stacked, gathered in one collective: [weights; velocities].
+      const Array both = gather(sgd_momentum_stacked(r.value(weights[layer.weight]).slice(begin, begin + rows),
+                                                     r.value(velocities[layer.weight]).slice(begin, begin + rows), grad,
+                                                     config.learning_rate, config.momentum),
+                                1);
+      r.value(weights[layer.weight]) = both[0];
+      r.value(velocities[layer.weight]) = both[1];
+      sgd_momentum(r.value(weights[layer.bias]), r.value(velocities[layer.bias]), bias_grads[l], config.learning_rate,
                    config.momentum);
     }
-    r.host_store(result_out, loss);
+    r.host_store(result_out, sums.slice(0, 1).reshape({}));
   }
 
   void train_program(Replica& r) const {
