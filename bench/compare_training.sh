@@ -9,7 +9,8 @@
 #   STEPS=600 RUNS=5 bench/compare_training.sh
 #   LAYOUTS="pt-1 pt-ddp" bench/compare_training.sh     # a subset (names in the table below)
 #
-# Layouts: weft-1 (--devices 1), weft-dp8 (--devices 8), weft-dp4xmp2 (--devices 8 --model-parallel 2),
+# Layouts: weft-1 (--devices 1), weft-dp8 (--devices 8; the sharded update), weft-dp8r (--devices 8
+# --replicated-update: DDP's all-reduce and update on every replica), weft-dp4xmp2 (--devices 8 --model-parallel 2),
 # weft-zero8 (--devices 8 --zero), weft-2x4 (weftrun --num-instances 2 --num-replicas 8; only when
 # INSTANCES > 1), pt-1 (PyTorch, one process, every core), pt-ddp (PyTorch DDP over gloo, DEVICES ranks,
 # one thread each) and pt-ddp-cores (DDP with one rank per core: DDP's own recommendation, and on a machine
@@ -51,7 +52,7 @@ PT_THREADS="${PT_THREADS:-$(nproc)}"
 PY=/usr/bin/python3
 WEFT_TRAIN="$BUILD/bin/train_fashion_mnist"
 WEFTRUN="$BUILD/bin/weftrun"
-ALL_LAYOUTS="weft-1 pt-1 weft-dp8 pt-ddp weft-dp4xmp2 pt-ddp-cores weft-zero8"
+ALL_LAYOUTS="weft-1 pt-1 weft-dp8 pt-ddp weft-dp8r weft-dp4xmp2 pt-ddp-cores weft-zero8"
 [ "$INSTANCES" -gt 1 ] && ALL_LAYOUTS="$ALL_LAYOUTS weft-2x4"
 LAYOUTS="${LAYOUTS:-$ALL_LAYOUTS}"
 # pt-ddp-cores: one rank per core, rounded down to a power of two so that the ranks divide the batch of 256.
@@ -105,6 +106,7 @@ layout_cmd() {  # layout_cmd LAYOUT CSV
   case "$layout" in
     weft-1) CMD=("$WEFT_TRAIN" --devices 1 "${common[@]}") ;;
     weft-dp8) CMD=("$WEFT_TRAIN" --devices "$DEVICES" "${common[@]}") ;;
+    weft-dp8r) CMD=("$WEFT_TRAIN" --devices "$DEVICES" --replicated-update "${common[@]}") ;;
     weft-dp4xmp2) CMD=("$WEFT_TRAIN" --devices "$DEVICES" --model-parallel 2 "${common[@]}") ;;
     weft-zero8) CMD=("$WEFT_TRAIN" --devices "$DEVICES" --zero "${common[@]}") ;;
     weft-2x4)

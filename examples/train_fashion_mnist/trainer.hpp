@@ -4,8 +4,9 @@
 //                     By default the update is sharded: the replicas gather the batch's layer inputs and
 //                     deltas, each data rank forms the gradient of its 1/D of every weight's rows from the
 //                     whole batch, updates those rows, and gathering them gives every replica the new
-//                     weights (trainer.cc says why). --replicated-update (or rows that do not divide) does
-//                     it as DDP does: one all-reduce per parameter, every replica updating everything.
+//                     weights (trainer.cc says why). --replicated-update (or rows that do not divide, or a
+//                     job of several processes) does it as DDP does: one all-reduce per parameter, every
+//                     replica updating everything.
 //   + model parallel  replicas form a data x model mesh (replica = d * M + m); w1, b1, w2 are grouped
 //                     variables with one value per model rank (grouping: stride M, group size D), the others
 //                     replicated; the forward pass sums the second layer over the model ranks; gradients
