@@ -148,14 +148,11 @@ void fused_sgd_momentum(Array& param, Array& velocity, const Array& grad, double
 }
 
 template <class T>
-Array sgd_momentum_out_of_place(const Array& param, const Array& velocity, const Array& grad, double lr, double momentum) {
-  weft::Shape shape = param.shape();
-  shape.insert(shape.begin(), 2);
-  Array out = Array::empty(shape, param.dtype());
-  T* p = out.mutable_data<T>().data();
-  const std::size_t n = static_cast<std::size_t>(param.size());
-  sgd_momentum_kernel<T>(param.data<T>().data(), velocity.data<T>().data(), grad.data<T>().data(), p, p + n, n, lr,
-                         momentum);
+Array sgd_momentum_new_param_kernel(const Array& param, Array& velocity, const Array& grad, double lr, double momentum) {
+  Array out = Array::empty(param.shape(), param.dtype());
+  T* v = velocity.mutable_data<T>().data();
+  sgd_momentum_kernel<T>(param.data<T>().data(), v, grad.data<T>().data(), out.mutable_data<T>().data(), v,
+                         static_cast<std::size_t>(param.size()), lr, momentum);
   return out;
 }
 }  // namespace
@@ -170,14 +167,15 @@ void sgd_momentum(Array& param, Array& velocity, const Array& grad, double lr, d
   param -= velocity * lr;
 }
 
-Array sgd_momentum_stacked(const Array& param, const Array& velocity, const Array& grad, double lr, double momentum) {
-  const bool fusable = param.shape() == grad.shape() && velocity.shape() == grad.shape() &&
+Array sgd_momentum_new_param(const Array& param, Array& velocity, const Array& grad, double lr, double momentum) {
+  const bool fusable = param.shape() == grad.shape() && velocity.size() == grad.size() &&
                        param.dtype() == grad.dtype() && velocity.dtype() == grad.dtype();
-  if (fusable && grad.dtype() == weft::DType::f32) return sgd_momentum_out_of_place<float>(param, velocity, grad, lr, momentum);
-  if (fusable && grad.dtype() == weft::DType::f64) return sgd_momentum_out_of_place<double>(param, velocity, grad, lr, momentum);
-  Array p = param, v = velocity;
+  if (fusable && grad.dtype() == weft::DType::f32) return sgd_momentum_new_param_kernel<float>(param, velocity, grad, lr, momentum);
+  if (fusable && grad.dtype() == weft::DType::f64) return sgd_momentum_new_param_kernel<double>(param, velocity, grad, lr, momentum);
+  Array p = param, v = velocity.reshape(grad.shape());
   sgd_momentum(p, v, grad, lr, momentum);
-  return Array::stack({p, v});
+  velocity = v.reshape(velocity.shape());
+  return p;
 }
 
 }  // namespace mnist

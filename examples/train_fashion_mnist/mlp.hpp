@@ -73,10 +73,10 @@ weft::Array count_correct(const Parameters& p, const weft::Array& images, const 
 
 // SGD with momentum as PyTorch does it: velocity = momentum * velocity + grad; param -= lr * velocity.
 void sgd_momentum(weft::Array& param, weft::Array& velocity, const weft::Array& grad, double lr, double momentum);
-// The same update out of place, with the same arithmetic per element: the new param and velocity stacked
-// along a new first axis (one array, so that a layout can move both in one collective). For inputs that are
-// views of shared buffers (the sharded data-parallel update), where updating in place would copy them first.
-weft::Array sgd_momentum_stacked(const weft::Array& param, const weft::Array& velocity, const weft::Array& grad,
-                                 double lr, double momentum);
+// The same update, with the same arithmetic per element, returning the new param (out of place: `param` may
+// be a view of a buffer other replicas share) and updating `velocity` in place; `velocity` may be flattened
+// (a replica-sharded variable's shard), as long as it has grad's size.
+weft::Array sgd_momentum_new_param(const weft::Array& param, weft::Array& velocity, const weft::Array& grad, double lr,
+                                   double momentum);
 
 }  // namespace mnist

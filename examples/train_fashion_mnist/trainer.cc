@@ -131,7 +131,11 @@ struct Trainer::Impl {
         velocities[i] = session->variable(per_model_rank(zeros), data_groups, weft::Retrieval::one_per_group, name + "_velocity");
       } else {
         weights[i] = session->variable(values[0], std::nullopt, weft::Retrieval::one_per_group, name);
-        velocities[i] = session->variable(zeros[0], std::nullopt, weft::Retrieval::one_per_group, name + "_velocity");
+        // The sharded update keeps each weight's velocity where it is used: a data rank holds its rows only.
+        velocities[i] = sharded_update_fits() && (i == kW1 || i == kW2 || i == kW3)
+                            ? session->replica_sharded_variable(zeros[0], std::nullopt, 0, weft::Retrieval::one_per_group,
+                                                                name + "_velocity")
+                            : session->variable(zeros[0], std::nullopt, weft::Retrieval::one_per_group, name + "_velocity");
       }
     }
   }
@@ -204,13 +208,11 @@ struct Trainer::Impl {
       const std::int64_t rows = local_shapes[layer.weight][0] / data_ranks, begin = rank * rows;
       const Array grad = weft::matmul(layer.input.slice_axis(1, begin, begin + rows), layer.delta, {.transpose_a = true});
       layer.input = layer.delta = Array();
-      // This rank's rows of the new weight and velocity, stacked, gathered in one collective: [weights; velocities].
-      const Array both = gather(sgd_momentum_stacked(r.value(weights[layer.weight]).slice(begin, begin + rows),
-                                                     r.value(velocities[layer.weight]).slice(begin, begin + rows), grad,
-                                                     config.learning_rate, config.momentum),
-                                1);
-      r.value(weights[layer.weight]) = both[0];
-      r.value(velocities[layer.weight]) = both[1];
+      // This rank's rows of the new weight (its velocity rows are its shard, updated in place), gathered.
+      r.value(weights[layer.weight]) =
+          gather(sgd_momentum_new_param(r.value(weights[layer.weight]).slice(begin, begin + rows),
+                                        r.value(velocities[layer.weight]), grad, config.learning_rate, config.momentum),
+                 0);
       sgd_momentum(r.value(weights[layer.bias]), r.value(velocities[layer.bias]), bias_grads[l], config.learning_rate,
                    config.momentum);
     }

@@ -1,10 +1,11 @@
 // Training the MLP on weft in any parallel layout, through a PopXL-style Session:
 //
-//   data parallel     replicas = data ranks; every parameter and its velocity is a replicated variable.
-//                     By default the update is sharded: the replicas gather the batch's layer inputs and
-//                     deltas, each data rank forms the gradient of its 1/D of every weight's rows from the
-//                     whole batch, updates those rows, and gathering them gives every replica the new
-//                     weights (trainer.cc says why). --replicated-update (or rows that do not divide, or a
+//   data parallel     replicas = data ranks; every parameter is a replicated variable. By default the
+//                     update is sharded: the replicas gather the batch's layer inputs and deltas, each data
+//                     rank forms the gradient of its 1/D of every weight's rows from the whole batch, updates
+//                     those rows and their velocity (a replica-sharded variable: each rank holds its rows),
+//                     and gathering the rows gives every replica the new weights (trainer.cc says why).
+//                     Otherwise every velocity is a replicated variable. --replicated-update (or rows that do not divide, or a
 //                     job of several processes) does it as DDP does: one all-reduce per parameter, every
 //                     replica updating everything.
 //   + model parallel  replicas form a data x model mesh (replica = d * M + m); w1, b1, w2 are grouped
