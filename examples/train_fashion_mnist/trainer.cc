@@ -199,14 +199,13 @@ struct Trainer::Impl {
       int weight, bias;
       Array input, delta;
     };
-    // The four hidden-width pieces stacked and gathered in one collective; each comes back as a first-axis
-    // view of the shared result (no copies, unlike pieces side by side, which would need column slices).
-    const bool same_width = d.h1.shape() == d.d_z1.shape() && d.h2.shape() == d.d_z1.shape();
-    const Array hidden_pieces = same_width ? gather(Array::stack({d.d_z1, d.h1, d.d_z2, d.h2}), 1) : Array();
-    auto piece = [&](int i, const Array& own) { return same_width ? hidden_pieces[i] : gather(own, 0); };
-    Layer layers[3] = {{kW1, kB1, gather(images, 0), piece(0, d.d_z1)},
-                       {kW2, kB2, piece(1, d.h1), piece(2, d.d_z2)},
-                       {kW3, kB3, piece(3, d.h2), gather(d.d_logits, 0)}};
+    // The four hidden-width pieces (both hidden layers are `hidden` wide) stacked and gathered in one
+    // collective; each comes back as a first-axis view of the shared result (no copies, unlike pieces side by
+    // side, which would need column slices).
+    const Array hidden_pieces = gather(Array::stack({d.d_z1, d.h1, d.d_z2, d.h2}), 1);
+    Layer layers[3] = {{kW1, kB1, gather(images, 0), hidden_pieces[0]},
+                       {kW2, kB2, hidden_pieces[1], hidden_pieces[2]},
+                       {kW3, kB3, hidden_pieces[3], gather(d.d_logits, 0)}};
     d = Deltas{};
     for (int l = 0; l < 3; ++l) {
       Layer& layer = layers[l];
