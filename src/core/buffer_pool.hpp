@@ -6,7 +6,9 @@
 //    madvise(MADV_HUGEPAGE); harmless where THP is off), so a first touch faults once per 2 MiB, not 4 KiB;
 //  - freed blocks of >= 1 MiB are kept for the next allocation of the same size, up to a cap that scales
 //    with the machine's memory (1/16 of it, between 256 MiB and 2 GiB), so a loop of 64 MiB all_to_alls
-//    (512 MiB of outputs per call) reuses warm pages instead of faulting new ones.
+//    (512 MiB of outputs per call) reuses warm pages instead of faulting new ones;
+//  - smaller blocks come from malloc, set (glibc, on first use, unless the user tuned it) to serve them
+//    from the heap and keep freed heap memory, instead of returning each block over 128 KiB to the system.
 // Device memory accounting is separate (MemoryAccount charges live buffers only).
 #pragma once
 #include <cstddef>

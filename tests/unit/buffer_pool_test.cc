@@ -1,11 +1,15 @@
 // The block pool under weft::Buffer (src/core/buffer_pool.hpp): large blocks are huge-page aligned, freed
-// large blocks are reused for the next allocation of the same size, small ones never are, and the cap
-// bounds what is kept.
+// large blocks are reused for the next allocation of the same size, the cap bounds what is kept, and
+// smaller blocks freed on a worker thread do not fault their pages in again.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
+#include <sys/resource.h>
+
+#include "../support/replica_faults.hpp"
 #include "core/buffer_pool.hpp"
 
 namespace weft::detail {
@@ -56,6 +60,43 @@ TEST(BufferPool, BlocksBeyondTheCapGoBackToTheSystem) {
   for (auto& b : again) b = acquire_block(bytes);
   EXPECT_EQ(block_pool_cached(), before);
   for (auto* b : again) release_block(b, bytes);
+}
+
+std::int64_t minor_faults_of_this_thread() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_minflt;
+}
+
+// Eight 512 KiB blocks (the results of 8 replicas' all_gathers of 64 KiB) allocated, written and freed in a
+// loop on a thread other than main, as fiber workers do. With glibc's defaults the freed blocks went back to
+// the system (trimmed from the top of the thread's heap, or munmap'ed) and the next round faulted all their
+// pages in again (~1000 faults a round): most of such a loop's time. The pool sets malloc up to keep them
+// (unless GLIBC_TUNABLES or MALLOC_*_ tune it; then this test skips, as under sanitizers).
+TEST(BufferPool, SmallBlocksFreedOnAWorkerThreadDoNotFaultTheirPagesInAgain) {
+  if (WEFT_TEST_UNDER_SANITIZER) GTEST_SKIP() << "a sanitizer's allocator quarantines freed blocks";
+  if (std::getenv("GLIBC_TUNABLES") || std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_"))
+    GTEST_SKIP() << "malloc is tuned by the environment";
+  constexpr std::size_t kBytes = std::size_t{512} << 10;
+  constexpr int kBlocks = 8, kRounds = 50;
+  std::int64_t faults = -1;
+  std::thread worker([&] {
+    auto round = [&](int value) {
+      std::byte* blocks[kBlocks];
+      for (auto& b : blocks) {
+        b = acquire_block(kBytes);
+        std::memset(b, value, kBytes);
+      }
+      for (auto* b : blocks) release_block(b, kBytes);
+    };
+    round(0);  // the first round faults its pages in
+    const std::int64_t before = minor_faults_of_this_thread();
+    for (int i = 1; i <= kRounds; ++i) round(i);
+    faults = minor_faults_of_this_thread() - before;
+  });
+  worker.join();
+  // Faulting the blocks in again would be 8 x 128 = 1024 a round; allow a few per round for other causes.
+  EXPECT_LT(faults, kRounds * 64) << "minor page faults over " << kRounds << " rounds";
 }
 
 }  // namespace
