@@ -94,6 +94,7 @@ struct Trainer::Impl {
     local_count = session->instance_replication_factor();
     model_groups = ReplicaGroups::strided(replicas, 1, model);
     data_groups = ReplicaGroups::strided(replicas, model, data_ranks);
+    sharded_update = sharded_update_fits();
     build_state();
     images_in = session->h2d_stream({per_replica_batch, config.shape.inputs}, DType::f32, "images");
     labels_in = session->h2d_stream({per_replica_batch}, DType::i32, "labels");
@@ -132,7 +133,7 @@ struct Trainer::Impl {
       } else {
         weights[i] = session->variable(values[0], std::nullopt, weft::Retrieval::one_per_group, name);
         // The sharded update keeps each weight's velocity where it is used: a data rank holds its rows only.
-        velocities[i] = sharded_update_fits() && (i == kW1 || i == kW2 || i == kW3)
+        velocities[i] = sharded_update && (i == kW1 || i == kW2 || i == kW3)
                             ? session->replica_sharded_variable(zeros[0], std::nullopt, 0, weft::Retrieval::one_per_group,
                                                                 name + "_velocity")
                             : session->variable(zeros[0], std::nullopt, weft::Retrieval::one_per_group, name + "_velocity");
@@ -179,6 +180,7 @@ struct Trainer::Impl {
            config.shape.inputs % data_ranks == 0 && config.shape.hidden % data_ranks == 0 &&
            runtime.process_count() == 1;
   }
+  bool sharded_update = false;  // sharded_update_fits(), decided once before the state is built
 
   void train_program_sharded_update(Replica& r) const {
     Parameters p = acquire(r);
@@ -224,7 +226,7 @@ struct Trainer::Impl {
   }
 
   void train_program(Replica& r) const {
-    if (sharded_update_fits()) return train_program_sharded_update(r);
+    if (sharded_update) return train_program_sharded_update(r);
     Parameters p = acquire(r);
     const Array images = this->images(r);
     const Array labels = r.host_load(labels_in);

@@ -47,11 +47,12 @@ void signal_wake();
 // wait; on a plain thread (possibly one of more threads than cores) it is lock.lock().
 void lock_briefly_spinning(std::unique_lock<std::mutex>& lock);
 
-// Time this thread has spent waiting on other processes: the Interprocess transports' waits, which poll in
-// place (the fiber holding a cross-process step keeps its thread while the partners answer; MPI progresses
-// only inside MPI calls). The fiber scheduler takes it out of a slice's busy time: a wait is not work that
-// more workers would share, and counted as work it kept two-instance jobs spread where one worker per
-// process is 3x faster (docs/design.md "Schedulers").
+// Time this thread has spent waiting on other processes in place: the MPI transport's waits, which poll
+// without suspending (the fiber holding a cross-process step keeps its thread while the partners answer; MPI
+// progresses only inside MPI calls). The fiber scheduler takes it out of a slice's busy time: a wait is not
+// work that more workers would share, and counted as work it kept two-instance jobs spread where one worker
+// per process is 3x faster (docs/design.md "Schedulers"). A wait through WaitQueue (the in-process
+// transport's) suspends the fiber instead, which the scheduler never counts, so it must not count here.
 std::int64_t& interprocess_wait_ns();
 
 // Counts the time from its construction to its destruction into interprocess_wait_ns().

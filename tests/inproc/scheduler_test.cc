@@ -58,23 +58,34 @@ TEST_P(Scheduler, ReplicasRunOnTheThreadsTheSchedulerPromises) {
   }
 }
 
+// The placement tests' common part: 8 replicas as fibers, and the thread each replica last ran on.
+RuntimeOptions FibersOn8Devices() {
+  return {.device_count = 8, .collective_warn_s = 20, .collective_timeout_s = 60, .log_level = "error",
+          .scheduler = "fibers"};
+}
+
+struct ThreadsSeen {
+  std::mutex mutex;
+  std::vector<std::thread::id> ids = std::vector<std::thread::id>(8);
+  void record(const Replica& r) {
+    std::lock_guard lock(mutex);
+    ids[r.index()] = std::this_thread::get_id();
+  }
+  std::size_t count() const { return std::set<std::thread::id>(ids.begin(), ids.end()).size(); }
+};
+
 // Fibers' placement adapts run by run (docs/design.md "Schedulers"; the policy's decisions are unit-tested in
 // tests/unit/fiber_placement_test.cc): results are the same whichever placement a run gets, and replicas
 // that compute between their collectives stay spread over the workers (on an idle machine or a loaded one:
 // either way their workers are busy the whole run).
 TEST(FiberPlacement, ResultsHoldInEveryPlacementAndComputingReplicasStaySpread) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  Runtime rt({.device_count = 8, .collective_warn_s = 20, .collective_timeout_s = 60, .log_level = "error",
-              .scheduler = "fibers"});
-  std::mutex mutex;
-  std::vector<std::thread::id> ids(8);
+  Runtime rt(FibersOn8Devices());
+  ThreadsSeen seen;
   double compute_ms = 0;  // busy time of each replica between its collectives
   auto f = pmap(
       [&](Replica& r, const Array& x) {
-        {
-          std::lock_guard lock(mutex);
-          ids[r.index()] = std::this_thread::get_id();
-        }
+        seen.record(r);
         Array y = x;
         for (int i = 0; i < 10; ++i) {
           const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(compute_ms);
@@ -92,7 +103,7 @@ TEST(FiberPlacement, ResultsHoldInEveryPlacementAndComputingReplicasStaySpread) 
   for (int call = 0; call < 3; ++call) f(ones);  // (a compact run measures, and the next spreads)
   for (int call = 0; call < 3; ++call) {
     EXPECT_EQ(f(ones).to_host().to_doubles(), std::vector<double>(8, 1073741824.0)) << call;
-    EXPECT_EQ(std::set<std::thread::id>(ids.begin(), ids.end()).size(), static_cast<std::size_t>(std::min(8, cores)))
+    EXPECT_EQ(seen.count(), static_cast<std::size_t>(std::min(8, cores)))
         << "call " << call;
   }
 }
@@ -104,16 +115,11 @@ TEST(FiberPlacement, ResultsHoldInEveryPlacementAndComputingReplicasStaySpread) 
 // spread, so the test needs a few calls; under sanitizers the meetings themselves are slow, so it only checks
 // the results there.
 TEST(FiberPlacement, WaitingOnAnotherProcessIsNotWorkSoMeetingReplicasGoCompact) {
-  Runtime rt({.device_count = 8, .collective_warn_s = 20, .collective_timeout_s = 60, .log_level = "error",
-              .scheduler = "fibers"});
-  std::mutex mutex;
-  std::vector<std::thread::id> ids(8);
+  Runtime rt(FibersOn8Devices());
+  ThreadsSeen seen;
   auto f = pmap(
       [&](Replica& r, const Array& x) {
-        {
-          std::lock_guard lock(mutex);
-          ids[r.index()] = std::this_thread::get_id();
-        }
+        seen.record(r);
         Array y = x;
         for (int i = 0; i < 3; ++i) {
           if (r.index() == 0) {  // as the last arriver of a cross-process step polls its partner
@@ -129,7 +135,7 @@ TEST(FiberPlacement, WaitingOnAnotherProcessIsNotWorkSoMeetingReplicasGoCompact)
   std::size_t threads = 0;
   for (int call = 0; call < 12; ++call) {
     EXPECT_EQ(f(ones).to_host().to_doubles(), std::vector<double>(8, 512.0)) << call;
-    threads = std::set<std::thread::id>(ids.begin(), ids.end()).size();
+    threads = seen.count();
   }
   if (!WEFT_TEST_UNDER_SANITIZER && std::thread::hardware_concurrency() > 1) {
     EXPECT_EQ(threads, 1u);
