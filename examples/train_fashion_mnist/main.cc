@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <weft/error.hpp>
+#include <weft/ops.hpp>
 #include <weft/runtime.hpp>
 
 #include "dataset.hpp"
@@ -38,7 +39,8 @@ nlohmann::json summary_json(const mnist::TrainResult& r, int epochs) {
           {"final_loss", number(r.final_loss)},
           {"test_accuracy", number(r.test_accuracy)},
           {"samples_per_s", number(r.samples_per_s)},
-          {"step_ms", number(r.step_ms)}};
+          {"step_ms", number(r.step_ms)},
+          {"matmul", weft::matmul_backend()}};
 }
 
 }  // namespace
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
                   result.steps.size(), result.devices, result.devices == 1 ? "" : "s", result.data_parallel, result.model_parallel,
                   result.zero ? ", zero" : "", result.instances, result.instances == 1 ? "" : "s", result.final_loss,
                   result.test_accuracy, result.samples_per_s, result.step_ms);
+      std::printf("matmul: %s\n", weft::matmul_backend().c_str());
       if (json) std::printf("%s\n", summary_json(result, config.epochs).dump().c_str());
     }
     return 0;

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/blas.hpp"
 #include "core/broadcast.hpp"
 #include "core/isa.hpp"
 #include "weft/array.hpp"
@@ -31,9 +32,32 @@ using Index = Eigen::Index;
 
 // ---- matmul ------------------------------------------------------------------------------------------------
 
-// C (m, n) = op(A) @ op(B), all row-major and dense; op(A) is (m, k), op(B) is (k, n).
+// The same product through a BLAS GEMM (column-major): row-major C = op(A) op(B) is column-major
+// C^T = op(B)^T op(A)^T, and a row-major matrix read column-major is its transpose, so B goes first, each
+// operand keeps its own transpose flag and every leading dimension is a row length. beta = 0 overwrites C
+// (never reads it), so the uninitialised output buffer is fine.
+template <class T, class Gemm>
+void blas_gemm(Gemm gemm, const T* a, const T* b, T* c, Index m, Index k, Index n, bool ta, bool tb) {
+  const int rows = static_cast<int>(n), cols = static_cast<int>(m), depth = static_cast<int>(k);
+  const int ldb = static_cast<int>(tb ? k : n), lda = static_cast<int>(ta ? m : k), ldc = static_cast<int>(n);
+  const T one = 1, zero = 0;
+  gemm(tb ? "T" : "N", ta ? "T" : "N", &rows, &cols, &depth, &one, b, &ldb, a, &lda, &zero, c, &ldc);
+}
+
+// C (m, n) = op(A) @ op(B), all row-major and dense; op(A) is (m, k), op(B) is (k, n). Large float32 and
+// float64 products go to OpenBLAS when it runs kernels made for this CPU (core/blas.hpp), the rest to Eigen.
 template <class T>
 void gemm(const T* a, const T* b, T* c, Index m, Index k, Index n, bool ta, bool tb) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (blas::worth_gemm(m, k, n)) {
+      const blas::Backend& backend = blas::backend();
+      if constexpr (std::is_same_v<T, float>) {
+        if (backend.sgemm) return blas_gemm(backend.sgemm, a, b, c, m, k, n, ta, tb);
+      } else {
+        if (backend.dgemm) return blas_gemm(backend.dgemm, a, b, c, m, k, n, ta, tb);
+      }
+    }
+  }
   using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Eigen::Map<Mat> C(c, m, n);
   if (k == 0) {
@@ -152,6 +176,14 @@ std::string perm_str(const std::vector<int>& perm) {
 }
 
 }  // namespace
+
+std::string matmul_backend() {
+  const std::string eigen = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
+                            std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION);
+  const blas::Backend& backend = blas::backend();
+  if (backend.sgemm) return backend.description + " for float32/float64 products from 32^3 multiply-adds, " + eigen;
+  return eigen + " (" + backend.description + ")";
+}
 
 Array matmul(const Array& a, const Array& b, MatmulOptions options) {
   isa::ensure_kernels_supported();

@@ -1,0 +1,153 @@
+// Loading OpenBLAS at run time and deciding whether matmul uses it (why: blas.hpp).
+#include "core/blas.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/isa.hpp"
+#include "weft/error.hpp"
+
+namespace weft::blas {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::avx512: return "AVX-512";
+    case Isa::avx2: return "AVX2";
+    case Isa::baseline: break;
+  }
+  return "baseline x86-64";
+}
+
+// Where OpenBLAS is looked for: WEFT_OPENBLAS alone when set; else Debian's pthread flavour (the one whose
+// single-threaded calls from many threads are safe and which starts no OpenMP runtime), else whichever
+// flavour the system's alternatives point the soname at.
+std::vector<std::string> candidates() {
+  if (const char* path = std::getenv("WEFT_OPENBLAS"); path && *path) return {path};
+  std::vector<std::string> out;
+#if defined(WEFT_OPENBLAS_DIR)
+  out.push_back(std::string(WEFT_OPENBLAS_DIR) + "/openblas-pthread/libopenblas.so.0");
+#endif
+  out.push_back("libopenblas.so.0");
+  return out;
+}
+
+Backend load(Mode mode) {
+  Backend eigen;
+  if (mode == Mode::eigen) {
+    eigen.description = "WEFT_GEMM=eigen";
+    return eigen;
+  }
+  void* handle = nullptr;
+  std::string tried;
+  for (const std::string& path : candidates()) {
+    handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle) break;
+    const char* why = ::dlerror();
+    tried += (tried.empty() ? "" : "; ") + (why ? std::string(why) : path);
+  }
+  if (!handle) {
+    if (mode == Mode::openblas) throw InvalidArgument("WEFT_GEMM=openblas: cannot load OpenBLAS: " + tried);
+    eigen.description = "no OpenBLAS: " + tried;
+    return eigen;
+  }
+  using CharFn = char* (*)();
+  using SetThreadsFn = void (*)(int);
+  auto corename_fn = reinterpret_cast<CharFn>(::dlsym(handle, "openblas_get_corename"));
+  auto config_fn = reinterpret_cast<CharFn>(::dlsym(handle, "openblas_get_config"));
+  auto set_threads = reinterpret_cast<SetThreadsFn>(::dlsym(handle, "openblas_set_num_threads"));
+  auto sgemm = reinterpret_cast<Sgemm>(::dlsym(handle, "sgemm_"));
+  auto dgemm = reinterpret_cast<Dgemm>(::dlsym(handle, "dgemm_"));
+  if (!corename_fn || !config_fn || !set_threads || !sgemm || !dgemm) {
+    // Not OpenBLAS (a reference BLAS under that name would also skip zero terms, losing NaN * 0 = NaN).
+    if (mode == Mode::openblas) throw InvalidArgument("WEFT_GEMM=openblas: the library loaded is not OpenBLAS");
+    eigen.description = "the library loaded as OpenBLAS lacks its entry points";
+    return eigen;
+  }
+  const std::string corename = corename_fn() ? corename_fn() : "unknown";
+  std::string version = config_fn() ? config_fn() : "OpenBLAS";
+  if (const auto second_space = version.find(' ', version.find(' ') + 1); second_space != std::string::npos) {
+    version.resize(second_space);  // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21"
+  }
+  const Isa core = core_isa(corename);
+  const Isa cpu = cpu_isa([](std::string_view f) { return isa::cpu_supports(f); });
+  if (!use_openblas(mode, core, cpu)) {
+    // The library stays loaded (unloading a library with threads of its own is not safe); it computes nothing.
+    eigen.description = version + " chose its " + corename + " kernels (" + isa_name(core) + ") on this " +
+                        isa_name(cpu) + " CPU; OPENBLAS_CORETYPE names the right ones";
+    return eigen;
+  }
+  set_threads(1);  // every call on the caller's thread: weft's workers own the cores
+  Backend out;
+  out.sgemm = sgemm;
+  out.dgemm = dgemm;
+  out.description = version + " (" + corename + " kernels" + (mode == Mode::openblas ? ", WEFT_GEMM=openblas" : "") + ")";
+  return out;
+}
+
+}  // namespace
+
+Isa core_isa(std::string_view corename) {
+  const std::string name = lower(corename);
+  for (const char* avx512 : {"skylakex", "cooperlake", "sapphirerapids"}) {
+    if (name == avx512) return Isa::avx512;
+  }
+  for (const char* avx2 : {"haswell", "zen", "excavator"}) {
+    if (name == avx2) return Isa::avx2;
+  }
+  return Isa::baseline;
+}
+
+Isa cpu_isa(const std::function<bool(std::string_view)>& supported) {
+  if (supported("avx512f") && supported("avx512bw") && supported("avx512dq") && supported("avx512vl")) {
+    return Isa::avx512;
+  }
+  if (supported("avx2") && supported("fma")) return Isa::avx2;
+  return Isa::baseline;
+}
+
+Mode parse_mode(const char* value) {
+  if (value == nullptr) return Mode::automatic;
+  const std::string v = value;
+  if (v == "auto") return Mode::automatic;
+  if (v == "eigen") return Mode::eigen;
+  if (v == "openblas") return Mode::openblas;
+  throw InvalidArgument("WEFT_GEMM=" + v + ": expected auto, eigen or openblas");
+}
+
+bool use_openblas(Mode mode, Isa core, Isa cpu) {
+  switch (mode) {
+    case Mode::eigen: return false;
+    case Mode::openblas: return true;
+    case Mode::automatic: break;
+  }
+  // Kernels for a better ISA than the CPU's would not be chosen by OpenBLAS; for a worse one they are what
+  // makes a misdetected OpenBLAS slow. Below AVX2 Eigen's own kernels are as good.
+  return core == cpu && cpu != Isa::baseline;
+}
+
+const Backend& backend() {
+  static const Backend chosen = load(parse_mode(std::getenv("WEFT_GEMM")));
+  return chosen;
+}
+
+bool worth_gemm(std::int64_t m, std::int64_t k, std::int64_t n) {
+  // Below 32^3 multiply-adds both libraries are mostly call overhead; OpenBLAS wins on large products.
+  constexpr double kMinWork = 32.0 * 32.0 * 32.0;
+  if (m <= 0 || k <= 0 || n <= 0 || m > INT_MAX || k > INT_MAX || n > INT_MAX) return false;
+  return static_cast<double>(m) * static_cast<double>(k) * static_cast<double>(n) >= kMinWork;
+}
+
+}  // namespace weft::blas

@@ -1,0 +1,67 @@
+// OpenBLAS as matmul's backend for large float32/float64 products, when it runs kernels made for this CPU.
+//
+// Why: Eigen 3.4's GEMM (48x4 AVX-512 micro-kernel) tops out near 137 GFLOP/s on one core of the AMD EPYC
+// (Zen 5) we measure on, at every shape; Debian's OpenBLAS 0.3.21 with its AVX-512 (SkylakeX) kernels reaches
+// 200 at 256x784x512 and 176 at 98x256x512 (the weight gradients of a training step), and the same as Eigen
+// at 32 rows. But OpenBLAS picks its kernels from the CPU's model number, and 0.3.21 does not know newer
+// CPUs: on this one it runs its AVX2 kernels (92 GFLOP/s, slower than Eigen), on a Sapphire Rapids its SSE3
+// ones (about 10x slower). So matmul uses OpenBLAS only when the kernels OpenBLAS chose use this CPU's best
+// vector ISA (OPENBLAS_CORETYPE=SKYLAKEX tells 0.3.21 what this CPU is); otherwise it stays with Eigen.
+//
+// OpenBLAS is loaded at run time (dlopen, on the first product large enough to use it), never linked: no
+// build or package of weft depends on it, and a process that does no large matmul never loads it. Debian's
+// pthread flavour is looked for (libopenblas0-pthread); every call runs single-threaded on the calling thread
+// (openblas_set_num_threads(1)): weft runs one replica per worker and owns the cores. OpenBLAS's own pool
+// threads, started when it loads, stay asleep.
+//
+// WEFT_GEMM chooses: "auto" (default) as above, "eigen" never loads OpenBLAS, "openblas" uses it whatever
+// kernels it picked (tests of the OpenBLAS path on any CPU). WEFT_OPENBLAS names the library file to load.
+// Internal to the core: linalg.cc is its only user; weft::matmul_backend() (ops.hpp) reports the choice.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace weft::blas {
+
+// The Fortran-ABI GEMMs every BLAS exports (column-major; all arguments by pointer).
+using Sgemm = void (*)(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
+                       const float* beta, float* c, const int* ldc);
+using Dgemm = void (*)(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+                       const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
+                       const double* beta, double* c, const int* ldc);
+
+// The vector ISA a CPU offers, or an OpenBLAS kernel set is written for, ordered.
+enum class Isa { baseline, avx2, avx512 };
+
+// The ISA of the kernels OpenBLAS names with openblas_get_corename() ("SkylakeX", "Haswell", "Zen", ...;
+// any case); baseline for the names of older or unknown cores.
+Isa core_isa(std::string_view corename);
+// The best of those ISAs `supported` (a __builtin_cpu_supports-style predicate) says this CPU has.
+Isa cpu_isa(const std::function<bool(std::string_view)>& supported);
+
+// What WEFT_GEMM asks for.
+enum class Mode { automatic, eigen, openblas };
+// Parses a WEFT_GEMM value (unset = nullptr = automatic); anything else is an InvalidArgument naming it.
+Mode parse_mode(const char* value);
+
+// The decision, as a pure function of its inputs so tests can inject them: whether matmul uses a loaded
+// OpenBLAS whose kernels are for `core` on a CPU with `cpu`.
+bool use_openblas(Mode mode, Isa core, Isa cpu);
+
+// The backend of this process, decided once (on first use; WEFT_GEMM read then).
+struct Backend {
+  Sgemm sgemm = nullptr;  // both null: Eigen computes every product
+  Dgemm dgemm = nullptr;
+  // "OpenBLAS 0.3.21 (SkylakeX kernels)" when used; else why not ("WEFT_GEMM=eigen", "no OpenBLAS: ...").
+  std::string description;
+};
+const Backend& backend();
+
+// Whether a product of these sizes goes to the backend's GEMM: large enough that both libraries run their
+// blocked kernels (measured alike below), and sizes that fit BLAS's int arguments.
+bool worth_gemm(std::int64_t m, std::int64_t k, std::int64_t n);
+
+}  // namespace weft::blas

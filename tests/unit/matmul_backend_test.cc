@@ -1,0 +1,165 @@
+// matmul's choice between Eigen and OpenBLAS (src/core/blas.hpp): the decision with injected inputs (the
+// kernels OpenBLAS chose, the CPU, WEFT_GEMM), the sizes that go to a BLAS, and this process's backend as
+// ctest runs it: unit_matmul_backend_test with the default setting, and again with WEFT_GEMM=eigen and with
+// WEFT_GEMM=openblas (tests/CMakeLists.txt), where the products below must still equal the reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../support/arrays.hpp"
+#include "../support/errors.hpp"
+#include "core/blas.hpp"
+#include "weft/array.hpp"
+#include "weft/error.hpp"
+#include "weft/ops.hpp"
+
+namespace weft {
+namespace {
+
+using blas::Isa;
+using blas::Mode;
+using testing::ErrorOf;
+
+TEST(MatmulBackend, KernelNamesMapToTheirIsa) {
+  struct Case {
+    const char* corename;
+    Isa isa;
+  };
+  const Case cases[] = {
+      {"SkylakeX", Isa::avx512}, {"Cooperlake", Isa::avx512}, {"SapphireRapids", Isa::avx512},
+      {"COOPERLAKE", Isa::avx512}, {"Haswell", Isa::avx2},    {"Zen", Isa::avx2},
+      {"Excavator", Isa::avx2},  {"Prescott", Isa::baseline}, {"Sandybridge", Isa::baseline},
+      {"Nehalem", Isa::baseline}, {"", Isa::baseline},        {"SkylakeXX", Isa::baseline},
+  };
+  for (const Case& c : cases) EXPECT_EQ(blas::core_isa(c.corename), c.isa) << c.corename;
+}
+
+TEST(MatmulBackend, CpuIsaNeedsEveryFeatureOfTheLevel) {
+  auto cpu_with = [](std::set<std::string> features) {
+    return [features = std::move(features)](std::string_view f) { return features.count(std::string(f)) > 0; };
+  };
+  EXPECT_EQ(blas::cpu_isa(cpu_with({"avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl"})), Isa::avx512);
+  EXPECT_EQ(blas::cpu_isa(cpu_with({"avx2", "fma", "avx512f", "avx512bw", "avx512dq"})), Isa::avx2);  // no VL
+  EXPECT_EQ(blas::cpu_isa(cpu_with({"avx2", "fma"})), Isa::avx2);
+  EXPECT_EQ(blas::cpu_isa(cpu_with({"avx2"})), Isa::baseline);  // AVX2 without FMA
+  EXPECT_EQ(blas::cpu_isa(cpu_with({})), Isa::baseline);
+}
+
+TEST(MatmulBackend, AutoUsesOpenBlasOnlyWithKernelsForThisCpu) {
+  struct Case {
+    Isa core, cpu;
+    bool use;
+    const char* why;
+  };
+  const Case cases[] = {
+      {Isa::avx512, Isa::avx512, true, "SkylakeX kernels on an AVX-512 CPU"},
+      {Isa::avx2, Isa::avx512, false, "OpenBLAS 0.3.21 on a Zen 5: Haswell kernels, slower than Eigen"},
+      {Isa::baseline, Isa::avx512, false, "OpenBLAS 0.3.21 on a Sapphire Rapids: Prescott kernels, ~10x slower"},
+      {Isa::avx2, Isa::avx2, true, "Haswell or Zen kernels on an AVX2 CPU"},
+      {Isa::baseline, Isa::baseline, false, "an old CPU: Eigen's kernels are as good"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(blas::use_openblas(Mode::automatic, c.core, c.cpu), c.use) << c.why;
+    EXPECT_FALSE(blas::use_openblas(Mode::eigen, c.core, c.cpu)) << c.why;
+    EXPECT_TRUE(blas::use_openblas(Mode::openblas, c.core, c.cpu)) << c.why;
+  }
+}
+
+TEST(MatmulBackend, SettingParsesOrNamesTheRule) {
+  EXPECT_EQ(blas::parse_mode(nullptr), Mode::automatic);
+  EXPECT_EQ(blas::parse_mode("auto"), Mode::automatic);
+  EXPECT_EQ(blas::parse_mode("eigen"), Mode::eigen);
+  EXPECT_EQ(blas::parse_mode("openblas"), Mode::openblas);
+  EXPECT_EQ(ErrorOf<InvalidArgument>([] { blas::parse_mode("OpenBLAS"); }),
+            "WEFT_GEMM=OpenBLAS: expected auto, eigen or openblas");
+  EXPECT_EQ(ErrorOf<InvalidArgument>([] { blas::parse_mode(""); }), "WEFT_GEMM=: expected auto, eigen or openblas");
+}
+
+TEST(MatmulBackend, OnlyProductsOfBlockedSizeGoToTheBlas) {
+  EXPECT_TRUE(blas::worth_gemm(32, 32, 32));
+  EXPECT_FALSE(blas::worth_gemm(31, 32, 32));
+  EXPECT_TRUE(blas::worth_gemm(32, 784, 512));  // a training step's forward product
+  EXPECT_TRUE(blas::worth_gemm(1, 1 << 20, 1));
+  EXPECT_FALSE(blas::worth_gemm(0, 1 << 20, 1 << 20));
+  EXPECT_FALSE(blas::worth_gemm(std::int64_t{INT_MAX} + 1, 64, 64));  // BLAS sizes are int
+  EXPECT_TRUE(blas::worth_gemm(INT_MAX, 64, 64));
+}
+
+// This process, as ctest set it up: the backend named is the one WEFT_GEMM asked for.
+TEST(MatmulBackend, ThisProcessUsesWhatTheSettingAsks) {
+  const char* setting = std::getenv("WEFT_GEMM");
+  const std::string backend = matmul_backend();
+  SCOPED_TRACE(backend);
+  if (setting && std::string(setting) == "eigen") {
+    EXPECT_EQ(backend.rfind("Eigen 3.4", 0), 0u);
+    EXPECT_NE(backend.find("(WEFT_GEMM=eigen)"), std::string::npos);
+  } else if (setting && std::string(setting) == "openblas") {
+    // ./test installs Debian's libopenblas0-pthread; elsewhere the forced setting must say it cannot load.
+    EXPECT_EQ(backend.rfind("OpenBLAS 0.3", 0), 0u);
+    EXPECT_NE(backend.find("WEFT_GEMM=openblas"), std::string::npos);
+  } else {
+    EXPECT_TRUE(backend.rfind("OpenBLAS", 0) == 0 || backend.rfind("Eigen 3.4", 0) == 0);
+  }
+}
+
+// NaN and infinity propagate through a product large enough for the BLAS as numpy says (NaN * 0 = NaN,
+// inf * 0 = NaN): a BLAS that skipped zero terms (the reference BLAS does) would return 0 here.
+TEST(MatmulBackend, NanAndInfinityPropagateThroughLargeProducts) {
+  const std::int64_t n = 48;
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  std::vector<double> a(n * n, 0.0), b(n * n, 1.0);
+  for (std::int64_t j = 0; j < n; ++j) b[5 * n + j] = 0.0;  // row 5 of b is zero
+  a[3 * n + 5] = nan;  // row 3 of the result: NaN * 0 in every column
+  a[7 * n + 5] = inf;  // row 7: inf * 0
+  a[9 * n + 6] = inf;  // row 9: inf * 1
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Array c = matmul(Array::from_doubles(a, {n, n}, dtype), Array::from_doubles(b, {n, n}, dtype));
+    for (std::int64_t j = 0; j < n; ++j) {
+      EXPECT_TRUE(std::isnan(c.value_at(3 * n + j))) << dtype_name(dtype) << " column " << j;
+      EXPECT_TRUE(std::isnan(c.value_at(7 * n + j))) << dtype_name(dtype) << " column " << j;
+      EXPECT_EQ(c.value_at(9 * n + j), inf) << dtype_name(dtype) << " column " << j;
+      EXPECT_EQ(c.value_at(0 * n + j), 0.0) << dtype_name(dtype) << " column " << j;
+    }
+  }
+}
+
+// Every transpose combination of a BLAS-sized product, float32 and float64, against a double-precision
+// triple loop, within a rounding bound relative to the sum of |terms|.
+TEST(MatmulBackend, LargeProductsMatchTheReferenceInEveryTransposeCombination) {
+  const std::int64_t m = 37, k = 70, n = 53;  // sizes off every library's register blocks
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        const Array a = testing::SampleReals(ta ? Shape{k, m} : Shape{m, k}, dtype, 3);
+        const Array b = testing::SampleReals(tb ? Shape{n, k} : Shape{k, n}, dtype, 4);
+        const Array c = matmul(a, b, {ta, tb});
+        double worst = 0;
+        for (std::int64_t i = 0; i < m; ++i) {
+          for (std::int64_t j = 0; j < n; ++j) {
+            double want = 0, scale = 0;
+            for (std::int64_t p = 0; p < k; ++p) {
+              const double x = a.value_at(ta ? p * m + i : i * k + p);
+              const double y = b.value_at(tb ? j * k + p : p * n + j);
+              want += x * y;
+              scale += std::abs(x * y);
+            }
+            worst = std::max(worst, std::abs(c.value_at(i * n + j) - want) / (scale + 1e-300));
+          }
+        }
+        const double eps = dtype == DType::f32 ? 1.2e-7 : 2.3e-16;
+        EXPECT_LT(worst, 4 * k * eps) << dtype_name(dtype) << (ta ? " a.T" : " a") << (tb ? " @ b.T" : " @ b");
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace weft
