@@ -24,6 +24,10 @@
 # wait, before each run, for idle CPUs; default 120, 0 = don't wait), SKIP_BUILD=1 (don't build weft),
 # PT_BLAS and PT_CORETYPE (PyTorch's BLAS, below), PT_THREADS (threads of pt-1, default all cores).
 #
+# weft runs with the same OPENBLAS_CORETYPE as PyTorch: its matmul takes OpenBLAS (Debian's pthread build) for
+# large products only when OpenBLAS runs kernels made for the CPU, which 0.3.21 does here only when told
+# (src/core/blas.hpp); each run's JSON names the backend it used ("matmul").
+#
 # PyTorch's BLAS: Debian's torch 1.13 does its float32 matmuls in whatever libblas.so.3 the loader finds; the
 # default alternative here is the reference BLAS (~3 GFLOP/s), and Debian's OpenBLAS 0.3.21 does not know
 # this CPU (family 6 model 207) and falls back to its Prescott kernels (~10x slower than its AVX-512 ones).
@@ -51,6 +55,8 @@ PT_CORETYPE="${PT_CORETYPE-SKYLAKEX}"
 PT_THREADS="${PT_THREADS:-$(nproc)}"
 PY=/usr/bin/python3
 WEFT_TRAIN="$BUILD/bin/train_fashion_mnist"
+WEFT_ENV=(env)
+[ -n "$PT_CORETYPE" ] && WEFT_ENV=(env "OPENBLAS_CORETYPE=$PT_CORETYPE")
 WEFTRUN="$BUILD/bin/weftrun"
 ALL_LAYOUTS="weft-1 pt-1 weft-dp8 pt-ddp weft-dp8r weft-dp4xmp2 pt-ddp-cores weft-zero8"
 [ "$INSTANCES" -gt 1 ] && ALL_LAYOUTS="$ALL_LAYOUTS weft-2x4"
@@ -104,16 +110,16 @@ layout_cmd() {  # layout_cmd LAYOUT CSV
     weft-*) [ "$WEFT_OK" = 1 ] || return 0 ;;
   esac
   case "$layout" in
-    weft-1) CMD=("$WEFT_TRAIN" --devices 1 "${common[@]}") ;;
-    weft-dp8) CMD=("$WEFT_TRAIN" --devices "$DEVICES" "${common[@]}") ;;
-    weft-dp8r) CMD=("$WEFT_TRAIN" --devices "$DEVICES" --replicated-update "${common[@]}") ;;
-    weft-dp4xmp2) CMD=("$WEFT_TRAIN" --devices "$DEVICES" --model-parallel 2 "${common[@]}") ;;
-    weft-zero8) CMD=("$WEFT_TRAIN" --devices "$DEVICES" --zero "${common[@]}") ;;
+    weft-1) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices 1 "${common[@]}") ;;
+    weft-dp8) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" "${common[@]}") ;;
+    weft-dp8r) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --replicated-update "${common[@]}") ;;
+    weft-dp4xmp2) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --model-parallel 2 "${common[@]}") ;;
+    weft-zero8) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --zero "${common[@]}") ;;
     weft-2x4)
       [ -x "$WEFTRUN" ] || { log "$WEFTRUN missing: skipping weft-2x4"; return 0; }
       # shellcheck disable=SC2206
-      CMD=("$WEFTRUN" --num-instances "$INSTANCES" --num-replicas "$DEVICES" --only-output-from-instance 0
-           "$WEFT_TRAIN" $WEFTRUN_ARGS "${common[@]}") ;;
+      CMD=("${WEFT_ENV[@]}" "$WEFTRUN" --num-instances "$INSTANCES" --num-replicas "$DEVICES"
+           --only-output-from-instance 0 "$WEFT_TRAIN" $WEFTRUN_ARGS "${common[@]}") ;;
     pt-1)
       blas_env "$PT_BLAS" "$PT_CORETYPE"
       CMD=("${BLAS_ENV[@]}" "$PY" "$ROOT/bench/pytorch_mlp.py" --ranks 1 --threads "$PT_THREADS" "${common[@]}") ;;
@@ -208,6 +214,8 @@ machine() {
        "$([ "$PT_BLAS" = system ] && readlink -f "$BENCH_LIBDIR/libblas.so.3" || echo "$BENCH_LIBDIR/$PT_BLAS")," \
        "OPENBLAS_CORETYPE=${PT_CORETYPE:-(unset)}; pt-1 with $PT_THREADS thread(s), pt-ddp $DEVICES ranks x 1 thread," \
        "pt-ddp-cores $CORE_RANKS ranks x 1 thread, gloo"
+  echo "weft: ${WEFT_ENV[*]:1} matmul on $("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices 1 --steps 1 --train-limit 256 \
+       --no-eval --data "$DATA" --json 2>/dev/null | tail -1 | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["matmul"])')"
   echo "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg);" \
        "runs started on a busy machine: $BUSY_STARTS"
 }

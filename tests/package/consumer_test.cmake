@@ -102,7 +102,9 @@ elseif(MODE STREQUAL "pkg_config")
 elseif(MODE STREQUAL "add_subdirectory")
   set(build ${WORK_DIR}/add_subdirectory)
   file(REMOVE_RECURSE ${build})
-  run(${CMAKE_COMMAND} -S ${here}/add_subdirectory -B ${build} -DCMAKE_BUILD_TYPE=Release
+  # A host project without a build type (no -O flags), which weft must leave alone: the embedded library
+  # compiles in 71 s instead of 115 s (Release) on 2 cores, and the consumer's pmap + psum run the same.
+  run(${CMAKE_COMMAND} -S ${here}/add_subdirectory -B ${build} -DCMAKE_BUILD_TYPE=
       -DCMAKE_CXX_COMPILER=${CXX} -DWEFT_SOURCE_DIR=${SOURCE_DIR} -DWEFT_ARCH=${WEFT_ARCH})
   # Only the consumer and what it needs: the library (the configure step checked nothing else exists).
   run(${CMAKE_COMMAND} --build ${build} -j ${JOBS} --target consumer)
