@@ -30,7 +30,8 @@
 #
 # PyTorch's BLAS: Debian's torch 1.13 does its float32 matmuls in whatever libblas.so.3 the loader finds; the
 # default alternative here is the reference BLAS (~3 GFLOP/s), and Debian's OpenBLAS 0.3.21 does not know
-# this CPU (family 6 model 207) and falls back to its Prescott kernels (~10x slower than its AVX-512 ones).
+# newer CPUs: on an Intel family 6 model 207 it falls back to its Prescott kernels (~10x slower than its
+# AVX-512 ones), on the AMD EPYC (Zen 5) VM to its Haswell (AVX2) ones (~1.5x slower at these shapes).
 # bench/pytorch_blas_probe.sh measured the candidates (its header has the numbers); the fastest is the
 # default here: OpenBLAS's OpenMP build with OPENBLAS_CORETYPE=SKYLAKEX (COOPERLAKE runs the same float32
 # kernels and measured the same; 0.3.21 has no SAPPHIRERAPIDS), chosen per run with LD_LIBRARY_PATH (the
