@@ -50,8 +50,11 @@ class StartLine {
 TEST(ConcurrentFirstCalls, ManyThreadsFirstCallingOnePmapWithMixedSignatures) {
   Runtime rt({.device_count = 4, .collective_warn_s = 30, .collective_timeout_s = 30, .log_level = "error"});
   constexpr int kThreads = 8;
-  // Several rounds, each with a fresh pmapped function: every round races on an empty program cache.
-  constexpr int kRounds = 1000;
+  // Several rounds, each with a fresh pmapped function: every round races on an empty program cache. Under a
+  // sanitizer fewer: ThreadSanitizer reports a race from any one round whose accesses are unordered (it does
+  // not need the race to go wrong, which is what the many rounds of a plain build fish for), and 1000 rounds
+  // took 105 s there, the longest test of ./test.
+  constexpr int kRounds = WEFT_TEST_UNDER_SANITIZER ? 150 : 1000;
   std::atomic<int> wrong{0};
   std::mutex failures_mutex;
   std::vector<std::string> failures;
@@ -92,7 +95,8 @@ TEST(ConcurrentFirstCalls, ManyThreadsFirstCallingOnePmapWithMixedSignatures) {
 TEST(ConcurrentFirstCalls, CopiesOfAPmappedFunctionCalledConcurrently) {
   Runtime rt({.device_count = 2, .collective_warn_s = 30, .collective_timeout_s = 30, .log_level = "error"});
   constexpr int kThreads = 6;
-  for (int round = 0; round < 200; ++round) {
+  constexpr int kRounds = WEFT_TEST_UNDER_SANITIZER ? 60 : 200;  // as above
+  for (int round = 0; round < kRounds; ++round) {
     auto f = pmap([](Replica& r, const Array& x) { return r.pmax(x, "i"); }, {.axis = "i", .runtime = &rt});
     std::vector<decltype(f)> copies(kThreads, f);  // copies share nothing that is filled without a lock
     StartLine start(kThreads);
