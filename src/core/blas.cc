@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <semaphore>
 #include <string>
 #include <vector>
 
@@ -137,6 +139,24 @@ bool use_openblas(Mode mode, Isa core, Isa cpu) {
   // makes a misdetected OpenBLAS slow. Below AVX2 Eigen's own kernels are as good.
   return core == cpu && cpu != Isa::baseline;
 }
+
+namespace {
+std::counting_semaphore<CallSlot::kMaxCallsInFlight>& call_slots() {
+  static std::counting_semaphore<CallSlot::kMaxCallsInFlight> slots(CallSlot::kMaxCallsInFlight);
+  return slots;
+}
+}  // namespace
+
+CallSlot::CallSlot() {
+  // A slot frees as soon as a call returns, so this wait is short; the deadline is weft's rule for every
+  // blocking wait (a hung BLAS call becomes an error instead of a silent hang of every other caller).
+  constexpr auto kDeadline = std::chrono::seconds(300);
+  if (!call_slots().try_acquire_for(kDeadline)) {
+    throw Error("matmul: waited " + std::to_string(kDeadline.count()) + " s for one of the " +
+                std::to_string(kMaxCallsInFlight) + " OpenBLAS call slots; the calls holding them do not return");
+  }
+}
+CallSlot::~CallSlot() { call_slots().release(); }
 
 const Backend& backend() {
   static const Backend chosen = load(parse_mode(std::getenv("WEFT_GEMM")));

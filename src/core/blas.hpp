@@ -60,6 +60,21 @@ struct Backend {
 };
 const Backend& backend();
 
+// Held around every call into the backend's GEMM. OpenBLAS gives each thread inside a call a work buffer from
+// a table sized when it was built (Debian's: 128 slots, then 512 more after a warning on stderr; past those
+// it ends the process). With WEFT_SCHEDULER=threads every device is a thread, so more calls than that could
+// be in flight: at most kMaxCallsInFlight run at once and the others wait for a slot. A call waits on
+// nothing, so the wait is short and cannot deadlock; the product never falls back to Eigen instead, which
+// would make a run's rounding depend on timing.
+class CallSlot {
+ public:
+  static constexpr int kMaxCallsInFlight = 64;
+  CallSlot();
+  ~CallSlot();
+  CallSlot(const CallSlot&) = delete;
+  CallSlot& operator=(const CallSlot&) = delete;
+};
+
 // Whether a product of these sizes goes to the backend's GEMM: large enough that both libraries run their
 // blocked kernels (measured alike below), and sizes that fit BLAS's int arguments.
 bool worth_gemm(std::int64_t m, std::int64_t k, std::int64_t n);

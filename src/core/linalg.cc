@@ -41,6 +41,7 @@ void blas_gemm(Gemm gemm, const T* a, const T* b, T* c, Index m, Index k, Index 
   const int rows = static_cast<int>(n), cols = static_cast<int>(m), depth = static_cast<int>(k);
   const int ldb = static_cast<int>(tb ? k : n), lda = static_cast<int>(ta ? m : k), ldc = static_cast<int>(n);
   const T one = 1, zero = 0;
+  const blas::CallSlot slot;
   gemm(tb ? "T" : "N", ta ? "T" : "N", &rows, &cols, &depth, &one, b, &ldb, a, &lda, &zero, c, &ldc);
 }
 

@@ -1,10 +1,12 @@
 // matmul's choice between Eigen and OpenBLAS (src/core/blas.hpp): the decision with injected inputs (the
 // kernels OpenBLAS chose, the CPU, WEFT_GEMM), the sizes that go to a BLAS, and this process's backend as
 // ctest runs it: unit_matmul_backend_test with the default setting, and again with WEFT_GEMM=eigen and with
-// WEFT_GEMM=openblas (tests/CMakeLists.txt), where the products below must still equal the reference.
+// WEFT_GEMM=openblas (tests/CMakeLists.txt), where the products below must still equal the reference, also
+// from more threads at once than OpenBLAS has work buffers for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "../support/arrays.hpp"
@@ -159,6 +162,34 @@ TEST(MatmulBackend, LargeProductsMatchTheReferenceInEveryTransposeCombination) {
       }
     }
   }
+}
+
+// More threads than OpenBLAS has work buffers for, each computing large products at once (the threads
+// scheduler runs every device as a thread): every result is the reference's. At most
+// CallSlot::kMaxCallsInFlight calls run inside the BLAS together; the rest wait their turn. (The one test
+// of this tier that starts threads.)
+TEST(MatmulBackend, ManyThreadsAtOnceEachGetTheirOwnProduct) {
+  constexpr int kThreads = 3 * blas::CallSlot::kMaxCallsInFlight;
+  const std::int64_t n = 40;
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // A diagonal matrix times the all-ones matrix: every element of row i is (t + i), exactly.
+      std::vector<double> diagonal(n * n, 0.0);
+      for (std::int64_t i = 0; i < n; ++i) diagonal[i * n + i] = t + i;
+      const Array a = Array::from_doubles(diagonal, {n, n}, DType::f32);
+      const Array ones = Array::ones({n, n}, DType::f32);
+      for (int repeat = 0; repeat < 3; ++repeat) {
+        const Array c = matmul(a, ones);
+        for (std::int64_t i = 0; i < n * n; ++i) {
+          if (c.value_at(i) != static_cast<double>(t + i / n)) ++wrong;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 }  // namespace
