@@ -74,6 +74,7 @@ Backend load(Mode mode) {
   auto dgemm = reinterpret_cast<Dgemm>(::dlsym(handle, "dgemm_"));
   if (!corename_fn || !config_fn || !set_threads || !sgemm || !dgemm) {
     // Not OpenBLAS (a reference BLAS under that name would also skip zero terms, losing NaN * 0 = NaN).
+    ::dlclose(handle);  // no OpenBLAS threads to outlive it
     if (mode == Mode::openblas) throw InvalidArgument("WEFT_GEMM=openblas: the library loaded is not OpenBLAS");
     eigen.description = "the library loaded as OpenBLAS lacks its entry points";
     return eigen;
@@ -88,14 +89,17 @@ Backend load(Mode mode) {
   if (!use_openblas(mode, core, cpu)) {
     // The library stays loaded (unloading a library with threads of its own is not safe); it computes nothing.
     eigen.description = version + " chose its " + corename + " kernels (" + isa_name(core) + ") on this " +
-                        isa_name(cpu) + " CPU; OPENBLAS_CORETYPE names the right ones";
+                        isa_name(cpu) + " CPU; " +
+                        (core == cpu ? "below AVX2 Eigen's kernels are as good"
+                                     : "OPENBLAS_CORETYPE names the ones for this CPU");
     return eigen;
   }
   set_threads(1);  // every call on the caller's thread: weft's workers own the cores
   Backend out;
   out.sgemm = sgemm;
   out.dgemm = dgemm;
-  out.description = version + " (" + corename + " kernels" + (mode == Mode::openblas ? ", WEFT_GEMM=openblas" : "") + ")";
+  out.description =
+      version + " (" + corename + " kernels" + (mode == Mode::openblas ? ", WEFT_GEMM=openblas" : "") + ")";
   return out;
 }
 

@@ -69,6 +69,11 @@ void log_configuration(const RuntimeOptions& given, const Runtime::Impl& rt) {
       source(given.flight_recorder >= 0, "WEFT_FLIGHT_RECORDER", "flight_recorder"));
   add("WEFT_DUMP", o.dump_dir.empty() ? "none" : o.dump_dir, source(!given.dump_dir.empty(), "WEFT_DUMP", "dump_dir"));
   add("WEFT_SCHEDULER", o.scheduler, source(!given.scheduler.empty(), "WEFT_SCHEDULER", "scheduler"));
+  // matmul's library: read by the array core itself, from the environment only (arrays compute without a
+  // Runtime); weft::matmul_backend() says what it chose.
+  add("WEFT_GEMM", env("WEFT_GEMM") ? env("WEFT_GEMM") : "auto", env("WEFT_GEMM") ? "(environment)" : "(default)");
+  add("WEFT_OPENBLAS", env("WEFT_OPENBLAS") ? env("WEFT_OPENBLAS") : "unset (Debian's openblas-pthread, then libopenblas.so.0)",
+      env("WEFT_OPENBLAS") ? "(environment)" : "(default)");
   // Set by the launcher (docs/settings.md), read from the environment only.
   for (const char* variable : {"WEFT_NUM_INSTANCES", "WEFT_NUM_REPLICAS", "WEFT_JOB_DIR"})
     add(variable, env(variable) ? env(variable) : "unset", env(variable) ? "(environment, set by weftrun)" : "(not launched by weftrun)");

@@ -26,6 +26,7 @@ std::string RunAt(const char* level, double timeout_s, const char* subsys = null
   ScopedEnv debug("WEFT_DEBUG", level);
   ScopedEnv filter("WEFT_DEBUG_SUBSYS", subsys);
   ScopedEnv log("WEFT_LOG", nullptr);
+  ScopedEnv gemm("WEFT_GEMM", nullptr);
   ::testing::internal::CaptureStderr();
   {
     Runtime rt({.device_count = 2, .collective_warn_s = 0.1, .collective_timeout_s = timeout_s,
@@ -100,10 +101,11 @@ TEST(R22DebugLevels, EachLevelShowsItsLinesAndNoMore) {
                         "[init] config: WEFT_FLIGHT_RECORDER=64 collectives (default)",
                         "[init] config: WEFT_DEBUG_FILE=unset (stderr) (default)",
                         "[init] config: WEFT_SCHEDULER=",
+                        "[init] config: WEFT_GEMM=auto (default)",
                         "[init] config: WEFT_NUM_INSTANCES=unset (not launched by weftrun)",
                         "[proc 0] weft: info: [launch] a single process (no launcher), pid " + std::to_string(::getpid()),
                         "weft: info: [mem] 2 devices of unlimited memory each (WEFT_DEVICE_MEMORY)"});
-  EXPECT_EQ(CountOccurrences(info, "weft: info: [init] config: "), 17) << info;
+  EXPECT_EQ(CountOccurrences(info, "weft: info: [init] config: "), 19) << info;
   EXPECT_FALSE(Contains(info, "weft: debug:")) << info;
   ExpectEveryLineTagged(info);
 
