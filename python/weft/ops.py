@@ -7,7 +7,7 @@
 
 Values are numpy arrays; a variable's value is immutable, so in-place updates go through write / add_.
 
-And weft's array math (include/weft/ops.hpp), as PopXL's ops module has it: matmul (transpose_a/b),
+And weft's array math (include/weft/ops.hpp), as PopXL's ops module has it: matmul (transpose_a/b) and matmul_backend(),
 transpose, exp log log1p tanh sqrt rsqrt abs negative sign sigmoid relu, maximum minimum where clip,
 softmax log_softmax logsumexp, sum mean max min (axis: int, tuple or None; keepdims), argmax argmin, one_hot,
 take. numpy in, numpy out (read-only); JAX's dtype rules (float32 stays float32, a Python number takes the
@@ -55,6 +55,7 @@ def add_(variable, value):
 from ._weft import array_ops as _array_ops  # noqa: E402
 
 matmul = _array_ops.matmul
+matmul_backend = _array_ops.matmul_backend
 transpose = _array_ops.transpose
 exp = _array_ops.exp
 log = _array_ops.log

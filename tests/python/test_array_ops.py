@@ -91,6 +91,15 @@ def test_replicas_compute_with_the_ops_in_a_pmap():
         np.testing.assert_allclose(got[r], want, rtol=1e-4, atol=1e-5)
 
 
+def test_matmul_names_its_library_and_computes_large_products_right():
+    backend = weft.ops.matmul_backend()
+    assert backend.startswith(("OpenBLAS 0.3", "Eigen 3.4")), backend
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((40, 70)).astype(np.float32)  # large enough for a BLAS (from 32^3 multiply-adds)
+    b = rng.standard_normal((70, 50)).astype(np.float32)
+    np.testing.assert_allclose(weft.ops.matmul(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_errors_name_the_op_and_the_rule():
     with pytest.raises(weft.InvalidArgument, match=r"matmul: contracting dimensions differ: \(4, 7\) @ \(6, 2\)"):
         weft.ops.matmul(np.zeros((4, 7), np.float32), np.zeros((6, 2), np.float32))
