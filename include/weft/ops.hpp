@@ -35,11 +35,12 @@ struct MatmulOptions {
 // from the result; leading (batch) axes broadcast. float32, float64, bfloat16, float16 (computed in float32),
 // int32 and int64 (exact, wrapping). Mixed dtypes promote as the arithmetic operators do.
 Array matmul(const Array& a, const Array& b, MatmulOptions options = {});
-// Which library computes matmul in this process, and why: large float32/float64 products run on OpenBLAS when
+// Which library computes matmul in this process, and why: large float32 products run on oneDNN when it is
+// installed and has JIT kernels for this CPU, large float64 ones (and float32 without oneDNN) on OpenBLAS when
 // it is installed and runs kernels made for this CPU, everything else on Eigen (docs/array-math.md); e.g.
-// "OpenBLAS 0.3.21 (Cooperlake kernels) for float32/float64 products from 32^3 multiply-adds, Eigen 3.4.0".
-// WEFT_GEMM=eigen|openblas|auto overrides (docs/settings.md); an invalid value is an InvalidArgument here and
-// at the first large matmul.
+// "float32: oneDNN 2.6.3 (brg:avx512_core kernels); float64: OpenBLAS 0.3.21 (SkylakeX kernels); from 32^3
+// multiply-adds, Eigen 3.4.0 below". WEFT_GEMM=auto|eigen|openblas|onednn overrides (docs/settings.md); an
+// invalid value is an InvalidArgument here and at the first large matmul.
 std::string matmul_backend();
 // numpy.transpose: axis i of the result is axis perm[i] of x; an empty perm reverses the axes.
 Array transpose(const Array& x, const std::vector<int>& perm = {});

@@ -60,8 +60,8 @@ void init_array_ops(py::module_& parent) {
     return compute_released([&] { return matmul(x, y, {.transpose_a = transpose_a, .transpose_b = transpose_b}); });
   }, py::arg("a"), py::arg("b"), py::arg("transpose_a") = false, py::arg("transpose_b") = false);
   m.def("matmul_backend", &matmul_backend,
-        "Which library computes matmul in this process and why (OpenBLAS for large float products when it runs "
-        "kernels made for this CPU, else Eigen; WEFT_GEMM overrides)");
+        "Which library computes matmul in this process and why (oneDNN for large float32 products, OpenBLAS "
+        "for float64 ones when it runs kernels made for this CPU, else Eigen; WEFT_GEMM overrides)");
   m.def("transpose", [](py::handle x, std::optional<std::vector<int>> axes) {
     const Array a = to_array(x, "transpose");
     return compute_released([&] { return transpose(a, axes.value_or(std::vector<int>{})); });

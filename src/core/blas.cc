@@ -1,4 +1,4 @@
-// Loading OpenBLAS at run time and deciding whether matmul uses it (why: blas.hpp).
+// Loading OpenBLAS at run time and deciding which library computes matmul's large products (why: blas.hpp).
 #include "core/blas.hpp"
 
 #include <dlfcn.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/isa.hpp"
+#include "core/onednn.hpp"
 #include "weft/error.hpp"
 
 namespace weft::blas {
@@ -46,12 +47,20 @@ std::vector<std::string> candidates() {
   return out;
 }
 
-Backend load(Mode mode) {
-  Backend eigen;
-  if (mode == Mode::eigen) {
-    eigen.description = "WEFT_GEMM=eigen";
-    return eigen;
-  }
+std::counting_semaphore<CallSlot::kMaxCallsInFlight>& call_slots() {
+  static std::counting_semaphore<CallSlot::kMaxCallsInFlight> slots(CallSlot::kMaxCallsInFlight);
+  return slots;
+}
+
+// OpenBLAS, loaded and judged: its GEMMs when matmul uses it, else why not.
+struct OpenBlas {
+  Sgemm sgemm = nullptr;
+  Dgemm dgemm = nullptr;
+  std::string description, why;
+};
+
+OpenBlas load_openblas(Mode mode) {
+  OpenBlas out;
   void* handle = nullptr;
   std::string tried;
   for (const std::string& path : candidates()) {
@@ -62,8 +71,8 @@ Backend load(Mode mode) {
   }
   if (!handle) {
     if (mode == Mode::openblas) throw InvalidArgument("WEFT_GEMM=openblas: cannot load OpenBLAS: " + tried);
-    eigen.description = "no OpenBLAS: " + tried;
-    return eigen;
+    out.why = "no OpenBLAS: " + tried;
+    return out;
   }
   using CharFn = char* (*)();
   using SetThreadsFn = void (*)(int);
@@ -76,11 +85,13 @@ Backend load(Mode mode) {
     // Not OpenBLAS (a reference BLAS under that name would also skip zero terms, losing NaN * 0 = NaN).
     ::dlclose(handle);  // no OpenBLAS threads to outlive it
     if (mode == Mode::openblas) throw InvalidArgument("WEFT_GEMM=openblas: the library loaded is not OpenBLAS");
-    eigen.description = "the library loaded as OpenBLAS lacks its entry points";
-    return eigen;
+    out.why = "the library loaded as OpenBLAS lacks its entry points";
+    return out;
   }
-  const std::string corename = corename_fn() ? corename_fn() : "unknown";
-  std::string version = config_fn() ? config_fn() : "OpenBLAS";
+  const char* corename_text = corename_fn();
+  const char* config_text = config_fn();
+  const std::string corename = corename_text ? corename_text : "unknown";
+  std::string version = config_text ? config_text : "OpenBLAS";
   if (const auto second_space = version.find(' ', version.find(' ') + 1); second_space != std::string::npos) {
     version.resize(second_space);  // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21"
   }
@@ -88,18 +99,55 @@ Backend load(Mode mode) {
   const Isa cpu = cpu_isa([](std::string_view f) { return isa::cpu_supports(f); });
   if (!use_openblas(mode, core, cpu)) {
     // The library stays loaded (unloading a library with threads of its own is not safe); it computes nothing.
-    eigen.description = version + " chose its " + corename + " kernels (" + isa_name(core) + ") on this " +
-                        isa_name(cpu) + " CPU; " +
-                        (core == cpu ? "below AVX2 Eigen's kernels are as good"
-                                     : "OPENBLAS_CORETYPE names the ones for this CPU");
-    return eigen;
+    out.why = version + " chose its " + corename + " kernels (" + isa_name(core) + ") on this " + isa_name(cpu) +
+              " CPU; " +
+              (core == cpu ? "below AVX2 Eigen's kernels are as good" : "OPENBLAS_CORETYPE names the ones for this CPU");
+    return out;
   }
   set_threads(1);  // every call on the caller's thread: weft's workers own the cores
-  Backend out;
   out.sgemm = sgemm;
   out.dgemm = dgemm;
   out.description =
       version + " (" + corename + " kernels" + (mode == Mode::openblas ? ", WEFT_GEMM=openblas" : "") + ")";
+  return out;
+}
+
+Backend load(Mode mode) {
+  Backend out;
+  if (mode == Mode::eigen) {
+    out.eigen_float32 = out.eigen_float64 = "WEFT_GEMM=eigen";
+    return out;
+  }
+  // float32: oneDNN first (its kernels come from cpuid, so it knows every CPU with a vector ISA it supports).
+  std::string onednn_why;
+  if (mode == Mode::automatic || mode == Mode::onednn) {
+    std::string description;
+    bool jit = false;
+    const onednn::Library* library = onednn::load(description, onednn_why, jit);
+    if (!library && mode == Mode::onednn) throw InvalidArgument("WEFT_GEMM=onednn: cannot use oneDNN: " + onednn_why);
+    if (library && use_onednn(mode, jit)) {
+      out.onednn = library;
+      out.float32 = description + (mode == Mode::onednn ? " (WEFT_GEMM=onednn)" : "");
+    } else if (library) {
+      onednn_why = description + " has only its reference kernels for this CPU";
+    }
+  }
+  if (mode == Mode::onednn) {
+    out.eigen_float64 = "WEFT_GEMM=onednn";
+    return out;
+  }
+  const OpenBlas openblas = load_openblas(mode);
+  if (openblas.dgemm) {
+    out.dgemm = openblas.dgemm;
+    out.float64 = openblas.description;
+    if (!out.onednn) {
+      out.sgemm = openblas.sgemm;
+      out.float32 = openblas.description;
+    }
+  } else {
+    out.eigen_float64 = openblas.why;
+    if (!out.onednn) out.eigen_float32 = (onednn_why.empty() ? "" : onednn_why + "; ") + openblas.why;
+  }
   return out;
 }
 
@@ -130,12 +178,14 @@ Mode parse_mode(const char* value) {
   if (v == "auto") return Mode::automatic;
   if (v == "eigen") return Mode::eigen;
   if (v == "openblas") return Mode::openblas;
-  throw InvalidArgument("WEFT_GEMM=" + v + ": expected auto, eigen or openblas");
+  if (v == "onednn") return Mode::onednn;
+  throw InvalidArgument("WEFT_GEMM=" + v + ": expected auto, eigen, openblas or onednn");
 }
 
 bool use_openblas(Mode mode, Isa core, Isa cpu) {
   switch (mode) {
-    case Mode::eigen: return false;
+    case Mode::eigen:
+    case Mode::onednn: return false;
     case Mode::openblas: return true;
     case Mode::automatic: break;
   }
@@ -144,12 +194,16 @@ bool use_openblas(Mode mode, Isa core, Isa cpu) {
   return core == cpu && cpu != Isa::baseline;
 }
 
-namespace {
-std::counting_semaphore<CallSlot::kMaxCallsInFlight>& call_slots() {
-  static std::counting_semaphore<CallSlot::kMaxCallsInFlight> slots(CallSlot::kMaxCallsInFlight);
-  return slots;
+bool use_onednn(Mode mode, bool jit) {
+  switch (mode) {
+    case Mode::eigen:
+    case Mode::openblas: return false;
+    case Mode::onednn: return true;
+    case Mode::automatic: break;
+  }
+  // Its reference loops are far slower than Eigen's vectorized kernels.
+  return jit;
 }
-}  // namespace
 
 CallSlot::CallSlot() {
   // A slot frees as soon as a call returns, so this wait is short; the deadline is weft's rule for every

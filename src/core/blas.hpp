@@ -1,4 +1,6 @@
-// OpenBLAS as matmul's backend for large float32/float64 products, when it runs kernels made for this CPU.
+// Which library computes matmul's large products: oneDNN for float32 (onednn.hpp) when it is installed and
+// runs JIT kernels here; OpenBLAS for float64 (and for float32 without oneDNN) when it runs kernels made for
+// this CPU; Eigen for the rest. This file loads OpenBLAS and holds the decision.
 //
 // Why: Eigen 3.4's GEMM (48x4 AVX-512 micro-kernel) tops out near 137 GFLOP/s on one core of the AMD EPYC
 // (Zen 5) we measure on, at every shape; Debian's OpenBLAS 0.3.21 with its AVX-512 (SkylakeX) kernels reaches
@@ -14,14 +16,19 @@
 // (openblas_set_num_threads(1)): weft runs one replica per worker and owns the cores. OpenBLAS's own pool
 // threads, started when it loads, stay asleep.
 //
-// WEFT_GEMM chooses: "auto" (default) as above, "eigen" never loads OpenBLAS, "openblas" uses it whatever
-// kernels it picked (tests of the OpenBLAS path on any CPU). WEFT_OPENBLAS names the library file to load.
+// WEFT_GEMM chooses: "auto" (default) as above, "eigen" loads neither library, "openblas" uses OpenBLAS for
+// both float types whatever kernels it picked (tests of the OpenBLAS path on any CPU), "onednn" uses oneDNN
+// for float32 whatever kernels it runs and Eigen for float64. WEFT_OPENBLAS names the OpenBLAS file to load.
 // Internal to the core: linalg.cc is its only user; weft::matmul_backend() (ops.hpp) reports the choice.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
+
+namespace weft::onednn {
+class Library;
+}
 
 namespace weft::blas {
 
@@ -43,20 +50,26 @@ Isa core_isa(std::string_view corename);
 Isa cpu_isa(const std::function<bool(std::string_view)>& supported);
 
 // What WEFT_GEMM asks for.
-enum class Mode { automatic, eigen, openblas };
+enum class Mode { automatic, eigen, openblas, onednn };
 // Parses a WEFT_GEMM value (unset = nullptr = automatic); anything else is an InvalidArgument naming it.
 Mode parse_mode(const char* value);
 
 // The decision, as a pure function of its inputs so tests can inject them: whether matmul uses a loaded
 // OpenBLAS whose kernels are for `core` on a CPU with `cpu`.
 bool use_openblas(Mode mode, Isa core, Isa cpu);
+// Whether float32 products use a loaded oneDNN whose matmul runs JIT kernels here (`jit`) or only its
+// reference C++ loops (a CPU it has no kernels for). OpenBLAS mode leaves it out.
+bool use_onednn(Mode mode, bool jit);
 
 // The backend of this process, decided once (on first use; WEFT_GEMM read then).
 struct Backend {
-  Sgemm sgemm = nullptr;  // both null: Eigen computes every product
-  Dgemm dgemm = nullptr;
-  // "OpenBLAS 0.3.21 (SkylakeX kernels)" when used; else why not ("WEFT_GEMM=eigen", "no OpenBLAS: ...").
-  std::string description;
+  const onednn::Library* onednn = nullptr;  // float32 products; else sgemm, else Eigen
+  Sgemm sgemm = nullptr;
+  Dgemm dgemm = nullptr;  // float64 products; else Eigen
+  // The library computing large float32 / float64 products ("oneDNN 2.6.3 (brg:avx512_core kernels)",
+  // "OpenBLAS 0.3.21 (SkylakeX kernels)"); empty when Eigen does, and then eigen_float32/64 say why
+  // ("WEFT_GEMM=eigen", "no oneDNN: ...; OpenBLAS 0.3.21 chose its Haswell kernels ...").
+  std::string float32, float64, eigen_float32, eigen_float64;
 };
 const Backend& backend();
 

@@ -20,6 +20,7 @@
 #include "core/blas.hpp"
 #include "core/broadcast.hpp"
 #include "core/isa.hpp"
+#include "core/onednn.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
@@ -45,14 +46,16 @@ void blas_gemm(Gemm gemm, const T* a, const T* b, T* c, Index m, Index k, Index 
   gemm(tb ? "T" : "N", ta ? "T" : "N", &rows, &cols, &depth, &one, b, &ldb, a, &lda, &zero, c, &ldc);
 }
 
-// C (m, n) = op(A) @ op(B), all row-major and dense; op(A) is (m, k), op(B) is (k, n). Large float32 and
-// float64 products go to OpenBLAS when it runs kernels made for this CPU (core/blas.hpp), the rest to Eigen.
+// C (m, n) = op(A) @ op(B), all row-major and dense; op(A) is (m, k), op(B) is (k, n). Large float32
+// products go to oneDNN, large float32 and float64 ones to OpenBLAS when it runs kernels made for this CPU
+// (core/blas.hpp), the rest to Eigen.
 template <class T>
 void gemm(const T* a, const T* b, T* c, Index m, Index k, Index n, bool ta, bool tb) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (blas::worth_gemm(m, k, n)) {
       const blas::Backend& backend = blas::backend();
       if constexpr (std::is_same_v<T, float>) {
+        if (backend.onednn) return onednn::matmul_f32(*backend.onednn, a, b, c, m, k, n, ta, tb);
         if (backend.sgemm) return blas_gemm(backend.sgemm, a, b, c, m, k, n, ta, tb);
       } else {
         if (backend.dgemm) return blas_gemm(backend.dgemm, a, b, c, m, k, n, ta, tb);
@@ -182,8 +185,14 @@ std::string matmul_backend() {
   const std::string eigen = "Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
                             std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION);
   const blas::Backend& backend = blas::backend();
-  if (backend.sgemm) return backend.description + " for float32/float64 products from 32^3 multiply-adds, " + eigen;
-  return eigen + " (" + backend.description + ")";
+  if (backend.float32.empty() && backend.float64.empty() && backend.eigen_float32 == backend.eigen_float64) {
+    return eigen + " (" + backend.eigen_float32 + ")";
+  }
+  auto part = [&](const std::string& library, const std::string& eigen_why) {
+    return library.empty() ? eigen + " (" + eigen_why + ")" : library;
+  };
+  return "float32: " + part(backend.float32, backend.eigen_float32) + "; float64: " +
+         part(backend.float64, backend.eigen_float64) + "; from 32^3 multiply-adds, " + eigen + " below";
 }
 
 Array matmul(const Array& a, const Array& b, MatmulOptions options) {

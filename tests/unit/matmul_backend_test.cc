@@ -1,8 +1,8 @@
-// matmul's choice between Eigen and OpenBLAS (src/core/blas.hpp): the decision with injected inputs (the
-// kernels OpenBLAS chose, the CPU, WEFT_GEMM), the sizes that go to a BLAS, and this process's backend as
-// ctest runs it: unit_matmul_backend_test with the default setting, and again with WEFT_GEMM=eigen and with
-// WEFT_GEMM=openblas (tests/CMakeLists.txt), where the products below must still equal the reference, also
-// from more threads at once than OpenBLAS has work buffers for.
+// matmul's choice between Eigen, OpenBLAS and oneDNN (src/core/blas.hpp): the decision with injected inputs
+// (the kernels OpenBLAS chose, the CPU, whether oneDNN runs JIT kernels, WEFT_GEMM), the sizes that go to a
+// library, and this process's backend as ctest runs it: unit_matmul_backend_test with the default setting,
+// and again with WEFT_GEMM=eigen, openblas and onednn (tests/CMakeLists.txt), where the products below must
+// still equal the reference, also from more threads at once than OpenBLAS has work buffers for.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,6 +73,17 @@ TEST(MatmulBackend, AutoUsesOpenBlasOnlyWithKernelsForThisCpu) {
     EXPECT_EQ(blas::use_openblas(Mode::automatic, c.core, c.cpu), c.use) << c.why;
     EXPECT_FALSE(blas::use_openblas(Mode::eigen, c.core, c.cpu)) << c.why;
     EXPECT_TRUE(blas::use_openblas(Mode::openblas, c.core, c.cpu)) << c.why;
+    EXPECT_FALSE(blas::use_openblas(Mode::onednn, c.core, c.cpu)) << c.why;  // float64 stays on Eigen
+  }
+}
+
+TEST(MatmulBackend, AutoUsesOneDnnOnlyWithJitKernels) {
+  EXPECT_TRUE(blas::use_onednn(Mode::automatic, true));
+  EXPECT_FALSE(blas::use_onednn(Mode::automatic, false));  // its reference loops: slower than Eigen
+  for (bool jit : {false, true}) {
+    EXPECT_TRUE(blas::use_onednn(Mode::onednn, jit));
+    EXPECT_FALSE(blas::use_onednn(Mode::eigen, jit));
+    EXPECT_FALSE(blas::use_onednn(Mode::openblas, jit));
   }
 }
 
@@ -81,9 +92,11 @@ TEST(MatmulBackend, SettingParsesOrNamesTheRule) {
   EXPECT_EQ(blas::parse_mode("auto"), Mode::automatic);
   EXPECT_EQ(blas::parse_mode("eigen"), Mode::eigen);
   EXPECT_EQ(blas::parse_mode("openblas"), Mode::openblas);
+  EXPECT_EQ(blas::parse_mode("onednn"), Mode::onednn);
   EXPECT_EQ(ErrorOf<InvalidArgument>([] { blas::parse_mode("OpenBLAS"); }),
-            "WEFT_GEMM=OpenBLAS: expected auto, eigen or openblas");
-  EXPECT_EQ(ErrorOf<InvalidArgument>([] { blas::parse_mode(""); }), "WEFT_GEMM=: expected auto, eigen or openblas");
+            "WEFT_GEMM=OpenBLAS: expected auto, eigen, openblas or onednn");
+  EXPECT_EQ(ErrorOf<InvalidArgument>([] { blas::parse_mode(""); }),
+            "WEFT_GEMM=: expected auto, eigen, openblas or onednn");
 }
 
 TEST(MatmulBackend, OnlyProductsOfBlockedSizeGoToTheBlas) {
@@ -106,10 +119,17 @@ TEST(MatmulBackend, ThisProcessUsesWhatTheSettingAsks) {
     EXPECT_NE(backend.find("(WEFT_GEMM=eigen)"), std::string::npos);
   } else if (setting && std::string(setting) == "openblas") {
     // ./test installs Debian's libopenblas0-pthread; elsewhere the forced setting must say it cannot load.
-    EXPECT_EQ(backend.rfind("OpenBLAS 0.3", 0), 0u);
+    EXPECT_EQ(backend.rfind("float32: OpenBLAS 0.3", 0), 0u);
+    EXPECT_NE(backend.find("float64: OpenBLAS 0.3"), std::string::npos);
     EXPECT_NE(backend.find("WEFT_GEMM=openblas"), std::string::npos);
+  } else if (setting && std::string(setting) == "onednn") {
+    // ./test installs Debian's libdnnl-dev (and so libdnnl2).
+    EXPECT_EQ(backend.rfind("float32: oneDNN 2.", 0), 0u);
+    EXPECT_NE(backend.find("float64: Eigen 3.4.0 (WEFT_GEMM=onednn)"), std::string::npos);
   } else {
-    EXPECT_TRUE(backend.rfind("OpenBLAS", 0) == 0 || backend.rfind("Eigen 3.4", 0) == 0);
+    EXPECT_EQ(backend.rfind("float32: ", 0), 0u);
+    EXPECT_NE(backend.find("; float64: "), std::string::npos);
+    EXPECT_NE(backend.find("; from 32^3 multiply-adds, Eigen 3.4"), std::string::npos);
   }
 }
 

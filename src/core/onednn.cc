@@ -1,0 +1,286 @@
+// Loading oneDNN at run time and running float32 products through its matmul primitive (why: onednn.hpp).
+#include "core/onednn.hpp"
+
+#include "weft/error.hpp"
+
+#if defined(WEFT_ONEDNN_HEADERS)
+#include <dlfcn.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <tuple>
+#include <vector>
+#endif
+
+namespace weft::onednn {
+
+#if !defined(WEFT_ONEDNN_HEADERS)
+
+class Library {};
+
+const Library* load(std::string& description, std::string& why, bool& jit) {
+  description.clear();
+  jit = false;
+  why = "weft was built without oneDNN's headers (Debian: libdnnl-dev)";
+  return nullptr;
+}
+
+void matmul_f32(const Library&, const float*, const float*, float*, std::int64_t, std::int64_t, std::int64_t, bool,
+                bool) {
+  throw Error("matmul: weft was built without oneDNN");
+}
+
+#else
+
+namespace {
+
+// The entry points used, typed by their declarations in dnnl.h.
+struct Api {
+#define WEFT_DNNL_ENTRY(name) decltype(&::dnnl_##name) name = nullptr;
+  WEFT_DNNL_ENTRY(engine_create)
+  WEFT_DNNL_ENTRY(stream_create)
+  WEFT_DNNL_ENTRY(stream_destroy)
+  WEFT_DNNL_ENTRY(memory_desc_init_by_strides)
+  WEFT_DNNL_ENTRY(memory_desc_get_size)
+  WEFT_DNNL_ENTRY(matmul_desc_init)
+  WEFT_DNNL_ENTRY(primitive_attr_create)
+  WEFT_DNNL_ENTRY(primitive_attr_destroy)
+  WEFT_DNNL_ENTRY(primitive_attr_set_scratchpad_mode)
+  WEFT_DNNL_ENTRY(primitive_attr_set_fpmath_mode)
+  WEFT_DNNL_ENTRY(primitive_desc_create)
+  WEFT_DNNL_ENTRY(primitive_desc_destroy)
+  WEFT_DNNL_ENTRY(primitive_desc_query)
+  WEFT_DNNL_ENTRY(primitive_desc_query_md)
+  WEFT_DNNL_ENTRY(primitive_create)
+  WEFT_DNNL_ENTRY(primitive_destroy)
+  WEFT_DNNL_ENTRY(primitive_execute)
+  WEFT_DNNL_ENTRY(memory_create)
+  WEFT_DNNL_ENTRY(memory_destroy)
+  WEFT_DNNL_ENTRY(version)
+#undef WEFT_DNNL_ENTRY
+  void (*omp_set_num_threads)(int) = nullptr;  // from the OpenMP runtime oneDNN brought in
+};
+
+// Debian's soname of oneDNN 2.x (package libdnnl2).
+constexpr const char* kSoname = "libdnnl.so.2";
+
+void check(dnnl_status_t status, const char* what, std::int64_t m, std::int64_t k, std::int64_t n) {
+  if (status == dnnl_success) return;
+  throw Error("matmul: oneDNN's " + std::string(what) + " failed with status " + std::to_string(int(status)) +
+              " for a (" + std::to_string(m) + ", " + std::to_string(k) + ") @ (" + std::to_string(k) + ", " +
+              std::to_string(n) + ") float32 product");
+}
+
+}  // namespace
+
+// One product shape: its primitive and the scratchpad it needs.
+struct Primitive {
+  const Api* api = nullptr;
+  dnnl_primitive_desc_t pd = nullptr;
+  dnnl_primitive_t primitive = nullptr;
+  dnnl_memory_desc_t a{}, b{}, c{}, scratch{};
+  std::size_t scratch_bytes = 0;
+  Primitive() = default;
+  Primitive(const Primitive&) = delete;
+  Primitive& operator=(const Primitive&) = delete;
+  ~Primitive() {
+    if (primitive) api->primitive_destroy(primitive);
+    if (pd) api->primitive_desc_destroy(pd);
+  }
+};
+
+class Library {
+ public:
+  Api api;
+  dnnl_engine_t engine = nullptr;
+
+  // The primitive for this shape and these transposes, created on first use and kept (a training step has
+  // a handful of shapes; creating one costs 5-30 us, as much as a small product).
+  const Primitive& primitive(std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb) const {
+    const Key key{m, k, n, ta, tb};
+    {
+      const std::shared_lock read(mutex_);
+      if (const auto it = cache_.find(key); it != cache_.end()) return *it->second;
+    }
+    auto made = create(m, k, n, ta, tb);
+    const std::unique_lock write(mutex_);
+    const auto [it, inserted] = cache_.emplace(key, std::move(made));
+    return *it->second;
+  }
+
+ private:
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool>;
+  mutable std::shared_mutex mutex_;
+  mutable std::map<Key, std::unique_ptr<Primitive>> cache_;
+
+  std::unique_ptr<Primitive> create(std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb) const {
+    auto p = std::make_unique<Primitive>();
+    p->api = &api;
+    // Row-major operands as stored: op(A) (m, k) reads A (m, k) with strides (k, 1), or A (k, m) transposed
+    // with strides (1, m); likewise op(B).
+    const dnnl_dims_t a_dims = {m, k}, a_strides = {ta ? 1 : k, ta ? m : 1};
+    const dnnl_dims_t b_dims = {k, n}, b_strides = {tb ? 1 : n, tb ? k : 1};
+    const dnnl_dims_t c_dims = {m, n}, c_strides = {n, 1};
+    check(api.memory_desc_init_by_strides(&p->a, 2, a_dims, dnnl_f32, a_strides), "memory_desc_init", m, k, n);
+    check(api.memory_desc_init_by_strides(&p->b, 2, b_dims, dnnl_f32, b_strides), "memory_desc_init", m, k, n);
+    check(api.memory_desc_init_by_strides(&p->c, 2, c_dims, dnnl_f32, c_strides), "memory_desc_init", m, k, n);
+    dnnl_matmul_desc_t desc;
+    check(api.matmul_desc_init(&desc, &p->a, &p->b, nullptr, &p->c), "matmul_desc_init", m, k, n);
+    dnnl_primitive_attr_t attr = nullptr;
+    check(api.primitive_attr_create(&attr), "primitive_attr_create", m, k, n);
+    const std::unique_ptr<dnnl_primitive_attr, decltype(api.primitive_attr_destroy)> attr_owner(
+        attr, api.primitive_attr_destroy);
+    check(api.primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "set_scratchpad_mode", m, k, n);
+    check(api.primitive_attr_set_fpmath_mode(attr, dnnl_fpmath_mode_strict), "set_fpmath_mode", m, k, n);
+    check(api.primitive_desc_create(&p->pd, &desc, attr, engine, nullptr), "primitive_desc_create", m, k, n);
+    if (const dnnl_memory_desc_t* scratch = api.primitive_desc_query_md(p->pd, dnnl_query_scratchpad_md, 0)) {
+      p->scratch = *scratch;
+      p->scratch_bytes = api.memory_desc_get_size(scratch);
+    }
+    check(api.primitive_create(&p->primitive, p->pd), "primitive_create", m, k, n);
+    return p;
+  }
+};
+
+namespace {
+
+// What a thread needs to call oneDNN: its stream, its scratchpad, and OpenMP told to stay on this thread.
+struct ThreadState {
+  const Library* library = nullptr;
+  dnnl_stream_t stream = nullptr;
+  std::vector<unsigned char> scratch;
+  ~ThreadState() {
+    if (stream) library->api.stream_destroy(stream);
+  }
+};
+
+ThreadState& thread_state(const Library& library) {
+  thread_local ThreadState state;
+  if (!state.stream) {
+    library.api.omp_set_num_threads(1);  // this thread's OpenMP ICV: oneDNN's parallel loops run inline
+    check(library.api.stream_create(&state.stream, library.engine, dnnl_stream_default_flags), "stream_create", 0,
+          0, 0);
+    state.library = &library;
+  }
+  return state;
+}
+
+struct Loaded {
+  std::unique_ptr<Library> library;
+  std::string description, why;
+  bool jit = false;
+};
+
+Loaded load_once() {
+  Loaded out;
+  void* handle = ::dlopen(kSoname, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = ::dlerror();
+    out.why = "no oneDNN: " + std::string(why ? why : kSoname);
+    return out;
+  }
+  auto library = std::make_unique<Library>();
+  Api& api = library->api;
+  bool complete = true;
+  auto resolve = [&](auto& entry, const char* name) {
+    entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(::dlsym(handle, name));
+    complete = complete && entry != nullptr;
+  };
+#define WEFT_DNNL_RESOLVE(name) resolve(api.name, "dnnl_" #name);
+  WEFT_DNNL_RESOLVE(engine_create)
+  WEFT_DNNL_RESOLVE(stream_create)
+  WEFT_DNNL_RESOLVE(stream_destroy)
+  WEFT_DNNL_RESOLVE(memory_desc_init_by_strides)
+  WEFT_DNNL_RESOLVE(memory_desc_get_size)
+  WEFT_DNNL_RESOLVE(matmul_desc_init)
+  WEFT_DNNL_RESOLVE(primitive_attr_create)
+  WEFT_DNNL_RESOLVE(primitive_attr_destroy)
+  WEFT_DNNL_RESOLVE(primitive_attr_set_scratchpad_mode)
+  WEFT_DNNL_RESOLVE(primitive_attr_set_fpmath_mode)
+  WEFT_DNNL_RESOLVE(primitive_desc_create)
+  WEFT_DNNL_RESOLVE(primitive_desc_destroy)
+  WEFT_DNNL_RESOLVE(primitive_desc_query)
+  WEFT_DNNL_RESOLVE(primitive_desc_query_md)
+  WEFT_DNNL_RESOLVE(primitive_create)
+  WEFT_DNNL_RESOLVE(primitive_destroy)
+  WEFT_DNNL_RESOLVE(primitive_execute)
+  WEFT_DNNL_RESOLVE(memory_create)
+  WEFT_DNNL_RESOLVE(memory_destroy)
+  WEFT_DNNL_RESOLVE(version)
+#undef WEFT_DNNL_RESOLVE
+  // dlsym on the handle also searches the libraries it depends on: Debian's oneDNN brings libgomp.
+  resolve(api.omp_set_num_threads, "omp_set_num_threads");
+  if (!complete) {
+    // The library stays loaded (its OpenMP runtime may have started threads); it computes nothing.
+    out.why = std::string(kSoname) + " lacks the oneDNN 2.x entry points weft uses";
+    return out;
+  }
+  try {
+    check(api.engine_create(&library->engine, dnnl_cpu, 0), "engine_create", 0, 0, 0);
+    // The kernels its matmul picks here: a product of blocked size tells (the name is the implementation's).
+    const Primitive& probe = library->primitive(64, 64, 64, false, false);
+    const char* impl = nullptr;
+    check(api.primitive_desc_query(probe.pd, dnnl_query_impl_info_str, 0, &impl), "primitive_desc_query", 64, 64,
+          64);
+    const std::string kernels = impl ? impl : "unknown";
+    out.jit = kernels.rfind("ref", 0) != 0;  // "ref:any", "gemm:ref" are its portable C++ loops
+    const dnnl_version_t* v = api.version();
+    out.description = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                      std::to_string(v->patch) + " (" + kernels + " kernels)";
+  } catch (const Error& e) {
+    out.why = "oneDNN cannot run a float32 matmul here: " + std::string(e.what());
+    return out;
+  }
+  out.library = std::move(library);
+  return out;
+}
+
+}  // namespace
+
+const Library* load(std::string& description, std::string& why, bool& jit) {
+  // Never destroyed: primitives of a process that exits while other threads still compute stay valid, and no
+  // oneDNN call runs during static destruction.
+  static const Loaded& loaded = *new Loaded(load_once());
+  description = loaded.description;
+  why = loaded.why;
+  jit = loaded.jit;
+  return loaded.library.get();
+}
+
+void matmul_f32(const Library& library, const float* a, const float* b, float* c, std::int64_t m, std::int64_t k,
+                std::int64_t n, bool transpose_a, bool transpose_b) {
+  const Primitive& p = library.primitive(m, k, n, transpose_a, transpose_b);
+  ThreadState& state = thread_state(library);
+  if (state.scratch.size() < p.scratch_bytes) state.scratch.resize(p.scratch_bytes);
+  const Api& api = library.api;
+  // Memory objects wrap the caller's buffers (no copies); they are a few words each, made per call. The C API
+  // takes every handle as void*; oneDNN only reads the source and the weights.
+  dnnl_memory_t memories[4] = {};
+  struct Release {
+    const Api& api;
+    dnnl_memory_t* memories;
+    ~Release() {
+      for (int i = 0; i < 4; ++i) {
+        if (memories[i]) api.memory_destroy(memories[i]);
+      }
+    }
+  } release{api, memories};
+  check(api.memory_create(&memories[0], &p.a, library.engine, const_cast<float*>(a)), "memory_create", m, k, n);
+  check(api.memory_create(&memories[1], &p.b, library.engine, const_cast<float*>(b)), "memory_create", m, k, n);
+  check(api.memory_create(&memories[2], &p.c, library.engine, c), "memory_create", m, k, n);
+  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, memories[0]}, {DNNL_ARG_WEIGHTS, memories[1]}, {DNNL_ARG_DST, memories[2]}};
+  int nargs = 3;
+  if (p.scratch_bytes > 0) {
+    check(api.memory_create(&memories[3], &p.scratch, library.engine, state.scratch.data()), "memory_create", m, k,
+          n);
+    args[nargs++] = {DNNL_ARG_SCRATCHPAD, memories[3]};
+  }
+  check(api.primitive_execute(p.primitive, state.stream, nargs, args), "primitive_execute", m, k, n);
+}
+
+#endif
+
+}  // namespace weft::onednn
