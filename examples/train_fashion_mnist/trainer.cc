@@ -66,7 +66,7 @@ struct Trainer::Impl {
   std::array<Shape, kNumParameters> local_shapes;  // one replica's slice of each parameter
   std::array<weft::Variable, kNumParameters> weights, velocities;
   std::array<weft::RemoteBuffer, kNumParameters> buffers;  // ZeRO: entry 0 = weight, 1 = velocity
-  weft::HostStream images_in, labels_in, result_out;
+  weft::HostStream rows_in, labels_in, result_out;
   std::int64_t next_step = 0;
 
   Impl(TrainConfig c, const Dataset& d)
@@ -96,7 +96,7 @@ struct Trainer::Impl {
     data_groups = ReplicaGroups::strided(replicas, model, data_ranks);
     sharded_update = sharded_update_fits();
     build_state();
-    images_in = session->h2d_stream({per_replica_batch, config.shape.inputs}, DType::f32, "images");
+    rows_in = session->h2d_stream({per_replica_batch}, DType::i64, "rows");
     labels_in = session->h2d_stream({per_replica_batch}, DType::i32, "labels");
     result_out = session->d2h_stream({}, config.dtype, "result");
   }
@@ -156,9 +156,11 @@ struct Trainer::Impl {
     return p;
   }
 
-  // The batch's images in the training dtype (streamed as float32, as the data set holds them).
-  Array images(Replica& r) const {
-    Array x = r.host_load(images_in);
+  // The batch's images in the training dtype: the host streams each replica the indices of its rows, and the
+  // replica takes them from the split (one array in host memory that every replica reads). The replicas
+  // gather their rows in parallel instead of the host copying the whole batch while they wait.
+  Array images(Replica& r, const Split& split) const {
+    Array x = weft::take(split.images, r.host_load(rows_in), 0);
     return x.dtype() == config.dtype ? x : x.astype(config.dtype);
   }
 
@@ -184,7 +186,7 @@ struct Trainer::Impl {
 
   void train_program_sharded_update(Replica& r) const {
     Parameters p = acquire(r);
-    const Array images = this->images(r);
+    const Array images = this->images(r, data.train);
     const Array labels = r.host_load(labels_in);
     Deltas d = forward_deltas(p, images, labels, config.global_batch, model_sum(r));
     p = Parameters{};
@@ -228,7 +230,7 @@ struct Trainer::Impl {
   void train_program(Replica& r) const {
     if (sharded_update) return train_program_sharded_update(r);
     Parameters p = acquire(r);
-    const Array images = this->images(r);
+    const Array images = this->images(r, data.train);
     const Array labels = r.host_load(labels_in);
     StepResult s = forward_backward(p, images, labels, config.global_batch, model_sum(r));
     p = Parameters{};  // drop the references so that the updates below write in place
@@ -253,7 +255,7 @@ struct Trainer::Impl {
 
   void eval_program(Replica& r) const {
     const Parameters p = acquire(r);
-    const Array images = this->images(r);
+    const Array images = this->images(r, data.test);
     const Array labels = r.host_load(labels_in);
     r.host_store(result_out, data_sum(r, count_correct(p, images, labels, model_sum(r)).astype(config.dtype)));
   }
@@ -275,13 +277,13 @@ struct Trainer::Impl {
         }
       }
     }
-    Array images = weft::take(split.images, Array::from_vector(index), 0);
+    Array row_array = Array::from_vector(index);
     Array label_array = Array::from_vector(labels);
     if (local_count > 1) {
-      images = images.reshape({local_count, b, config.shape.inputs});
+      row_array = row_array.reshape({local_count, b});
       label_array = label_array.reshape({local_count, b});
     }
-    return {{images_in, images}, {labels_in, label_array}};
+    return {{rows_in, row_array}, {labels_in, label_array}};
   }
 
   double first_local_result(const std::map<weft::HostStream, Array>& outputs) const {
