@@ -98,23 +98,27 @@ class Library {
   dnnl_engine_t engine = nullptr;
 
   // The primitive for this shape and these transposes, created on first use and kept (a training step has
-  // a handful of shapes; creating one costs 5-30 us, as much as a small product).
-  const Primitive& primitive(std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb) const {
+  // a handful of shapes; creating one costs 5-30 us, as much as a small product). A program whose shapes
+  // keep changing would grow the cache without end, so past kMaxKept shapes it starts over; callers hold
+  // their primitive by shared_ptr, so one in use outlives its eviction.
+  std::shared_ptr<const Primitive> primitive(std::int64_t m, std::int64_t k, std::int64_t n, bool ta,
+                                             bool tb) const {
     const Key key{m, k, n, ta, tb};
     {
       const std::shared_lock read(mutex_);
-      if (const auto it = cache_.find(key); it != cache_.end()) return *it->second;
+      if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
     }
-    auto made = create(m, k, n, ta, tb);
+    std::shared_ptr<const Primitive> made = create(m, k, n, ta, tb);
     const std::unique_lock write(mutex_);
-    const auto [it, inserted] = cache_.emplace(key, std::move(made));
-    return *it->second;
+    if (cache_.size() >= kMaxKept) cache_.clear();
+    return cache_.emplace(key, std::move(made)).first->second;
   }
+  static constexpr std::size_t kMaxKept = 256;
 
  private:
   using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool>;
   mutable std::shared_mutex mutex_;
-  mutable std::map<Key, std::unique_ptr<Primitive>> cache_;
+  mutable std::map<Key, std::shared_ptr<const Primitive>> cache_;
 
   std::unique_ptr<Primitive> create(std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb) const {
     auto p = std::make_unique<Primitive>();
@@ -221,9 +225,9 @@ Loaded load_once() {
   try {
     check(api.engine_create(&library->engine, dnnl_cpu, 0), "engine_create", 0, 0, 0);
     // The kernels its matmul picks here: a product of blocked size tells (the name is the implementation's).
-    const Primitive& probe = library->primitive(64, 64, 64, false, false);
+    const std::shared_ptr<const Primitive> probe = library->primitive(64, 64, 64, false, false);
     const char* impl = nullptr;
-    check(api.primitive_desc_query(probe.pd, dnnl_query_impl_info_str, 0, &impl), "primitive_desc_query", 64, 64,
+    check(api.primitive_desc_query(probe->pd, dnnl_query_impl_info_str, 0, &impl), "primitive_desc_query", 64, 64,
           64);
     const std::string kernels = impl ? impl : "unknown";
     out.jit = kernels.rfind("ref", 0) != 0;  // "ref:any", "gemm:ref" are its portable C++ loops
@@ -252,7 +256,8 @@ const Library* load(std::string& description, std::string& why, bool& jit) {
 
 void matmul_f32(const Library& library, const float* a, const float* b, float* c, std::int64_t m, std::int64_t k,
                 std::int64_t n, bool transpose_a, bool transpose_b) {
-  const Primitive& p = library.primitive(m, k, n, transpose_a, transpose_b);
+  const std::shared_ptr<const Primitive> kept = library.primitive(m, k, n, transpose_a, transpose_b);
+  const Primitive& p = *kept;
   ThreadState& state = thread_state(library);
   if (state.scratch.size() < p.scratch_bytes) state.scratch.resize(p.scratch_bytes);
   const Api& api = library.api;

@@ -14,7 +14,7 @@
 //
 // Every call runs on the calling thread: Debian builds oneDNN on OpenMP, and each weft thread that calls it
 // first sets its own OpenMP thread count to 1 (omp_set_num_threads is per thread); weft owns the cores.
-// Primitives are created once per shape and kept; the scratchpad is the caller's (one buffer per thread, as
+// Primitives are created once per shape and kept (up to 256 shapes, then the cache starts over); the scratchpad is the caller's (one buffer per thread, as
 // a primitive runs to its end without yielding, so no two fibers of a thread share it at once); the math
 // mode is set to strict float32 (no bf16/tf32 down-conversion, whatever ONEDNN_DEFAULT_FPMATH_MODE says).
 #pragma once

@@ -184,6 +184,23 @@ TEST(MatmulBackend, LargeProductsMatchTheReferenceInEveryTransposeCombination) {
   }
 }
 
+// More distinct shapes than the oneDNN backend keeps primitives for (it starts over past 256): every product
+// stays right, before and after the cache is cleared.
+TEST(MatmulBackend, ManyDistinctShapesStayRight) {
+  const std::int64_t k = 32, n = 33;
+  const Array ones = Array::ones({k, n}, DType::f32);
+  int wrong = 0;
+  for (std::int64_t m = 32; m < 32 + 300; ++m) {
+    std::vector<double> rows(static_cast<std::size_t>(m * k), 0.0);
+    for (std::int64_t i = 0; i < m; ++i) rows[i * k + i % k] = static_cast<double>(i);  // row i sums to i
+    const Array c = matmul(Array::from_doubles(rows, {m, k}, DType::f32), ones);
+    for (std::int64_t i = 0; i < m * n; ++i) {
+      if (c.value_at(i) != static_cast<double>(i / n)) ++wrong;
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 // More threads than OpenBLAS has work buffers for, each computing large products at once (the threads
 // scheduler runs every device as a thread): every result is the reference's. At most
 // CallSlot::kMaxCallsInFlight calls run inside the BLAS together; the rest wait their turn. (The one test
