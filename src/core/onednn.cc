@@ -37,29 +37,32 @@ void matmul_f32(const Library&, const float*, const float*, float*, std::int64_t
 
 namespace {
 
-// The entry points used, typed by their declarations in dnnl.h.
+// The entry points used, typed by their declarations in dnnl.h (one list for the struct and the lookup).
+#define WEFT_DNNL_ENTRIES(X) \
+  X(engine_create) \
+  X(stream_create) \
+  X(stream_destroy) \
+  X(memory_desc_init_by_strides) \
+  X(memory_desc_get_size) \
+  X(matmul_desc_init) \
+  X(primitive_attr_create) \
+  X(primitive_attr_destroy) \
+  X(primitive_attr_set_scratchpad_mode) \
+  X(primitive_attr_set_fpmath_mode) \
+  X(primitive_desc_create) \
+  X(primitive_desc_destroy) \
+  X(primitive_desc_query) \
+  X(primitive_desc_query_md) \
+  X(primitive_create) \
+  X(primitive_destroy) \
+  X(primitive_execute) \
+  X(memory_create) \
+  X(memory_destroy) \
+  X(version)
+
 struct Api {
 #define WEFT_DNNL_ENTRY(name) decltype(&::dnnl_##name) name = nullptr;
-  WEFT_DNNL_ENTRY(engine_create)
-  WEFT_DNNL_ENTRY(stream_create)
-  WEFT_DNNL_ENTRY(stream_destroy)
-  WEFT_DNNL_ENTRY(memory_desc_init_by_strides)
-  WEFT_DNNL_ENTRY(memory_desc_get_size)
-  WEFT_DNNL_ENTRY(matmul_desc_init)
-  WEFT_DNNL_ENTRY(primitive_attr_create)
-  WEFT_DNNL_ENTRY(primitive_attr_destroy)
-  WEFT_DNNL_ENTRY(primitive_attr_set_scratchpad_mode)
-  WEFT_DNNL_ENTRY(primitive_attr_set_fpmath_mode)
-  WEFT_DNNL_ENTRY(primitive_desc_create)
-  WEFT_DNNL_ENTRY(primitive_desc_destroy)
-  WEFT_DNNL_ENTRY(primitive_desc_query)
-  WEFT_DNNL_ENTRY(primitive_desc_query_md)
-  WEFT_DNNL_ENTRY(primitive_create)
-  WEFT_DNNL_ENTRY(primitive_destroy)
-  WEFT_DNNL_ENTRY(primitive_execute)
-  WEFT_DNNL_ENTRY(memory_create)
-  WEFT_DNNL_ENTRY(memory_destroy)
-  WEFT_DNNL_ENTRY(version)
+  WEFT_DNNL_ENTRIES(WEFT_DNNL_ENTRY)
 #undef WEFT_DNNL_ENTRY
   void (*omp_set_num_threads)(int) = nullptr;  // from the OpenMP runtime oneDNN brought in
 };
@@ -194,27 +197,9 @@ Loaded load_once() {
     complete = complete && entry != nullptr;
   };
 #define WEFT_DNNL_RESOLVE(name) resolve(api.name, "dnnl_" #name);
-  WEFT_DNNL_RESOLVE(engine_create)
-  WEFT_DNNL_RESOLVE(stream_create)
-  WEFT_DNNL_RESOLVE(stream_destroy)
-  WEFT_DNNL_RESOLVE(memory_desc_init_by_strides)
-  WEFT_DNNL_RESOLVE(memory_desc_get_size)
-  WEFT_DNNL_RESOLVE(matmul_desc_init)
-  WEFT_DNNL_RESOLVE(primitive_attr_create)
-  WEFT_DNNL_RESOLVE(primitive_attr_destroy)
-  WEFT_DNNL_RESOLVE(primitive_attr_set_scratchpad_mode)
-  WEFT_DNNL_RESOLVE(primitive_attr_set_fpmath_mode)
-  WEFT_DNNL_RESOLVE(primitive_desc_create)
-  WEFT_DNNL_RESOLVE(primitive_desc_destroy)
-  WEFT_DNNL_RESOLVE(primitive_desc_query)
-  WEFT_DNNL_RESOLVE(primitive_desc_query_md)
-  WEFT_DNNL_RESOLVE(primitive_create)
-  WEFT_DNNL_RESOLVE(primitive_destroy)
-  WEFT_DNNL_RESOLVE(primitive_execute)
-  WEFT_DNNL_RESOLVE(memory_create)
-  WEFT_DNNL_RESOLVE(memory_destroy)
-  WEFT_DNNL_RESOLVE(version)
+  WEFT_DNNL_ENTRIES(WEFT_DNNL_RESOLVE)
 #undef WEFT_DNNL_RESOLVE
+#undef WEFT_DNNL_ENTRIES
   // dlsym on the handle also searches the libraries it depends on: Debian's oneDNN brings libgomp.
   resolve(api.omp_set_num_threads, "omp_set_num_threads");
   if (!complete) {
