@@ -67,6 +67,8 @@ Host Slice(const Host& h, int axis, std::int64_t b, std::int64_t e) {
   Host out;
   out.shape = h.shape;
   out.shape[a] = e - b;
+  out.v.reserve(static_cast<std::size_t>(outer * (e - b) * inner));
+  out.tol.reserve(out.v.capacity());
   for (std::int64_t o = 0; o < outer; ++o)
     for (std::int64_t j = b; j < e; ++j)
       for (std::int64_t i = 0; i < inner; ++i) {
@@ -147,7 +149,8 @@ Host InputHost(DType dt, bool small, const Shape& shape, int r) {
   Host h;
   h.shape = shape;
   const std::int64_t n = Count(shape);
-  for (std::int64_t i = 0; i < n; ++i) h.v.push_back(Gen(dt, small, r, i));
+  h.v.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) h.v[static_cast<std::size_t>(i)] = Gen(dt, small, r, i);
   h.tol.assign(h.v.size(), 0);
   return h;
 }
@@ -241,6 +244,8 @@ Host ReduceHosts(const std::vector<const Host*>& inputs, DType in, ReduceOp op) 
   Host out;
   out.shape = inputs[0]->shape;
   const std::size_t n = inputs[0]->v.size();
+  out.v.reserve(n);
+  out.tol.reserve(n);
   std::vector<double> vals(inputs.size());
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t m = 0; m < inputs.size(); ++m) vals[m] = inputs[m]->v[i];
