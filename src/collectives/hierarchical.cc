@@ -82,6 +82,15 @@ void pair_allreduce(transport::Interprocess& job, const std::vector<int>& procs,
   partial = std::move(result);
 }
 
+// Clears a partial buffer before the reduction writes it. The buffer pool hands back the buffer of an
+// earlier round, and Open MPI's single-copy transport (CMA) had the partner process read that buffer in place,
+// so its cache lines sit in the other core's cache: every first store of the reduction kernel then fetched
+// its line from there (a 1 MiB local reduction of 4 replicas took ~205 us, against ~70 us without CMA).
+// memset's string stores claim whole lines without reading them: 17 us per MiB, and the reduction then
+// takes ~75 us (2 instances x 4 devices, 1 MiB all-reduce: 470 -> ~350 us; docs/benchmarks.md). Not for
+// the ring's buffers: memset writes those (4 MiB and up) around the caches, and the 64 MiB ring got slower.
+void claim_lines(Array& buffer) { std::memset(buffer.mutable_bytes(), 0, buffer.nbytes()); }
+
 }  // namespace
 
 std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& requests,
@@ -128,6 +137,7 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
     if (native_reduce) {
       const std::int64_t n = first->input->size();
       Array partial = Array::empty(first->input->shape(), dtype, account_of(local[0]));
+      if (partial.nbytes() < kRingBytes) claim_lines(partial);
       std::vector<const std::byte*> in;
       for (int m : local) in.push_back(requests[m]->input->bytes());
       reduce_inputs(dtype, wire_op, in, partial.mutable_bytes(), n, static_cast<int>(in.size()));
