@@ -70,6 +70,11 @@ struct Api {
 // Debian's soname of oneDNN 2.x (package libdnnl2).
 constexpr const char* kSoname = "libdnnl.so.2";
 
+// A failed call for one product shape names the shape; one made once for every product (engine, stream) does not.
+void check(dnnl_status_t status, const char* what) {
+  if (status == dnnl_success) return;
+  throw Error("matmul: oneDNN's " + std::string(what) + " failed with status " + std::to_string(int(status)));
+}
 void check(dnnl_status_t status, const char* what, std::int64_t m, std::int64_t k, std::int64_t n) {
   if (status == dnnl_success) return;
   throw Error("matmul: oneDNN's " + std::string(what) + " failed with status " + std::to_string(int(status)) +
@@ -168,8 +173,7 @@ ThreadState& thread_state(const Library& library) {
   thread_local ThreadState state;
   if (!state.stream) {
     library.api.omp_set_num_threads(1);  // this thread's OpenMP ICV: oneDNN's parallel loops run inline
-    check(library.api.stream_create(&state.stream, library.engine, dnnl_stream_default_flags), "stream_create", 0,
-          0, 0);
+    check(library.api.stream_create(&state.stream, library.engine, dnnl_stream_default_flags), "stream_create");
     state.library = &library;
   }
   return state;
@@ -208,7 +212,7 @@ Loaded load_once() {
     return out;
   }
   try {
-    check(api.engine_create(&library->engine, dnnl_cpu, 0), "engine_create", 0, 0, 0);
+    check(api.engine_create(&library->engine, dnnl_cpu, 0), "engine_create");
     // The kernels its matmul picks here: a product of blocked size tells (the name is the implementation's).
     const std::shared_ptr<const Primitive> probe = library->primitive(64, 64, 64, false, false);
     const char* impl = nullptr;
