@@ -46,7 +46,7 @@ Buffer::Buffer(std::size_t bytes, std::shared_ptr<MemoryAccount> account)
     : bytes_(bytes), account_(account ? std::move(account) : default_memory_account()) {
   if (account_) account_->charge(static_cast<std::int64_t>(bytes_));
   try {
-    data_ = detail::acquire_block(allocation_size(bytes_));
+    data_ = detail::acquire_block(allocation_size(bytes_), account_.get());
   } catch (const std::bad_alloc&) {
     // Resource exhaustion is an error the program can report, like a device's capacity.
     if (account_) account_->release(static_cast<std::int64_t>(bytes_));
@@ -59,7 +59,7 @@ Buffer::Buffer(std::size_t bytes, std::shared_ptr<MemoryAccount> account)
 }
 
 Buffer::~Buffer() {
-  detail::release_block(data_, allocation_size(bytes_));
+  detail::release_block(data_, allocation_size(bytes_), account_.get());
   if (account_) account_->release(static_cast<std::int64_t>(bytes_));
 }
 

@@ -3,6 +3,7 @@
 #include "core/buffer_pool.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
@@ -74,24 +75,36 @@ class BlockPool {
     }();
     return *pool;
   }
-  std::byte* acquire(std::size_t bytes) {
+  std::byte* acquire(std::size_t bytes, const void* owner) {
     if (bytes >= kMinPooled) {
       std::lock_guard lock(mutex_);
-      auto it = free_.find(bytes);
-      if (it != free_.end()) {
-        std::byte* p = it->second;
-        free_.erase(it);
+      auto [first, last] = free_.equal_range(bytes);
+      if (first != last) {
+        // Equal keys keep their insertion order: walk back from the newest, taking the owner's own block if
+        // one of the last few is, else the newest.
+        auto chosen = std::prev(last);
+        auto it = chosen;
+        for (int looked = 0; looked < kOwnerSearch; ++looked) {
+          if (it->second.owner == owner) {
+            chosen = it;
+            break;
+          }
+          if (it == first) break;
+          --it;
+        }
+        std::byte* p = chosen->second.block;
+        free_.erase(chosen);
         cached_ -= bytes;
         return p;
       }
     }
     return allocate(bytes);
   }
-  void release(std::byte* p, std::size_t bytes) {
+  void release(std::byte* p, std::size_t bytes, const void* owner) {
     if (bytes >= kMinPooled) {
       std::lock_guard lock(mutex_);
       if (cached_ + bytes <= capacity_) {
-        free_.emplace(bytes, p);
+        free_.emplace(bytes, Free{p, owner});
         cached_ += bytes;
         return;
       }
@@ -107,15 +120,24 @@ class BlockPool {
  private:
   const std::size_t capacity_ =
       std::clamp(physical_memory() / 16, std::size_t{256} << 20, std::size_t{2} << 30);
+  struct Free {
+    std::byte* block;
+    const void* owner;  // who gave it back (acquire_block's `owner`)
+  };
+  // How many free blocks of one size acquire looks through for the owner's own: a device count's worth, so
+  // that the search stays short when many are cached.
+  static constexpr int kOwnerSearch = 64;
   std::mutex mutex_;
-  std::multimap<std::size_t, std::byte*> free_;
+  std::multimap<std::size_t, Free> free_;  // by size; equal sizes oldest first
   std::size_t cached_ = 0;
 };
 
 }  // namespace
 
-std::byte* acquire_block(std::size_t bytes) { return BlockPool::instance().acquire(bytes); }
-void release_block(std::byte* block, std::size_t bytes) { BlockPool::instance().release(block, bytes); }
+std::byte* acquire_block(std::size_t bytes, const void* owner) { return BlockPool::instance().acquire(bytes, owner); }
+void release_block(std::byte* block, std::size_t bytes, const void* owner) {
+  BlockPool::instance().release(block, bytes, owner);
+}
 std::size_t block_pool_capacity() { return BlockPool::instance().capacity(); }
 std::size_t block_pool_cached() { return BlockPool::instance().cached(); }
 

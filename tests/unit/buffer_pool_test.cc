@@ -1,6 +1,6 @@
 // The block pool under weft::Buffer (src/core/buffer_pool.hpp): large blocks are huge-page aligned, freed
-// large blocks are reused for the next allocation of the same size, the cap bounds what is kept, and
-// smaller blocks freed on a worker thread do not fault their pages in again.
+// large blocks are reused for the next allocation of the same size (the owner's own first), the cap bounds
+// what is kept, and smaller blocks freed on a worker thread do not fault their pages in again.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -39,6 +39,30 @@ TEST(BufferPool, AFreedLargeBlockServesTheNextAllocationOfItsSize) {
   EXPECT_NE(other, second);
   release_block(other, kBytes + 64);
   release_block(second, kBytes);
+}
+
+TEST(BufferPool, AnOwnerGetsItsOwnFreedBlockBackFirst) {
+  constexpr std::size_t kBytes = (std::size_t{1} << 20) + 64 * 5;  // an odd size no other test uses
+  int device_a = 0, device_b = 0, device_c = 0;                     // owners: any distinct addresses
+  std::byte* a = acquire_block(kBytes, &device_a);
+  std::byte* b = acquire_block(kBytes, &device_b);
+  ASSERT_NE(a, b);
+  release_block(b, kBytes, &device_b);
+  release_block(a, kBytes, &device_a);  // a is the newest
+  // Each owner gets its own block back, the owner of the oldest asking first.
+  std::byte* again_b = acquire_block(kBytes, &device_b);
+  std::byte* again_a = acquire_block(kBytes, &device_a);
+  EXPECT_EQ(again_b, b);
+  EXPECT_EQ(again_a, a);
+  // An owner with no block of its own takes the newest free one.
+  release_block(again_a, kBytes, &device_a);
+  release_block(again_b, kBytes, &device_b);
+  std::byte* newest = acquire_block(kBytes, &device_c);
+  EXPECT_EQ(newest, b);
+  std::byte* rest = acquire_block(kBytes, &device_c);
+  EXPECT_EQ(rest, a);
+  release_block(newest, kBytes, &device_c);
+  release_block(rest, kBytes, &device_c);
 }
 
 TEST(BufferPool, CapacityScalesWithMemoryWithinItsBounds) {
