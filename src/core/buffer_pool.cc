@@ -24,7 +24,11 @@ namespace {
 
 constexpr std::size_t kAlignment = 64;
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
-constexpr std::size_t kMinPooled = std::size_t{1} << 20;
+// From 128 KiB: with malloc's heap serving 128 KiB-1 MiB (the pool started at 1 MiB until 2026-12-02),
+// all_to_all on 8 devices took 320 us at 128 KiB and 1.1-3.3 ms at 768 KiB a call, its copies stalled in page
+// faults, against 29 us and 98 us from the pool; reduce_scatter of 2 MiB (256 KiB results) 360 -> 179 us.
+// Pooling from 64 KiB made training slower (58.9k against 60.9k samples/s; 128 KiB: 62.2k).
+constexpr std::size_t kMinPooled = std::size_t{128} << 10;
 
 std::size_t physical_memory() {
 #if defined(__linux__)
@@ -52,8 +56,8 @@ std::byte* allocate(std::size_t bytes) {
 // Blocks below kMinPooled come from malloc. glibc's defaults hand each one over 128 KiB back to the system
 // when freed (an mmap'ed chunk, or the top of a worker thread's heap trimmed away), so the next one faults
 // in every page again: a loop of 8-replica all_gathers of 64 KiB (512 KiB results) spent most of its time in
-// page faults (89 us a call against 9 us; all_to_all 64 KiB 142-238 us against 16 us). Blocks under 1 MiB
-// therefore come from the heap, and up to 64 MiB of free heap stays with the process. A user who tunes
+// page faults (89 us a call against 9 us; all_to_all 64 KiB 142-238 us against 16 us). Blocks below the
+// pool therefore come from the heap, and up to 64 MiB of free heap stays with the process. A user who tunes
 // malloc (GLIBC_TUNABLES, MALLOC_*_) keeps their settings.
 void keep_small_blocks_warm() {
 #if defined(__GLIBC__)

@@ -4,7 +4,7 @@
 // copy the data. Two remedies, both here:
 //  - large blocks (>= 2 MiB) are 2 MiB aligned and asked to be backed by transparent huge pages (Linux
 //    madvise(MADV_HUGEPAGE); harmless where THP is off), so a first touch faults once per 2 MiB, not 4 KiB;
-//  - freed blocks of >= 1 MiB are kept for the next allocation of the same size, up to a cap that scales
+//  - freed blocks of >= 128 KiB are kept for the next allocation of the same size, up to a cap that scales
 //    with the machine's memory (1/16 of it, between 256 MiB and 2 GiB), so a loop of 64 MiB all_to_alls
 //    (512 MiB of outputs per call) reuses warm pages instead of faulting new ones;
 //  - a freed block remembers its owner (the memory account of the device it served), and the pool hands an
@@ -13,7 +13,7 @@
 //    first fetches the line from here: an all_to_all-shaped copy (2 threads, 4 x 1 MiB outputs each) took
 //    88 us when each thread kept its outputs and 130-146 us when the outputs changed threads every call;
 //  - smaller blocks come from malloc, set (glibc, on first use, unless the user tuned it) to serve them
-//    from the heap and keep freed heap memory, instead of returning each block over 128 KiB to the system.
+//    from the heap and keep freed heap memory, instead of returning freed blocks to the system.
 // Device memory accounting is separate (MemoryAccount charges live buffers only).
 #pragma once
 #include <cstddef>
