@@ -70,6 +70,13 @@ class Interprocess {
   // procs[from] into `recv`; both complete before it returns.
   virtual void sendrecv(const std::vector<int>& procs, int to, const void* send, std::size_t send_bytes, int from,
                         void* recv, std::size_t recv_bytes, const PollContext& poll) = 0;
+  // Memory the processes of `procs` all read and write, where they share a host: one region of at least
+  // `bytes` per process (regions[i] is procs[i]'s, 64-byte aligned), made on the first call for the set and
+  // kept for later ones (made again, larger, when a call asks for more). Empty when they do not share memory
+  // (other hosts), on every process alike. Collective over `procs`, and only between rounds that use the
+  // regions. Callers order their reads after the writers' with a message (sendrecv) between them.
+  virtual std::vector<std::byte*> shared_regions(const std::vector<int>& procs, std::size_t bytes,
+                                                 const PollContext& poll) = 0;
   // Gathers `bytes[i]` bytes from procs[i] into `recv` (concatenated in procs order).
   virtual void allgatherv(const std::vector<int>& procs, const void* send, const std::vector<std::size_t>& bytes,
                           void* recv, const PollContext& poll) = 0;

@@ -51,11 +51,11 @@ PollContext PollFor(const HierarchicalCase& c, const CaseData& d, double timeout
 // Runs case c on every process of `job` as round `round`; each replica's output goes to outputs[r], every
 // process's errors and wrong results to failures[p].
 void RunCase(const HierarchicalCase& c, const CaseData& d, InprocJob& job, std::uint64_t round,
-             std::vector<Array>& outputs, std::vector<std::string>& failures) {
+             std::vector<Array>& outputs, std::vector<std::string>& failures, bool share_memory = true) {
   OnEveryProcess(job, [&](Interprocess& endpoint) {
     const int p = endpoint.rank();
     try {
-      CountingInterprocess counted(endpoint);
+      CountingInterprocess counted(endpoint, share_memory);
       std::vector<Array> mine = RunOnProcess(c, d, counted, round, PollFor(c, d, 60));
       const std::string path = CheckPath(c, d, p, counted);
       if (!path.empty()) failures[static_cast<std::size_t>(p)] += path + "\n";
@@ -73,6 +73,20 @@ void RunCase(const HierarchicalCase& c, const CaseData& d, InprocJob& job, std::
 }
 
 class Hierarchical : public ::testing::TestWithParam<HierarchicalCase> {};
+
+// The pair exchange runs through memory both processes map when the transport offers it (threads here,
+// processes on one host under MPI); processes on different hosts copy the partials instead.
+class PairWithoutSharedMemory : public ::testing::TestWithParam<HierarchicalCase> {};
+
+TEST_P(PairWithoutSharedMemory, EveryReplicaGetsTheReference) {
+  const HierarchicalCase& c = GetParam();
+  const CaseData d = PrepareCase(c);
+  InprocJob job(static_cast<int>(c.split.size()));
+  std::vector<Array> outputs(static_cast<std::size_t>(d.num_replicas));
+  std::vector<std::string> failures(c.split.size());
+  RunCase(c, d, job, 7, outputs, failures, /*share_memory=*/false);
+  for (const std::string& f : failures) EXPECT_EQ(f, "");
+}
 
 TEST_P(Hierarchical, EveryReplicaGetsTheReference) {
   const HierarchicalCase& c = GetParam();
@@ -115,6 +129,14 @@ std::vector<HierarchicalCase> TableCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Table, Hierarchical, ::testing::ValuesIn(TableCases()),
+                         [](const ::testing::TestParamInfo<HierarchicalCase>& info) { return CaseName(info.param); });
+
+std::vector<HierarchicalCase> PairCases() {
+  std::vector<HierarchicalCase> cases = TableCases();
+  std::erase_if(cases, [](const HierarchicalCase& c) { return c.path != "pair"; });
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(Table, PairWithoutSharedMemory, ::testing::ValuesIn(PairCases()),
                          [](const ::testing::TestParamInfo<HierarchicalCase>& info) { return CaseName(info.param); });
 
 // A job runs many collectives in a row: operations keep matching by their order on each process set,

@@ -26,16 +26,25 @@ int main() {
   const int me = job->rank();
   int passed = 0, failed = 0;
   std::uint64_t round = 0;
-  for (const HierarchicalCase& c : HierarchicalCases()) {
+  // Every case, then the pair-exchange cases again as processes on different hosts run them (copying the
+  // partials instead of sharing memory).
+  std::vector<std::pair<HierarchicalCase, bool>> runs;
+  for (const HierarchicalCase& c : HierarchicalCases()) runs.emplace_back(c, true);
+  for (const HierarchicalCase& c : HierarchicalCases())
+    if (c.path == "pair") runs.emplace_back(c, false);
+  for (const auto& [c, share_memory] : runs) {
     if (static_cast<int>(c.split.size()) != job->size()) continue;
     const CaseData d = PrepareCase(c);
-    const std::string name = CaseName(c);
+    const std::string name = CaseName(c) + (share_memory ? "" : " (without shared memory)");
     std::string failures;
     try {
-      CountingInterprocess counted(*job);
+      CountingInterprocess counted(*job, share_memory);
       const transport::PollContext poll(60, {}, [&name] { return name; });
       const std::vector<Array> outputs = RunOnProcess(c, d, counted, round++, poll);
       failures += CheckPath(c, d, me, counted);
+      // (This program runs its instances on one host: there the pair exchange must share memory.)
+      if (share_memory && c.path == "pair" && counted.shared == 0 && counted.sendrecvs > 0)
+        failures += name + ": process " + std::to_string(me) + " copied the partials instead of sharing memory";
       References references(c, d);
       for (int r = 0; r < d.num_replicas; ++r)
         if (d.process_of[static_cast<std::size_t>(r)] == me) {

@@ -269,11 +269,15 @@ inline std::vector<Array> RunOnProcess(const HierarchicalCase& c, const CaseData
 }
 
 // An Interprocess that counts the calls it forwards, so a test can check which path of hierarchical.cc a
-// case took (ring and pair: sendrecv; small all-reduce: allreduce; everything else: allgatherv).
+// case took (ring and pair: sendrecv; small all-reduce: allreduce; everything else: allgatherv). With
+// `share_memory` false it answers shared_regions with none, as for processes on different hosts, so the
+// pair exchange that copies the partials runs too.
 class CountingInterprocess final : public transport::Interprocess {
  public:
-  explicit CountingInterprocess(transport::Interprocess& inner) : inner_(inner) {}
+  explicit CountingInterprocess(transport::Interprocess& inner, bool share_memory = true)
+      : inner_(inner), share_memory_(share_memory) {}
   int allreduces = 0, sendrecvs = 0, allgathervs = 0, agreements = 0;
+  int shared = 0;  // shared_regions calls that gave regions
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
@@ -289,6 +293,13 @@ class CountingInterprocess final : public transport::Interprocess {
     ++sendrecvs;
     inner_.sendrecv(procs, to, send, send_bytes, from, recv, recv_bytes, poll);
   }
+  std::vector<std::byte*> shared_regions(const std::vector<int>& procs, std::size_t bytes,
+                                         const transport::PollContext& poll) override {
+    if (!share_memory_) return {};
+    std::vector<std::byte*> regions = inner_.shared_regions(procs, bytes, poll);
+    shared += !regions.empty();
+    return regions;
+  }
   void allgatherv(const std::vector<int>& procs, const void* send, const std::vector<std::size_t>& bytes, void* recv,
                   const transport::PollContext& poll) override {
     ++allgathervs;
@@ -303,6 +314,7 @@ class CountingInterprocess final : public transport::Interprocess {
 
  private:
   transport::Interprocess& inner_;
+  const bool share_memory_;
 };
 
 // "" when the calls this process made fit the path the case is for, else what does not. A process in no
@@ -320,11 +332,16 @@ inline std::string CheckPath(const HierarchicalCase& c, const CaseData& d, int p
                   : c.path == "transport"                ? calls.allreduces > 0 && calls.sendrecvs + calls.allgathervs == 0
                   : c.path == "gather" ? calls.allgathervs > 0 && calls.allreduces + calls.sendrecvs == 0
                                        : false;
-  // The pair exchange is one message each way per group; the ring has 2 (P - 1) steps.
-  if (ok && !(c.path == "pair" && calls.sendrecvs != spanning) && calls.agreements == 1) return "";
+  // The pair exchange is one message each way per group (two, both empty, through shared memory); the ring
+  // has 2 (P - 1) steps.
+  const int pair_messages = calls.shared > 0 ? 2 * spanning : spanning;
+  if (ok && !(c.path == "pair" && (calls.sendrecvs != pair_messages || (calls.shared > 0 && calls.shared != spanning))) &&
+      calls.agreements == 1)
+    return "";
   return CaseName(c) + ": process " + std::to_string(process) + " took another path than \"" + c.path + "\": " +
          std::to_string(calls.agreements) + " agree, " + std::to_string(calls.allreduces) + " allreduce, " +
-         std::to_string(calls.sendrecvs) + " sendrecv, " + std::to_string(calls.allgathervs) + " allgatherv calls";
+         std::to_string(calls.sendrecvs) + " sendrecv, " + std::to_string(calls.allgathervs) + " allgatherv, " +
+         std::to_string(calls.shared) + " shared_regions calls";
 }
 
 // What replica r must get: dtype, shape and values (as doubles), and per element the tolerance (empty:

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -83,6 +84,8 @@ struct InprocJob::State {
   WaitQueue changed;  // every deposit, message and failure
   std::map<std::pair<std::vector<int>, std::uint64_t>, Meeting> meetings;
   std::map<std::tuple<std::vector<int>, int, int>, std::deque<std::vector<std::byte>>> mailboxes;
+  // shared_regions: per process set, one region per member (threads share memory, so every set does).
+  std::map<std::vector<int>, std::vector<std::vector<std::byte>>> regions;
   std::vector<std::pair<int, std::string>> failures;  // (process, cause), in the order announced
   std::vector<std::unique_ptr<InprocEndpoint>> endpoints;
 };
@@ -163,6 +166,23 @@ class InprocEndpoint final : public Interprocess {
                             std::to_string(message.size()) + " bytes where " + std::to_string(recv_bytes) +
                             " were expected (the processes disagree about the message sizes)");
     if (recv_bytes) std::memcpy(recv, message.data(), recv_bytes);
+  }
+
+  std::vector<std::byte*> shared_regions(const std::vector<int>& procs, std::size_t bytes,
+                                         const PollContext& poll) override {
+    check_set(procs, "shared_regions", poll);
+    std::lock_guard lock(state_.mutex);
+    check_usable(poll);
+    // The first member to ask makes them (and makes them again, larger, for a larger size: the contract
+    // allows that only between the rounds that use them). Each is over-allocated to align it to 64 bytes.
+    std::vector<std::vector<std::byte>>& mine = state_.regions[procs];
+    if (mine.empty() || mine[0].size() < bytes + 64) mine.assign(procs.size(), std::vector<std::byte>(bytes + 64));
+    std::vector<std::byte*> out;
+    for (std::vector<std::byte>& region : mine) {
+      const auto at = reinterpret_cast<std::uintptr_t>(region.data());
+      out.push_back(region.data() + ((64 - at % 64) % 64));
+    }
+    return out;
   }
 
   void allgatherv(const std::vector<int>& procs, const void* send, const std::vector<std::size_t>& bytes, void* recv,

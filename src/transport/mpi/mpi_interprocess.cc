@@ -128,6 +128,8 @@ class MpiInterprocess final : public Interprocess {
     MPI_Cancel(&side_request_);
     MPI_Wait(&side_request_, MPI_STATUS_IGNORE);
     MPI_Comm_free(&side_comm_);
+    // Collective over each window's processes, which all made it and have all ended (depart above).
+    for (auto& [procs, window] : windows_) free_window(window);
     for (auto& [procs, comm] : comms_)
       if (comm != world_) MPI_Comm_free(&comm);
     MPI_Comm_free(&world_);
@@ -186,6 +188,57 @@ class MpiInterprocess final : public Interprocess {
     }
     wait(requests[0], procs, poll, n);
     wait(requests[1], procs, poll, n);
+  }
+
+  std::vector<std::byte*> shared_regions(const std::vector<int>& procs, std::size_t bytes,
+                                         const PollContext& poll) override {
+    auto it = windows_.find(procs);
+    if (it != windows_.end() && (it->second.regions.empty() || it->second.bytes >= bytes)) return it->second.regions;
+    // Every member asks in the same round (the callers run the same plan), so they meet here; a polled
+    // handshake first makes sure they all got here, so that an absent member ends in a timeout or abort, not
+    // a hang in the blocking calls below.
+    const std::uint64_t n = begin_op(procs, poll);
+    MPI_Comm comm = comm_for(procs, poll, n);
+    handshake(procs, poll, n);
+    std::lock_guard lock(mpi_);
+    SharedWindow window;
+    if (it != windows_.end()) {
+      window = std::move(it->second);
+      windows_.erase(it);
+      free_window(window);  // too small: every member makes a larger one
+    } else {
+      // Processes on one host (MPI's shared-memory split) share memory; hosts alike in name may not.
+      int members = 0;
+      MPI_Comm node = MPI_COMM_NULL;
+      if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        throw PeerLostError(process_name(rank_) + ": MPI_Comm_split_type failed for processes " + list_str(procs));
+      MPI_Comm_size(node, &members);
+      if (members != static_cast<int>(procs.size())) {
+        MPI_Comm_free(&node);
+        windows_.emplace(procs, SharedWindow{});  // not all on one host: never shared
+        return {};
+      }
+      MPI_Comm_set_errhandler(node, MPI_ERRORS_RETURN);
+      window.comm = node;
+    }
+    // One window of `bytes` per member, with its members' segments contiguous (MPI's default); each
+    // member's base from MPI_Win_shared_query. A passive epoch stays open for the window's life.
+    const std::size_t size = (bytes + 63) / 64 * 64;
+    void* base = nullptr;
+    if (MPI_Win_allocate_shared(static_cast<MPI_Aint>(size), 1, MPI_INFO_NULL, window.comm, &base, &window.window) !=
+        MPI_SUCCESS)
+      throw PeerLostError(process_name(rank_) + ": MPI_Win_allocate_shared of " + std::to_string(size) +
+                          " bytes failed for processes " + list_str(procs));
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, window.window);
+    for (int i = 0; i < static_cast<int>(procs.size()); ++i) {
+      MPI_Aint got = 0;
+      int unit = 0;
+      void* region = nullptr;
+      MPI_Win_shared_query(window.window, i, &got, &unit, &region);
+      window.regions.push_back(static_cast<std::byte*>(region));
+    }
+    window.bytes = size;
+    return windows_.emplace(procs, std::move(window)).first->second.regions;
   }
 
   void allgatherv(const std::vector<int>& procs, const void* send, const std::vector<std::size_t>& bytes, void* recv,
@@ -383,6 +436,20 @@ class MpiInterprocess final : public Interprocess {
       }
     }
     for (MPI_Request& r : requests) wait(r, procs, poll, n);
+  }
+
+  struct SharedWindow {
+    MPI_Comm comm = MPI_COMM_NULL;  // the members, split by MPI_COMM_TYPE_SHARED (null: not on one host)
+    MPI_Win window = MPI_WIN_NULL;
+    std::vector<std::byte*> regions;  // per member; empty: the members do not share memory
+    std::size_t bytes = 0;            // each region's size
+  };
+  static void free_window(SharedWindow& w) {
+    if (w.window != MPI_WIN_NULL) {
+      MPI_Win_unlock_all(w.window);
+      MPI_Win_free(&w.window);
+    }
+    w.regions.clear();
   }
 
   MPI_Comm comm_for(const std::vector<int>& procs, const PollContext& poll, std::uint64_t n) {
@@ -600,6 +667,7 @@ class MpiInterprocess final : public Interprocess {
   int rank_ = 0, size_ = 1;
   std::string host_;
   std::map<std::vector<int>, MPI_Comm> comms_;
+  std::map<std::vector<int>, SharedWindow> windows_;  // shared_regions, per process set
 };
 
 }  // namespace
