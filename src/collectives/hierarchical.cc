@@ -8,7 +8,6 @@
 //  - everything else: the processes holding the group exchange their members' inputs (one allgatherv),
 //    after which each process computes its members' outputs exactly as in one process.
 // Before any data moves, the processes check that they all issue the same collective (collectives/fingerprint.hpp).
-#include <atomic>
 #include <cstring>
 
 #include "collectives/algorithms.hpp"
@@ -99,13 +98,12 @@ Array shared_pair_allreduce(transport::Interprocess& job, const std::vector<int>
   // The region's lines were last read by the partner: clear them first (claim_lines says why).
   std::memset(regions[me], 0, bytes);
   reduce_inputs(like.dtype(), op, local_inputs, regions[me], n, static_cast<int>(local_inputs.size()));
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // The messages order the accesses: a transport's send publishes what was written before it (MPI's
+  // shared-memory queues post with a write barrier, the in-process one under a mutex) and its receive sees it.
   job.sendrecv(procs, 1 - me, nullptr, 0, 1 - me, nullptr, 0, poll);  // both partials written
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   Array result = Array::empty(like.shape(), like.dtype(), like.buffer()->account());
   const std::byte* inputs[2] = {regions[0], regions[1]};
   reduce_inputs(like.dtype(), op, inputs, result.mutable_bytes(), n, 2);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   job.sendrecv(procs, 1 - me, nullptr, 0, 1 - me, nullptr, 0, poll);  // both done reading
   return result;
 }
