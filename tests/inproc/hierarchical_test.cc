@@ -72,32 +72,17 @@ void RunCase(const HierarchicalCase& c, const CaseData& d, InprocJob& job, std::
   });
 }
 
-class Hierarchical : public ::testing::TestWithParam<HierarchicalCase> {};
-
-// The pair exchange runs through memory both processes map when the transport offers it (threads here,
-// processes on one host under MPI); processes on different hosts copy the partials instead.
-class PairWithoutSharedMemory : public ::testing::TestWithParam<HierarchicalCase> {};
-
-TEST_P(PairWithoutSharedMemory, EveryReplicaGetsTheReference) {
-  const HierarchicalCase& c = GetParam();
+// Runs case c on a fresh job: every replica gets the reference, and all members of a group hold bitwise the
+// same all-reduce result, whichever process holds them (the noisy cases are where a path summing in a
+// process-dependent order would break this). With `share_memory` false the transport declines shared
+// regions, as for processes on different hosts.
+void CheckCase(const HierarchicalCase& c, bool share_memory) {
   const CaseData d = PrepareCase(c);
   InprocJob job(static_cast<int>(c.split.size()));
   std::vector<Array> outputs(static_cast<std::size_t>(d.num_replicas));
   std::vector<std::string> failures(c.split.size());
-  RunCase(c, d, job, 7, outputs, failures, /*share_memory=*/false);
+  RunCase(c, d, job, 7, outputs, failures, share_memory);
   for (const std::string& f : failures) EXPECT_EQ(f, "");
-}
-
-TEST_P(Hierarchical, EveryReplicaGetsTheReference) {
-  const HierarchicalCase& c = GetParam();
-  const CaseData d = PrepareCase(c);
-  InprocJob job(static_cast<int>(c.split.size()));
-  std::vector<Array> outputs(static_cast<std::size_t>(d.num_replicas));
-  std::vector<std::string> failures(c.split.size());
-  RunCase(c, d, job, 7, outputs, failures);
-  for (const std::string& f : failures) EXPECT_EQ(f, "");
-  // All members of a group hold bitwise the same all-reduce result, whichever process holds them (the
-  // noisy cases are where a path summing in a process-dependent order would break this).
   if (c.kind != collectives::Kind::all_reduce) return;
   for (const auto& members : d.groups->groups())
     for (int m : members) {
@@ -108,6 +93,14 @@ TEST_P(Hierarchical, EveryReplicaGetsTheReference) {
           << "replicas " << members[0] << " and " << m << " of one group differ";
     }
 }
+
+class Hierarchical : public ::testing::TestWithParam<HierarchicalCase> {};
+TEST_P(Hierarchical, EveryReplicaGetsTheReference) { CheckCase(GetParam(), true); }
+
+// The pair exchange runs through memory both processes map when the transport offers it (threads here,
+// processes on one host under MPI); processes on different hosts copy the partials instead.
+class PairWithoutSharedMemory : public ::testing::TestWithParam<HierarchicalCase> {};
+TEST_P(PairWithoutSharedMemory, EveryReplicaGetsTheReference) { CheckCase(GetParam(), false); }
 
 // The table, less its heavy cases in the sanitizer builds (GCC's and Clang's spellings).
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
