@@ -129,7 +129,10 @@ class MpiInterprocess final : public Interprocess {
     MPI_Wait(&side_request_, MPI_STATUS_IGNORE);
     MPI_Comm_free(&side_comm_);
     // Collective over each window's processes, which all made it and have all ended (depart above).
-    for (auto& [procs, window] : windows_) free_window(window);
+    for (auto& [procs, window] : windows_) {
+      free_window(window);
+      if (window.comm != MPI_COMM_NULL) MPI_Comm_free(&window.comm);
+    }
     for (auto& [procs, comm] : comms_)
       if (comm != world_) MPI_Comm_free(&comm);
     MPI_Comm_free(&world_);
