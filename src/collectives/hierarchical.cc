@@ -83,39 +83,39 @@ void pair_allreduce(transport::Interprocess& job, const std::vector<int>& procs,
   partial = std::move(result);
 }
 
+// Clears a partial buffer (or shared region) before the reduction writes it. The buffer pool hands back the
+// buffer of an earlier round, and Open MPI's single-copy transport (CMA) had the partner process read it in place,
+// so its cache lines sit in the other core's cache: every first store of the reduction kernel then fetched
+// its line from there (a 1 MiB local reduction of 4 replicas took ~205 us, against ~70 us without CMA).
+// memset's string stores claim whole lines without reading them: 17 us per MiB, and the reduction then
+// takes ~75 us (2 instances x 4 devices, 1 MiB all-reduce: 470 -> ~350 us; docs/benchmarks.md). Not for
+// the ring's buffers: memset writes those (4 MiB and up) around the caches, and the 64 MiB ring got slower.
+void claim_lines(std::byte* buffer, std::size_t bytes) { std::memset(buffer, 0, bytes); }
+
 // Two processes on one host, a mid-size buffer: each reduces its local members straight into its region of
 // memory both processes map (the transport's shared_regions), a message each way says both partials are
 // there, each reduces the two regions in process order into its own result (bitwise the same on both, and as
 // pair_allreduce computes it), and a second message says both are done reading, so a later round may write
 // the regions again. No partial is copied: against pair_allreduce over Open MPI's single-copy transport
 // (2 instances x 4 devices, 1 MiB) this saves the ~150 us copy and its wait.
+// The result is an array like the local inputs, charged to `account`.
 Array shared_pair_allreduce(transport::Interprocess& job, const std::vector<int>& procs,
                             const std::vector<std::byte*>& regions, std::span<const std::byte* const> local_inputs,
-                            const Array& like, ReduceOp op, const transport::PollContext& poll) {
+                            const Array& like, std::shared_ptr<MemoryAccount> account, ReduceOp op,
+                            const transport::PollContext& poll) {
   const int me = procs[0] == job.rank() ? 0 : 1;
   const std::int64_t n = like.size();
-  const std::size_t bytes = like.nbytes();
-  // The region's lines were last read by the partner: clear them first (claim_lines says why).
-  std::memset(regions[me], 0, bytes);
+  claim_lines(regions[me], like.nbytes());  // its lines were last read by the partner
   reduce_inputs(like.dtype(), op, local_inputs, regions[me], n, static_cast<int>(local_inputs.size()));
   // The messages order the accesses: a transport's send publishes what was written before it (MPI's
   // shared-memory queues post with a write barrier, the in-process one under a mutex) and its receive sees it.
   job.sendrecv(procs, 1 - me, nullptr, 0, 1 - me, nullptr, 0, poll);  // both partials written
-  Array result = Array::empty(like.shape(), like.dtype(), like.buffer()->account());
+  Array result = Array::empty(like.shape(), like.dtype(), std::move(account));
   const std::byte* inputs[2] = {regions[0], regions[1]};
   reduce_inputs(like.dtype(), op, inputs, result.mutable_bytes(), n, 2);
   job.sendrecv(procs, 1 - me, nullptr, 0, 1 - me, nullptr, 0, poll);  // both done reading
   return result;
 }
-
-// Clears a partial buffer before the reduction writes it. The buffer pool hands back the buffer of an
-// earlier round, and Open MPI's single-copy transport (CMA) had the partner process read that buffer in place,
-// so its cache lines sit in the other core's cache: every first store of the reduction kernel then fetched
-// its line from there (a 1 MiB local reduction of 4 replicas took ~205 us, against ~70 us without CMA).
-// memset's string stores claim whole lines without reading them: 17 us per MiB, and the reduction then
-// takes ~75 us (2 instances x 4 devices, 1 MiB all-reduce: 470 -> ~350 us; docs/benchmarks.md). Not for
-// the ring's buffers: memset writes those (4 MiB and up) around the caches, and the 64 MiB ring got slower.
-void claim_lines(Array& buffer) { std::memset(buffer.mutable_bytes(), 0, buffer.nbytes()); }
 
 }  // namespace
 
@@ -162,16 +162,19 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
 
     if (native_reduce) {
       const std::int64_t n = first->input->size();
-      Array partial = Array::empty(first->input->shape(), dtype, account_of(local[0]));
       std::vector<const std::byte*> in;
       for (int m : local) in.push_back(requests[m]->input->bytes());
-      const bool pair = procs.size() == 2 && worth_splitting(partial.nbytes()) && partial.nbytes() < kRingBytes;
+      const std::size_t bytes = first->input->nbytes();
+      const bool pair = procs.size() == 2 && worth_splitting(bytes) && bytes < kRingBytes;
       // (Asked for the pair path's largest buffer, so the regions are made once.)
-      const std::vector<std::byte*> regions = pair ? job.shared_regions(procs, kRingBytes, poll) : std::vector<std::byte*>{};
+      const std::vector<std::byte*> regions =
+          pair ? job.shared_regions(procs, kRingBytes, poll) : std::vector<std::byte*>{};
+      Array partial;
       if (!regions.empty()) {
-        partial = shared_pair_allreduce(job, procs, regions, in, partial, wire_op, poll);
+        partial = shared_pair_allreduce(job, procs, regions, in, *first->input, account_of(local[0]), wire_op, poll);
       } else {
-        if (partial.nbytes() < kRingBytes) claim_lines(partial);
+        partial = Array::empty(first->input->shape(), dtype, account_of(local[0]));
+        if (bytes < kRingBytes) claim_lines(partial.mutable_bytes(), bytes);
         reduce_inputs(dtype, wire_op, in, partial.mutable_bytes(), n, static_cast<int>(in.size()));
         if (partial.nbytes() >= kRingBytes)
           ring_allreduce(job, procs, partial.mutable_bytes(), n, dtype, wire_op, poll);
