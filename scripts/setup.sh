@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages weft needs (only those missing) and builds Release into build/.
-# Sourced by ./run and ./test.
+# The Debian packages weft needs (weft_install_packages installs those missing) and its builds (weft_configure,
+# weft_build). Sourced by ./run and ./test.
 set -euo pipefail
 WEFT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-WEFT_PACKAGES=(build-essential cmake libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libfmt-dev
+WEFT_PACKAGES=(build-essential cmake libgtest-dev libgmock-dev libcli11-dev
                nlohmann-json3-dev libopenmpi-dev openmpi-bin libeigen3-dev libboost-context1.81-dev zlib1g-dev python3-numpy
                dataset-fashion-mnist pkg-config pybind11-dev python3-dev python3-pytest python3-mpi4py
                libopenblas0-pthread libdnnl-dev)
@@ -22,8 +22,12 @@ weft_install_packages() {
   fi
 }
 
-weft_build() {  # weft_build DIR [cmake args...]
+weft_configure() {  # weft_configure DIR [cmake args...]
   local dir="$1"; shift
   cmake -S "$WEFT_ROOT" -B "$WEFT_ROOT/$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-  cmake --build "$WEFT_ROOT/$dir" -j "$(nproc)"
+}
+
+weft_build() {  # weft_build DIR [cmake args...]: configure, then build every target
+  weft_configure "$@"
+  cmake --build "$WEFT_ROOT/$1" -j "$(nproc)"
 }
