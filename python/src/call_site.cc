@@ -53,7 +53,7 @@ CallSite python_call_site() {
     Py_DECREF(frame);
     frame = back;
   }
-  return std::source_location::current();
+  return std::source_location::current();  // no frame outside weft: this binding's own line
 }
 
 void init_call_site(py::module_&) {
