@@ -3,13 +3,13 @@
 // the replicas agree before any data moves.
 #pragma once
 #include <initializer_list>
-#include <source_location>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "weft/array.hpp"
+#include "weft/call_site.hpp"
 #include "weft/groups.hpp"
 #include "weft/reduce_op.hpp"
 #include "weft/runtime.hpp"
@@ -37,7 +37,8 @@ class HostStream;
 
 class Replica {
  public:
-  using Loc = std::source_location;
+  // Where each collective was called (weft/call_site.hpp): the caller's line unless given.
+  using Loc = CallSite;
 
   int index() const;         // replica id in this program (row-major over the mesh)
   int num_replicas() const;
@@ -49,41 +50,45 @@ class Replica {
   ReplicaGroups groups(const Axes& axes, const AxisIndexGroups& index_groups = {}) const;
 
   // ---- JAX-style collectives over named axes --------------------------------------------------------
-  Array psum(const Array& x, const Axes& axes, const AxisIndexGroups& groups = {}, Loc loc = Loc::current());
-  Array pmean(const Array& x, const Axes& axes, const AxisIndexGroups& groups = {}, Loc loc = Loc::current());
-  Array pmax(const Array& x, const Axes& axes, const AxisIndexGroups& groups = {}, Loc loc = Loc::current());
-  Array pmin(const Array& x, const Axes& axes, const AxisIndexGroups& groups = {}, Loc loc = Loc::current());
+  Array psum(const Array& x, const Axes& axes, const AxisIndexGroups& groups = {},
+             Loc loc = std::source_location::current());
+  Array pmean(const Array& x, const Axes& axes, const AxisIndexGroups& groups = {},
+              Loc loc = std::source_location::current());
+  Array pmax(const Array& x, const Axes& axes, const AxisIndexGroups& groups = {},
+             Loc loc = std::source_location::current());
+  Array pmin(const Array& x, const Axes& axes, const AxisIndexGroups& groups = {},
+             Loc loc = std::source_location::current());
   Array all_gather(const Array& x, const Axes& axes, int axis = 0, bool tiled = false,
-                   const AxisIndexGroups& groups = {}, Loc loc = Loc::current());
+                   const AxisIndexGroups& groups = {}, Loc loc = std::source_location::current());
   Array psum_scatter(const Array& x, const Axes& axes, int scatter_dimension = 0, bool tiled = false,
-                     const AxisIndexGroups& groups = {}, Loc loc = Loc::current());
+                     const AxisIndexGroups& groups = {}, Loc loc = std::source_location::current());
   Array all_to_all(const Array& x, const Axes& axes, int split_axis, int concat_axis, bool tiled = false,
-                   const AxisIndexGroups& groups = {}, Loc loc = Loc::current());
-  Array ppermute(const Array& x, const Axes& axes, const Permutation& perm, Loc loc = Loc::current());
+                   const AxisIndexGroups& groups = {}, Loc loc = std::source_location::current());
+  Array ppermute(const Array& x, const Axes& axes, const Permutation& perm, Loc loc = std::source_location::current());
 
   // ---- the same over explicit groups (PopXL groupings, ReplicaGroups::strided) ----------------------
   Array all_reduce(const Array& x, const ReplicaGroups& groups, ReduceOp op = ReduceOp::sum,
-                   Loc loc = Loc::current());
+                   Loc loc = std::source_location::current());
   Array all_gather(const Array& x, const ReplicaGroups& groups, int axis = 0, bool tiled = false,
-                   Loc loc = Loc::current());
+                   Loc loc = std::source_location::current());
   Array reduce_scatter(const Array& x, const ReplicaGroups& groups, ReduceOp op = ReduceOp::sum,
-                       int scatter_dimension = 0, bool tiled = false, Loc loc = Loc::current());
+                       int scatter_dimension = 0, bool tiled = false, Loc loc = std::source_location::current());
   Array all_to_all(const Array& x, const ReplicaGroups& groups, int split_axis, int concat_axis,
-                   bool tiled = false, Loc loc = Loc::current());
+                   bool tiled = false, Loc loc = std::source_location::current());
   Array ppermute(const Array& x, const ReplicaGroups& groups, const Permutation& perm,
-                 Loc loc = Loc::current());
+                 Loc loc = std::source_location::current());
 
   // ---- PopXL-style collectives on flattened tensors ---------------------------------------------------
   // Flattens x, zero-pads it to a multiple of the group size G and reduces it over the group; member k
   // gets chunk k, a 1-d array of ceil(size / G) elements.
   Array replicated_reduce_scatter(const Array& x, const ReplicaGroups& groups, ReduceOp op = ReduceOp::sum,
-                                  Loc loc = Loc::current());
+                                  Loc loc = std::source_location::current());
   // Like replicated_reduce_scatter without reduction: member k takes chunk k of its own value.
-  Array replica_sharded_slice(const Array& x, const ReplicaGroups& groups, Loc loc = Loc::current());
+  Array replica_sharded_slice(const Array& x, const ReplicaGroups& groups, Loc loc = std::source_location::current());
   // All-gathers 1-d shards over the group (member order), drops the zero padding and reshapes to
   // `full_shape`: the inverse of replicated_reduce_scatter / replica_sharded_slice.
   Array gather_shards(const Array& shard, const ReplicaGroups& groups, const Shape& full_shape,
-                      Loc loc = Loc::current());
+                      Loc loc = std::source_location::current());
 
   // ---- inside Session::run ----------------------------------------------------------------------------
   // This replica's value of an on-device variable (its shard for a replica-sharded one). In-place ops on

@@ -80,6 +80,10 @@ class Runtime {
   // The runtime pmap and device_put use when none is named: the most recently created live one, or a
   // default one (options from the environment) created on first use.
   static Runtime& current();
+  // The options that default runtime is made with (unset fields: the environment, else the default). Takes
+  // effect only before it is made: an embedder calls it at start-up, as the Python module asks for a thread
+  // per device (its replicas run Python frames) without setting WEFT_SCHEDULER in the process's environment.
+  static void set_default_options(RuntimeOptions options);
 
   struct Impl;
   Impl& impl() const { return *impl_; }

@@ -5,15 +5,32 @@
 
 #include "bindings.hpp"
 
+namespace {
+
+// Python replicas run Python frames, which live on one OS thread each: the default runtime (the one made on
+// first use when the program makes none) gets a thread per device unless the user's own WEFT_SCHEDULER says
+// otherwise (then pmap refuses with a clear error, python/src/pmap.cc). Asked of the runtime, not written
+// into the process's environment, which child processes and other libraries share. weft.Runtime (weft.init)
+// asks for threads itself (arrays.cc).
+void prefer_threads_by_default() {
+  const char* scheduler = std::getenv("WEFT_SCHEDULER");
+  if (scheduler && *scheduler) return;  // the user's choice (empty means unset, as everywhere in weft)
+  weft::RuntimeOptions options;
+  options.scheduler = "threads";
+  weft::Runtime::set_default_options(options);
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_weft, m) {
   m.doc() = "weft's C++ runtime (pmap over virtual CPU devices, collectives, sessions); use the weft package";
-  // Python replicas run Python frames, which live on one OS thread each: the runtimes this module makes
-  // from the environment use a thread per device unless the user asked otherwise (then pmap refuses with a
-  // clear error, python/src/pmap.cc).
-  ::setenv("WEFT_SCHEDULER", "threads", /*overwrite=*/0);
+  prefer_threads_by_default();
   weft::python::init_errors(m);
   weft::python::init_arrays(m);
+  weft::python::init_shutdown(m);
+  weft::python::init_call_site(m);
   weft::python::init_pmap(m);
+  weft::python::init_lax(m);
   weft::python::init_session(m);
   weft::python::init_array_ops(m);
 }

@@ -26,7 +26,7 @@ DType dtype_arg(py::handle dtype) { return weft_dtype(py::dtype::from_args(py::r
 template <class F>
 py::array replica_op(const char* op, F&& body) {
   Replica& r = current_replica(op);
-  const std::source_location site = python_call_site();
+  const CallSite site = python_call_site();
   Array result;
   {
     py::gil_scoped_release nogil;
@@ -35,9 +35,8 @@ py::array replica_op(const char* op, F&& body) {
   return to_numpy(result);
 }
 
-}  // namespace
-
-void init_session(py::module_& m) {
+// PopXL's ReplicaGrouping.
+void init_replica_groups(py::module_& m) {
   py::class_<ReplicaGroups>(m, "ReplicaGroups", "A partition of the replicas into equal groups (weft.ReplicaGrouping).")
       .def_static("strided", &ReplicaGroups::strided, py::arg("num_replicas"), py::arg("stride") = 1,
                   py::arg("group_size") = 0)
@@ -65,7 +64,10 @@ void init_session(py::module_& m) {
                  std::to_string(stride) + ", group_size=" + std::to_string(size) + ")";
         return "ReplicaGroups(" + g.to_string() + ")";
       });
+}
 
+// What a session hands out: variables, remote buffers, host streams.
+void init_session_handles(py::module_& m) {
   py::class_<Variable>(m, "Variable")
       .def_property_readonly("name", &Variable::name)
       .def_property_readonly("shape", [](const Variable& v) { return shape_tuple(v.shape()); })
@@ -104,7 +106,9 @@ void init_session(py::module_& m) {
         return std::string(s.host_to_device() ? "h2d" : "d2h") + "_stream(name=" + s.name() + ", shape=" +
                shape_str(s.shape()) + ", dtype=" + std::string(dtype_name(s.dtype())) + ")";
       });
+}
 
+void init_session_class(py::module_& m) {
   py::class_<Session, std::shared_ptr<Session>>(m, "Session")
       .def(py::init([](int replicas, int num_host_transfers, std::string name) {
              SessionOptions options;
@@ -186,10 +190,12 @@ void init_session(py::module_& m) {
         py::gil_scoped_release nogil;
         s.write_variable_data(v, a);
       });
+}
 
-  // ---- on the replica: weft.ops ------------------------------------------------------------------------------
+// ---- on the replica: weft.ops ------------------------------------------------------------------------------
+void init_replica_ops(py::module_& m) {
   m.def("variable_value", [](const Variable& v) {
-    return replica_op("weft.ops.read", [&](Replica& r, std::source_location) { return r.value(v); });
+    return replica_op("weft.ops.read", [&](Replica& r, CallSite) { return r.value(v); });
   });
   m.def("variable_assign", [](const Variable& v, py::handle value) {
     Replica& r = current_replica("weft.ops.write");
@@ -202,7 +208,7 @@ void init_session(py::module_& m) {
     slot = a;
   });
   m.def("remote_load", [](const RemoteBuffer& b, int entry) {
-    return replica_op("weft.ops.remote_load", [&](Replica& r, std::source_location) { return r.remote_load(b, entry); });
+    return replica_op("weft.ops.remote_load", [&](Replica& r, CallSite) { return r.remote_load(b, entry); });
   });
   m.def("remote_store", [](const RemoteBuffer& b, int entry, py::handle value) {
     Replica& r = current_replica("weft.ops.remote_store");
@@ -211,7 +217,7 @@ void init_session(py::module_& m) {
     r.remote_store(b, entry, a);
   });
   m.def("host_load", [](const HostStream& s) {
-    return replica_op("weft.ops.host_load", [&](Replica& r, std::source_location) { return r.host_load(s); });
+    return replica_op("weft.ops.host_load", [&](Replica& r, CallSite) { return r.host_load(s); });
   });
   m.def("host_store", [](const HostStream& s, py::handle value) {
     Replica& r = current_replica("weft.ops.host_store");
@@ -219,33 +225,45 @@ void init_session(py::module_& m) {
     py::gil_scoped_release nogil;
     r.host_store(s, a);
   });
+}
 
-  // ---- on the replica: weft.collectives (PopXL's replicated_* over groupings) -----------------------------------
+// ---- on the replica: weft.collectives (PopXL's replicated_* over groupings) -----------------------------------
+void init_replica_collectives(py::module_& m) {
   m.def("all_reduce", [](py::handle x, const ReplicaGroups& g, const std::string& op) {
     const ReduceOp reduce = reduce_op_from_name(op);
     const Array a = to_array(x, "replicated_all_reduce");
-    return replica_op("weft.collectives.replicated_all_reduce", [&](Replica& r, std::source_location site) { return r.all_reduce(a, g, reduce, site); });
+    return replica_op("weft.collectives.replicated_all_reduce", [&](Replica& r, CallSite site) { return r.all_reduce(a, g, reduce, site); });
   });
   m.def("all_gather_groups", [](py::handle x, const ReplicaGroups& g, int axis, bool tiled) {
     const Array a = to_array(x, "replicated_all_gather");
-    return replica_op("weft.collectives.replicated_all_gather", [&](Replica& r, std::source_location site) { return r.all_gather(a, g, axis, tiled, site); });
+    return replica_op("weft.collectives.replicated_all_gather", [&](Replica& r, CallSite site) { return r.all_gather(a, g, axis, tiled, site); });
   });
   m.def("gather_shards", [](py::handle x, const ReplicaGroups& g, const std::vector<std::int64_t>& shape) {
     const Array a = to_array(x, "replicated_all_gather");
     return replica_op("weft.collectives.replicated_all_gather",
-                      [&](Replica& r, std::source_location site) { return r.gather_shards(a, g, to_shape(shape), site); });
+                      [&](Replica& r, CallSite site) { return r.gather_shards(a, g, to_shape(shape), site); });
   });
   m.def("replicated_reduce_scatter", [](py::handle x, const ReplicaGroups& g, const std::string& op) {
     const ReduceOp reduce = reduce_op_from_name(op);
     const Array a = to_array(x, "replicated_reduce_scatter");
     return replica_op("weft.collectives.replicated_reduce_scatter",
-                      [&](Replica& r, std::source_location site) { return r.replicated_reduce_scatter(a, g, reduce, site); });
+                      [&](Replica& r, CallSite site) { return r.replicated_reduce_scatter(a, g, reduce, site); });
   });
   m.def("replica_sharded_slice", [](py::handle x, const ReplicaGroups& g) {
     const Array a = to_array(x, "replica_sharded_slice");
-    return replica_op("weft.collectives.replica_sharded_slice", [&](Replica& r, std::source_location site) { return r.replica_sharded_slice(a, g, site); });
+    return replica_op("weft.collectives.replica_sharded_slice", [&](Replica& r, CallSite site) { return r.replica_sharded_slice(a, g, site); });
   });
   m.def("num_replicas", [] { return current_replica("weft.collectives").num_replicas(); });
+}
+
+}  // namespace
+
+void init_session(py::module_& m) {
+  init_replica_groups(m);
+  init_session_handles(m);
+  init_session_class(m);
+  init_replica_ops(m);
+  init_replica_collectives(m);
 }
 
 }  // namespace weft::python

@@ -3,10 +3,10 @@
 // group) and then compared across the replicas of a round before any data moves.
 #pragma once
 #include <memory>
-#include <source_location>
 #include <string>
 
 #include "weft/array.hpp"
+#include "weft/call_site.hpp"
 #include "weft/groups.hpp"
 #include "weft/reduce_op.hpp"
 
@@ -27,7 +27,7 @@ struct Request {
   int concat_axis = 0;         // all_to_all only
   bool tiled = false;
   const Permutation* perm = nullptr;  // ppermute only
-  std::source_location loc;
+  CallSite loc;
   int replica = 0;             // who sent it
 };
 

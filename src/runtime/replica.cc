@@ -67,7 +67,7 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
 }
 
 Request make(detail::ReplicaState& st, Kind kind, const char* api, const Array& x, const Axes& axes,
-             const AxisIndexGroups& index_groups, std::source_location loc) {
+             const AxisIndexGroups& index_groups, CallSite loc) {
   Request r;
   r.kind = kind;
   r.api_name = api;
@@ -83,7 +83,7 @@ Request make(detail::ReplicaState& st, Kind kind, const char* api, const Array& 
   return r;
 }
 
-Request make(Kind kind, const char* api, const Array& x, const ReplicaGroups& groups, std::source_location loc) {
+Request make(Kind kind, const char* api, const Array& x, const ReplicaGroups& groups, CallSite loc) {
   Request r;
   r.kind = kind;
   r.api_name = api;
@@ -94,7 +94,7 @@ Request make(Kind kind, const char* api, const Array& x, const ReplicaGroups& gr
 }
 
 Array reduce_named(detail::ReplicaState& st, const char* api, ReduceOp op, const Array& x, const Axes& axes,
-                   const AxisIndexGroups& groups, std::source_location loc) {
+                   const AxisIndexGroups& groups, CallSite loc) {
   Request r = make(st, Kind::all_reduce, api, x, axes, groups, loc);
   r.reduce = op;
   return run_collective(st, r);

@@ -16,6 +16,7 @@
 #include "core/launcher_protocol.hpp"
 #include "core/log.hpp"
 #include "transport/interprocess.hpp"
+#include "runtime/default_options.hpp"
 #include "runtime/fiber_scheduler.hpp"
 #include "runtime/internal.hpp"
 #include "weft/error.hpp"
@@ -452,8 +453,9 @@ Runtime& Runtime::current() {
     std::lock_guard lock(g_runtimes_mutex);
     if (!g_runtimes.empty()) return *g_runtimes.back();
   }
-  // A default runtime (options from the environment) for programs that never make one; it lives until exit.
-  static Runtime* fallback = new Runtime();
+  // A default runtime (options from the environment, or an embedder's: set_default_options) for programs
+  // that never make one; it lives until exit.
+  static Runtime* fallback = new Runtime(detail::default_runtime_options());
   return *fallback;
 }
 

@@ -16,7 +16,7 @@ if(NOT DEFINED MIN_FILES)
 endif()
 
 # Public headers of the core layer: values and pure functions, no runtime.
-set(core_public array dtype error groups memory npy ops random reduce_op)
+set(core_public array call_site dtype error groups memory npy ops random reduce_op)
 set(core_allowed "core/")
 foreach(h ${core_public})
   list(APPEND core_allowed "weft/${h}.hpp")
