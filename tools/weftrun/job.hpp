@@ -135,6 +135,8 @@ class Job {
   int failure_status(int first_failed, const MpirunReport& report) const;
   bool headline(const RootCause& root, int first_failed, const MpirunReport& report,
                 std::vector<std::string>& lines) const;
+  std::string root_cause_source(const RootCause& root) const;
+  std::string first_failure(int first_failed) const;
   std::string first_failure_headline(int first_failed) const;
   std::string mpirun_failure_headline(const MpirunReport& report) const;
   std::string instance_state(int rank, int first_failed, const MpirunReport& report) const;

@@ -30,13 +30,7 @@ int Job::finish() {
   std::vector<std::string> lines;
   const bool first_failed_said = headline(root, first_failed, report, lines);
   if (first_failed >= 0 && !first_failed_said) {
-    std::string m = "the first instance to fail: ";
-    m += who(first_failed);
-    m += " ";
-    m += describe_end(first_failed);
-    m += "; it held ";
-    m += replicas_of(first_failed, o_);
-    lines.push_back(m);
+    lines.push_back("the first instance to fail: " + first_failure(first_failed));
   }
   // What mpirun reported.
   for (const MpirunEvent& e : report.events) {
@@ -140,13 +134,7 @@ bool Job::headline(const RootCause& root, int first_failed, const MpirunReport& 
     if (!root.blamed.empty()) {
       lines.push_back("before that, the root cause: " + root.blamed);
     } else if (root.rank >= 0) {
-      std::string r = "before that, the root cause from instance ";
-      r += std::to_string(root.rank);
-      r += " (";
-      r += replicas_of(root.rank, o_);
-      r += "): ";
-      r += root.text;
-      lines.push_back(r);
+      lines.push_back("before that, the root cause from " + root_cause_source(root));
     }
   } else if (interrupted_) {
     std::string m = "error: the job was killed because weftrun received ";
@@ -155,13 +143,7 @@ bool Job::headline(const RootCause& root, int first_failed, const MpirunReport& 
   } else if (!root.blamed.empty()) {
     lines.push_back("error: root cause: " + root.blamed);
   } else if (root.rank >= 0) {
-    std::string m = "error: root cause, from instance ";
-    m += std::to_string(root.rank);
-    m += " (";
-    m += replicas_of(root.rank, o_);
-    m += "): ";
-    m += root.text;
-    lines.push_back(m);
+    lines.push_back("error: root cause, from " + root_cause_source(root));
   } else if (first_failed >= 0) {
     lines.push_back(first_failure_headline(first_failed));
     return true;
@@ -171,14 +153,31 @@ bool Job::headline(const RootCause& root, int first_failed, const MpirunReport& 
   return false;
 }
 
-// No instance reported an error: the first to fail, how, and the most telling line it printed.
-std::string Job::first_failure_headline(int first_failed) const {
-  std::string m = "error: ";
-  m += who(first_failed);
+// "instance 1 (replicas [2, 3]): weft: error: ...": the instance that reported the root cause, and its line.
+std::string Job::root_cause_source(const RootCause& root) const {
+  std::string m = "instance ";
+  m += std::to_string(root.rank);
+  m += " (";
+  m += replicas_of(root.rank, o_);
+  m += "): ";
+  m += root.text;
+  return m;
+}
+
+// "instance 1 (pid 123) exited with status 3; it held replicas [2, 3]".
+std::string Job::first_failure(int first_failed) const {
+  std::string m = who(first_failed);
   m += " ";
   m += describe_end(first_failed);
   m += "; it held ";
   m += replicas_of(first_failed, o_);
+  return m;
+}
+
+// No instance reported an error: the first to fail, how, and the most telling line it printed.
+std::string Job::first_failure_headline(int first_failed) const {
+  std::string m = "error: ";
+  m += first_failure(first_failed);
   const Instance& inst = instances_[static_cast<std::size_t>(first_failed)];
   if (!inst.error_line.empty()) {
     m += "; it printed: ";
