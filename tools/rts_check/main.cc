@@ -137,113 +137,98 @@ nlohmann::ordered_json array_json(const Array& a) {
   return j;
 }
 
-int run(const Options& opt) {
-  weft::RuntimeOptions rt_options;
-  rt_options.device_count = opt.replicas;  // 0: WEFT_DEVICE_COUNT or the default
-  weft::Runtime runtime(rt_options);
-  weft::SessionOptions session_options;
-  session_options.runtime = &runtime;
-  session_options.replicas = opt.replicas;
-  session_options.name = "rts_check";
-  weft::Session session(session_options);
-
-  const int R = session.replication_factor();
-  const int L = session.instance_replication_factor();
-  const int offset = session.global_replica_offset();
-  const weft::Retrieval retrieval = weft::retrieval_from_name(opt.retrieval_mode);
-
-  // The grouping first: it validates stride and size (the test's R // group_size comes after).
-  std::optional<weft::ReplicaGroups> grouping;
-  int num_groups = 1;  // the test's num_groups (grouped only)
-  if (opt.grouped()) {
-    grouping = session.replica_grouping(opt.stride, opt.size());
-    num_groups = R / opt.size();
-  }
-
-  // Host data w_h, int32.
+// The host data w_h, int32: 1, 2, ... in shape (16,), or (num_groups, 16) when grouped over several groups
+// (or --keep-group-dim).
+Array host_data(const Options& opt, int num_groups) {
   Shape host_shape{kTensorElements};
   if (opt.grouped() && (num_groups > 1 || opt.keep_group_dim)) host_shape = {num_groups, kTensorElements};
   std::vector<std::int32_t> host_values(static_cast<std::size_t>(weft::num_elements(host_shape)));
   for (std::size_t i = 0; i < host_values.size(); ++i) host_values[i] = static_cast<std::int32_t>(i + 1);
-  const Array w_h = Array::from_vector(host_values, host_shape);
-  const Array v_h = Array::from_vector(std::vector<std::int32_t>{2}, Shape{1});
+  return Array::from_vector(host_values, host_shape);
+}
 
-  // State: remote buffer + (sharded) remote variable, or an on-device variable.
-  const bool several_groups = grouping && grouping->num_groups() > 1;
+// The variable under test and where it lives: a remote buffer and a (sharded) remote variable, or an
+// on-device variable; with the grouping its shards are gathered over, and the shape host_store sees.
+struct State {
   weft::Variable variable;
   weft::RemoteBuffer buffer;
   std::optional<weft::ReplicaGroups> gather_grouping;
   Shape stored_shape;
+};
+
+State declare_state(weft::Session& session, const Options& opt, const Array& w_h,
+                    const std::optional<weft::ReplicaGroups>& grouping, weft::Retrieval retrieval) {
+  const bool several_groups = grouping && grouping->num_groups() > 1;
+  State s;
   if (opt.is_remote()) {
     if (opt.sharded()) {
-      buffer = session.replica_sharded_buffer(w_h.shape(), DType::i32, grouping, opt.shard_over.value_or(0), 1);
-      variable = session.remote_replica_sharded_variable(w_h, buffer, 0, grouping, retrieval, "remote_w");
+      s.buffer = session.replica_sharded_buffer(w_h.shape(), DType::i32, grouping, opt.shard_over.value_or(0), 1);
+      s.variable = session.remote_replica_sharded_variable(w_h, s.buffer, 0, grouping, retrieval, "remote_w");
       if (!opt.shard_over) {
-        gather_grouping = grouping ? *grouping : session.replica_grouping();
+        s.gather_grouping = grouping ? *grouping : session.replica_grouping();
       } else {
         int stride = 1, size = 0;
         if (grouping && !grouping->is_strided(&stride, &size)) stride = 1;
-        gather_grouping = session.replica_grouping(stride, *opt.shard_over);
+        s.gather_grouping = session.replica_grouping(stride, *opt.shard_over);
       }
-      stored_shape = buffer.meta_shape();
+      s.stored_shape = s.buffer.meta_shape();
     } else {
       Shape entry_shape = w_h.shape();
       if (several_groups) entry_shape.erase(entry_shape.begin());
-      buffer = session.remote_buffer(entry_shape, DType::i32, 1);
-      variable = session.remote_variable(w_h, buffer, 0, grouping, retrieval, "remote_w");
-      stored_shape = buffer.shape();
+      s.buffer = session.remote_buffer(entry_shape, DType::i32, 1);
+      s.variable = session.remote_variable(w_h, s.buffer, 0, grouping, retrieval, "remote_w");
+      s.stored_shape = s.buffer.shape();
     }
   } else {
-    variable = session.variable(w_h, grouping, retrieval, "w");
-    stored_shape = variable.shape();
+    s.variable = session.variable(w_h, grouping, retrieval, "w");
+    s.stored_shape = s.variable.shape();
   }
-  const weft::HostStream w_d2h = session.d2h_stream(stored_shape, DType::i32, "w_d2h");
+  return s;
+}
 
-  const bool remote = opt.is_remote(), sharded = opt.sharded();
-  auto outs = session.run([&](weft::Replica& r) {
-    Array loaded;
-    Array& w = remote ? (loaded = r.remote_load(buffer, 0)) : r.value(variable);
-    const Array to_store = sharded ? r.gather_shards(w, *gather_grouping, buffer.meta_shape()) : w;
-    r.host_store(w_d2h, to_store);
-    w += v_h;  // ops.add_(w, v): in place, v = [2] broadcast
-    if (remote) r.remote_store(buffer, 0, w);
-  });
-  const Array host_stored = outs.at(w_d2h);
-  const Array final_value = session.get_tensor_data(variable);
+// What the run produced, with where this process stands in the job: for the dump and the checks.
+struct Outcome {
+  int R = 0, L = 0, offset = 0;  // replication factor, this instance's replicas, its first global replica
+  std::vector<int> assignment;   // each replica's group
+  Array host_stored;             // what every local replica host_stored (one row per replica when L > 1)
+  Array final_value;             // get_tensor_data after the run
+};
 
-  std::vector<int> assignment = grouping ? grouping->assignment() : std::vector<int>(static_cast<std::size_t>(R), 0);
-
-  if (!opt.dump_dir.empty()) {
-    nlohmann::ordered_json dump;
-    const int instance = runtime.process_index();
-    dump["instance"] = instance;
-    dump["replication_factor"] = R;
-    dump["instance_replication_factor"] = L;
-    dump["global_replica_offset"] = offset;
-    dump["assignment"] = assignment;
-    dump["host_stored"] = array_json(host_stored);
-    dump["final"] = array_json(final_value);
-    std::filesystem::create_directories(opt.dump_dir);
-    const std::filesystem::path path = std::filesystem::path(opt.dump_dir) / ("instance-" + std::to_string(instance) + ".json");
-    std::ofstream out(path);
-    out << dump.dump() << "\n";
-    if (!out) {
-      std::string message = "rts_check: error: cannot write ";
-      message += path.string();
-      std::cerr << message << "\n";
-      return 2;
-    }
+// --dump-dir: DIR/instance-<i>.json. False (with the message on stderr) if it cannot be written.
+bool write_dump(const Options& opt, int instance, const Outcome& out) {
+  nlohmann::ordered_json dump;
+  dump["instance"] = instance;
+  dump["replication_factor"] = out.R;
+  dump["instance_replication_factor"] = out.L;
+  dump["global_replica_offset"] = out.offset;
+  dump["assignment"] = out.assignment;
+  dump["host_stored"] = array_json(out.host_stored);
+  dump["final"] = array_json(out.final_value);
+  std::filesystem::create_directories(opt.dump_dir);
+  const std::filesystem::path path = std::filesystem::path(opt.dump_dir) / ("instance-" + std::to_string(instance) + ".json");
+  std::ofstream file(path);
+  file << dump.dump() << "\n";
+  if (!file) {
+    std::string message = "rts_check: error: cannot write ";
+    message += path.string();
+    std::cerr << message << "\n";
+    return false;
   }
+  return true;
+}
 
-  Checker check;
-  // Check A: what weights_from_host put on every local replica.
-  for (int l = 0; l < L; ++l) {
-    const int global = offset + l;
-    const Array expected = opt.grouped() && several_groups ? w_h[assignment[static_cast<std::size_t>(global)]] : w_h;
-    const Array actual = L > 1 ? host_stored[l] : host_stored;
+// Check A: what weights_from_host put on every local replica.
+void check_upload(Checker& check, const Options& opt, const Outcome& out, const Array& w_h,
+                  const std::optional<weft::ReplicaGroups>& grouping) {
+  const bool several_groups = grouping && grouping->num_groups() > 1;
+  for (int l = 0; l < out.L; ++l) {
+    const int global = out.offset + l;
+    const Array expected =
+        opt.grouped() && several_groups ? w_h[out.assignment[static_cast<std::size_t>(global)]] : w_h;
+    const Array actual = out.L > 1 ? out.host_stored[l] : out.host_stored;
     std::string what = "comparison of host-stored";
-    if (sharded) {
-      const int shards = opt.shard_over ? *opt.shard_over : grouping ? grouping->group_size() : R;
+    if (opt.sharded()) {
+      const int shards = opt.shard_over ? *opt.shard_over : grouping ? grouping->group_size() : out.R;
       what += ", all-gathered (sharded over every " + std::to_string(shards) + " replicas of each group)";
     }
     what += " initial w for replica ";
@@ -252,20 +237,24 @@ int run(const Options& opt) {
     if (grouping) {
       int stride = 1, size = 0;
       grouping->is_strided(&stride, &size);
-      what += " for group " + std::to_string(assignment[static_cast<std::size_t>(global)]);
+      what += " for group " + std::to_string(out.assignment[static_cast<std::size_t>(global)]);
       what += " (num_groups=" + std::to_string(grouping->num_groups()) + "), (group_size=";
       what += std::to_string(grouping->group_size()) + ", group_stride=" + std::to_string(stride) + ")";
     }
     check.equiv(what, actual, expected);
   }
+}
 
-  // Check B: what weights_to_host / get_tensor_data bring back.
-  const Array expected = w_h + v_h;
+// Check B: what weights_to_host / get_tensor_data bring back.
+void check_download(Checker& check, const Options& opt, const Outcome& out, const Array& expected,
+                    weft::Retrieval retrieval, int num_groups) {
+  const int R = out.R;
+  const Array& final_value = out.final_value;
   if (retrieval == weft::Retrieval::one_per_group || R == 1) {
     check.equiv("updated w", final_value, expected);
   } else if (opt.grouped() && num_groups > 1) {
     std::vector<Array> rows;
-    for (int r = 0; r < R; ++r) rows.push_back(expected[assignment[static_cast<std::size_t>(r)]]);
+    for (int r = 0; r < R; ++r) rows.push_back(expected[out.assignment[static_cast<std::size_t>(r)]]);
     check.equiv("updated w", final_value, Array::stack(rows, 0));
   } else {
     if (final_value.ndim() < 1 || final_value.shape()[0] < R) {
@@ -280,12 +269,60 @@ int run(const Options& opt) {
       for (int r = 0; r < R; ++r) check.equiv("updated w of replica " + std::to_string(r), final_value[r], expected);
     }
   }
+}
 
+int run(const Options& opt) {
+  weft::RuntimeOptions rt_options;
+  rt_options.device_count = opt.replicas;  // 0: WEFT_DEVICE_COUNT or the default
+  weft::Runtime runtime(rt_options);
+  weft::SessionOptions session_options;
+  session_options.runtime = &runtime;
+  session_options.replicas = opt.replicas;
+  session_options.name = "rts_check";
+  weft::Session session(session_options);
+
+  Outcome out;
+  out.R = session.replication_factor();
+  out.L = session.instance_replication_factor();
+  out.offset = session.global_replica_offset();
+  const weft::Retrieval retrieval = weft::retrieval_from_name(opt.retrieval_mode);
+
+  // The grouping first: it validates stride and size (the test's R // group_size comes after).
+  std::optional<weft::ReplicaGroups> grouping;
+  int num_groups = 1;  // the test's num_groups (grouped only)
+  if (opt.grouped()) {
+    grouping = session.replica_grouping(opt.stride, opt.size());
+    num_groups = out.R / opt.size();
+  }
+
+  const Array w_h = host_data(opt, num_groups);
+  const Array v_h = Array::from_vector(std::vector<std::int32_t>{2}, Shape{1});
+  State state = declare_state(session, opt, w_h, grouping, retrieval);
+  const weft::HostStream w_d2h = session.d2h_stream(state.stored_shape, DType::i32, "w_d2h");
+
+  const bool remote = opt.is_remote(), sharded = opt.sharded();
+  auto outs = session.run([&](weft::Replica& r) {
+    Array loaded;
+    Array& w = remote ? (loaded = r.remote_load(state.buffer, 0)) : r.value(state.variable);
+    const Array to_store = sharded ? r.gather_shards(w, *state.gather_grouping, state.buffer.meta_shape()) : w;
+    r.host_store(w_d2h, to_store);
+    w += v_h;  // ops.add_(w, v): in place, v = [2] broadcast
+    if (remote) r.remote_store(state.buffer, 0, w);
+  });
+  out.host_stored = outs.at(w_d2h);
+  out.final_value = session.get_tensor_data(state.variable);
+  out.assignment = grouping ? grouping->assignment() : std::vector<int>(static_cast<std::size_t>(out.R), 0);
+
+  if (!opt.dump_dir.empty() && !write_dump(opt, runtime.process_index(), out)) return 2;
+
+  Checker check;
+  check_upload(check, opt, out, w_h, grouping);
+  check_download(check, opt, out, w_h + v_h, retrieval, num_groups);
   if (check.failures > 0) {
     std::cerr << "rts_check: " << check.failures << " check(s) failed\n";
     return 1;
   }
-  std::cout << "rts_check: OK (replicas " << R << ", mode " << weft::retrieval_name(retrieval) << ")\n";
+  std::cout << "rts_check: OK (replicas " << out.R << ", mode " << weft::retrieval_name(retrieval) << ")\n";
   return 0;
 }
 

@@ -15,7 +15,6 @@
 namespace weftrun {
 namespace {
 
-
 [[noreturn]] void usage_error(const std::string& message) { throw UsageError(message); }
 
 int parse_int(const std::string& option, const std::string& value, int min) {
@@ -60,6 +59,71 @@ std::vector<std::string> split_spaces(const std::string& s) {
   }
   if (!word.empty()) out.push_back(std::move(word));
   return out;
+}
+
+// mpirun's own complaint ("Open RTE was unable to open the hostfile") comes after a failed start and
+// buries the path in a help message; say it here, before anything starts.
+void check_hostfile(const std::string& hostfile) {
+  const int fd = ::open(hostfile.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  const int e = fd < 0 ? errno : fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+  if (fd >= 0) close(fd);
+  if (e != 0) {
+    std::string m = "--hostfile ";
+    m += hostfile;
+    m += ": cannot read the file: ";
+    m += std::strerror(e);
+    usage_error(m);
+  }
+}
+
+// PopRun's IPU partition options: accepted and ignored, with a note.
+bool is_partition_option(const std::string& name) {
+  return name == "--vipu-partition" || name == "--update-partition" || name == "--remove-partition" ||
+         name == "--reset-partition" || name == "--vipu-server-host" || name == "--vipu-server-port" ||
+         name == "--vipu-cluster";
+}
+
+// The job's shape once every option is read: N within bounds, R (default N) divisible by N, R/N within one
+// instance's bounds, and --only-output-from-instance naming an instance.
+void check_job_shape(Options& o) {
+  if (o.num_instances > kMaxInstances) {
+    std::string m = "--num-instances ";
+    m += std::to_string(o.num_instances);
+    m += " is more than weftrun starts (at most ";
+    m += std::to_string(kMaxInstances);
+    m += ")";
+    usage_error(m);
+  }
+  if (o.num_replicas < 0) o.num_replicas = o.num_instances;
+  if (o.num_replicas % o.num_instances != 0) {
+    std::string m = "--num-replicas ";
+    m += std::to_string(o.num_replicas);
+    m += " is not divisible by --num-instances ";
+    m += std::to_string(o.num_instances);
+    m += ": every instance must hold the same number of replicas (R/N)";
+    usage_error(m);
+  }
+  if (o.num_replicas / o.num_instances > kMaxReplicasPerInstance) {
+    std::string m = "--num-replicas ";
+    m += std::to_string(o.num_replicas);
+    m += " over --num-instances ";
+    m += std::to_string(o.num_instances);
+    m += " is ";
+    m += std::to_string(o.num_replicas / o.num_instances);
+    m += " replicas per instance; one instance holds at most ";
+    m += std::to_string(kMaxReplicasPerInstance);
+    m += " (one device each)";
+    usage_error(m);
+  }
+  if (o.only_output_from >= o.num_instances) {
+    std::string m = "--only-output-from-instance ";
+    m += std::to_string(o.only_output_from);
+    m += " is not an instance of this job (instances 0 to ";
+    m += std::to_string(o.num_instances - 1);
+    m += ")";
+    usage_error(m);
+  }
 }
 
 }  // namespace
@@ -132,27 +196,13 @@ Options parse_options(const std::vector<std::string>& args) {
       o.hosts = take();
     } else if (name == "--hostfile") {
       o.hostfile = take();
-      // mpirun's own complaint ("Open RTE was unable to open the hostfile") comes after a failed start and
-      // buries the path in a help message; say it here, before anything starts.
-      const int fd = ::open(o.hostfile.c_str(), O_RDONLY | O_CLOEXEC);
-      struct stat st {};
-      const int e = fd < 0 ? errno : fstat(fd, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
-      if (fd >= 0) close(fd);
-      if (e != 0) {
-        std::string m = "--hostfile ";
-        m += o.hostfile;
-        m += ": cannot read the file: ";
-        m += std::strerror(e);
-        usage_error(m);
-      }
+      check_hostfile(o.hostfile);
     } else if (name == "--mpi-local-args" || name == "--mpi-global-args") {
       for (std::string& a : split_spaces(take())) o.mpi_args.push_back(std::move(a));
     } else if (name == "--no-instance-wrapper") {
       no_value();
       o.wrapper = false;
-    } else if (name == "--vipu-partition" || name == "--update-partition" || name == "--remove-partition" ||
-               name == "--reset-partition" || name == "--vipu-server-host" || name == "--vipu-server-port" ||
-               name == "--vipu-cluster") {
+    } else if (is_partition_option(name)) {
       const std::string v = take();
       std::string note = "ignoring ";
       note += name;
@@ -170,43 +220,7 @@ Options parse_options(const std::vector<std::string>& args) {
   for (; i < argc; ++i) o.program.push_back(argv(i));
   if (o.program.empty()) usage_error("missing PROGRAM: weftrun [options] [--] PROGRAM [ARGS...]");
 
-  if (o.num_instances > kMaxInstances) {
-    std::string m = "--num-instances ";
-    m += std::to_string(o.num_instances);
-    m += " is more than weftrun starts (at most ";
-    m += std::to_string(kMaxInstances);
-    m += ")";
-    usage_error(m);
-  }
-  if (o.num_replicas < 0) o.num_replicas = o.num_instances;
-  if (o.num_replicas % o.num_instances != 0) {
-    std::string m = "--num-replicas ";
-    m += std::to_string(o.num_replicas);
-    m += " is not divisible by --num-instances ";
-    m += std::to_string(o.num_instances);
-    m += ": every instance must hold the same number of replicas (R/N)";
-    usage_error(m);
-  }
-  if (o.num_replicas / o.num_instances > kMaxReplicasPerInstance) {
-    std::string m = "--num-replicas ";
-    m += std::to_string(o.num_replicas);
-    m += " over --num-instances ";
-    m += std::to_string(o.num_instances);
-    m += " is ";
-    m += std::to_string(o.num_replicas / o.num_instances);
-    m += " replicas per instance; one instance holds at most ";
-    m += std::to_string(kMaxReplicasPerInstance);
-    m += " (one device each)";
-    usage_error(m);
-  }
-  if (o.only_output_from >= o.num_instances) {
-    std::string m = "--only-output-from-instance ";
-    m += std::to_string(o.only_output_from);
-    m += " is not an instance of this job (instances 0 to ";
-    m += std::to_string(o.num_instances - 1);
-    m += ")";
-    usage_error(m);
-  }
+  check_job_shape(o);
   return o;
 }
 
