@@ -16,7 +16,7 @@
 // the group's first replica's value, exactly as weights_to_host and get_tensor_data(one_per_group) see them.
 //
 // This file is the session layout only: which variables and entries become which tensors, and the layout's
-// JSON. The file format itself (header, dtypes, offsets) is core/safetensors.*, beside npy. The file is read
+// JSON. The file format itself (header, dtypes, offsets) is array/safetensors.*, beside npy. The file is read
 // as untrusted input: every size, offset and type is checked (there, and the layout here) before anything is
 // allocated or any session state is touched, and a load either restores everything or changes nothing.
 #include "weft/checkpoint.hpp"
@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "collectives/host_exchange.hpp"
-#include "core/safetensors.hpp"
+#include "array/safetensors.hpp"
 #include "runtime/session_state.hpp"
 #include "weft/error.hpp"
 

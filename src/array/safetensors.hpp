@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/file_io.hpp"
+#include "array/file_io.hpp"
 #include "weft/array.hpp"
 #include "weft/dtype.hpp"
 

@@ -1,5 +1,5 @@
 // The .safetensors format (safetensors.hpp): the writer, and the reader that treats the file as untrusted input.
-#include "core/safetensors.hpp"
+#include "array/safetensors.hpp"
 
 #include <nlohmann/json.hpp>
 
