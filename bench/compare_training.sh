@@ -26,7 +26,7 @@
 #
 # weft runs with the same OPENBLAS_CORETYPE as PyTorch: its matmul takes OpenBLAS (Debian's pthread build) for
 # large products only when OpenBLAS runs kernels made for the CPU, which 0.3.21 does here only when told
-# (src/core/blas.hpp); each run's JSON names the backend it used ("matmul").
+# (src/array/blas.hpp); each run's JSON names the backend it used ("matmul").
 #
 # PyTorch's BLAS: Debian's torch 1.13 does its float32 matmuls in whatever libblas.so.3 the loader finds; the
 # default alternative here is the reference BLAS (~3 GFLOP/s), and Debian's OpenBLAS 0.3.21 does not know

@@ -37,8 +37,8 @@ build_libfuzzer() {  # build_libfuzzer TARGET: the target and its parser sources
   local t="$1" cxx="${CXX:-clang++-14}" sources=() libs=()
   command -v "$cxx" >/dev/null || { echo "fuzz.sh: $cxx not found (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 2; }
   case "$t" in
-    npy) sources=("$root/src/core/npy.cc"); cmake --build "$build/gcc" -j "$jobs" --target weft_core >/dev/null
-         libs=("$build/gcc/lib/libweft_core.a") ;;
+    npy) sources=("$root/src/array/npy.cc"); cmake --build "$build/gcc" -j "$jobs" --target weft_array >/dev/null
+         libs=("$build/gcc/lib/libweft_array.a" "$build/gcc/lib/libweft_core.a") ;;
     weftrun_args) sources=("$root/tools/weftrun/options.cc") ;;
     mpirun_output) sources=("$root/tools/weftrun/tagged_output.cc" "$root/tools/weftrun/mpirun_report.cc") ;;
   esac

@@ -15,7 +15,9 @@
 // Replicas of a group that were made to diverge (an update that depends on the replica index) are saved as
 // the group's first replica's value, exactly as weights_to_host and get_tensor_data(one_per_group) see them.
 //
-// The header is parsed as untrusted input: every size, offset and type is checked before anything is
+// This file is the session layout only: which variables and entries become which tensors, and the layout's
+// JSON. The file format itself (header, dtypes, offsets) is array/safetensors.*, beside npy. The file is read
+// as untrusted input: every size, offset and type is checked (there, and the layout here) before anything is
 // allocated or any session state is touched, and a load either restores everything or changes nothing.
 #include "weft/checkpoint.hpp"
 
@@ -28,13 +30,12 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "collectives/host_exchange.hpp"
-#include "core/file_io.hpp"
+#include "array/safetensors.hpp"
 #include "runtime/session_state.hpp"
 #include "weft/error.hpp"
 
@@ -50,59 +51,6 @@ using detail::VariableState;
 constexpr const char* kLayoutKey = "weft";
 constexpr const char* kFormat = "weft.session";
 constexpr std::int64_t kFormatVersion = 1;
-constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;  // the safetensors library's own limit
-
-// ---- dtypes and shapes --------------------------------------------------------------------------------------
-
-const char* safetensors_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return "F32";
-    case DType::f64: return "F64";
-    case DType::f16: return "F16";
-    case DType::bf16: return "BF16";
-    case DType::i8: return "I8";
-    case DType::i32: return "I32";
-    case DType::i64: return "I64";
-    case DType::u8: return "U8";
-    case DType::boolean: return "BOOL";
-  }
-  return "?";
-}
-
-std::optional<DType> dtype_from_safetensors(const std::string& name) {
-  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::i32, DType::i64, DType::u8, DType::boolean})
-    if (name == safetensors_dtype(d)) return d;
-  return std::nullopt;
-}
-
-std::optional<std::int64_t> as_int(const json& j) {
-  if (j.is_number_unsigned()) {
-    const auto v = j.get<std::uint64_t>();
-    if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
-    return static_cast<std::int64_t>(v);
-  }
-  if (j.is_number_integer()) return j.get<std::int64_t>();
-  return std::nullopt;
-}
-
-// Element count of a shape whose every partial product fits in 64 bits; nullopt otherwise.
-std::optional<std::uint64_t> checked_count(const Shape& shape) {
-  std::uint64_t n = 1;
-  bool empty = false;
-  for (std::int64_t d : shape) {
-    if (d < 0) return std::nullopt;
-    if (d == 0) {
-      empty = true;
-      continue;
-    }
-    if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / static_cast<std::uint64_t>(d))
-      return std::nullopt;
-    n *= static_cast<std::uint64_t>(d);
-  }
-  return empty ? 0 : n;
-}
-
-std::string type_str(DType dtype, const Shape& shape) { return std::string(dtype_name(dtype)) + " " + shape_str(shape); }
 
 std::string list_str(const std::vector<int>& v) {
   std::string out = "[";
@@ -299,7 +247,7 @@ class LayoutReader {
     return f.get<std::string>();
   }
   std::int64_t integer(const json& j, const char* key, const std::string& what, std::int64_t lo, std::int64_t hi) const {
-    const auto v = as_int(field(j, key, what));
+    const auto v = safetensors::json_int(field(j, key, what));
     if (!v || *v < lo || *v > hi)
       bad(what + ": \"" + key + "\" is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return *v;
@@ -317,11 +265,11 @@ class LayoutReader {
   Shape shape(const json& j, const char* key, const std::string& what) const {
     Shape out;
     for (const json& d : array(j, key, what)) {
-      const auto v = as_int(d);
+      const auto v = safetensors::json_int(d);
       if (!v || *v < 0) bad(what + ": \"" + key + "\" is not a list of non-negative integers");
       out.push_back(*v);
     }
-    if (!checked_count(out)) bad(what + ": \"" + key + "\" " + shape_str(out) + " has more elements than fit in 64 bits");
+    if (!safetensors::checked_count(out)) bad(what + ": \"" + key + "\" " + shape_str(out) + " has more elements than fit in 64 bits");
     return out;
   }
   VariableLayout variable(const json& j, const std::string& what) const {
@@ -337,7 +285,7 @@ class LayoutReader {
         std::vector<int> members;
         if (!group.is_array()) bad(what + "'s grouping: a group is not a list");
         for (const json& m : group) {
-          const auto r = as_int(m);
+          const auto r = safetensors::json_int(m);
           if (!r || *r < 0 || *r > std::numeric_limits<int>::max()) bad(what + "'s grouping: a member is not a replica index");
           members.push_back(static_cast<int>(*r));
         }
@@ -455,81 +403,6 @@ std::vector<Array> gather_entries(SessionState& s, const std::vector<std::pair<R
   return out;
 }
 
-// ---- the file ------------------------------------------------------------------------------------------------
-
-struct Tensor {
-  std::string name;
-  Array data;
-};
-
-void write_safetensors(const std::string& path, const std::string& layout, const std::map<std::string, std::string>& metadata,
-                       const std::vector<Tensor>& tensors) {
-  ordered_json header;
-  ordered_json meta;
-  meta[kLayoutKey] = layout;
-  for (const auto& [key, value] : metadata) meta[key] = value;
-  header["__metadata__"] = std::move(meta);
-  std::uint64_t offset = 0;
-  for (const Tensor& t : tensors) {
-    const std::uint64_t bytes = t.data.nbytes();
-    header[t.name] = {{"dtype", safetensors_dtype(t.data.dtype())}, {"shape", t.data.shape()}, {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned, as the safetensors library writes
-  char length[8];
-  for (int k = 0; k < 8; ++k) length[k] = static_cast<char>((static_cast<std::uint64_t>(text.size()) >> (8 * k)) & 0xff);
-  io::AtomicFile file(path, "save_checkpoint");
-  file.write(length, 8);
-  file.write(text);
-  for (const Tensor& t : tensors) file.write(t.data.bytes(), t.data.nbytes());
-  file.commit();
-}
-
-struct TensorInfo {
-  DType dtype;
-  Shape shape;
-  std::uint64_t begin = 0, end = 0;
-};
-
-struct Context {
-  std::string path;
-  [[noreturn]] void fail(const std::string& what) const { throw InvalidArgument("load_checkpoint: '" + path + "': " + what); }
-};
-
-TensorInfo tensor_info(const std::string& name, const json& j, std::uint64_t data_bytes, const Context& ctx) {
-  const std::string who = "tensor '" + name + "'";
-  if (!j.is_object()) ctx.fail(who + " is not a JSON object");
-  const auto dtype_it = j.find("dtype");
-  if (dtype_it == j.end() || !dtype_it->is_string()) ctx.fail(who + " has no dtype string");
-  const auto dtype = dtype_from_safetensors(dtype_it->get<std::string>());
-  if (!dtype) ctx.fail(who + " has dtype \"" + dtype_it->get<std::string>() + "\", which weft does not read");
-  TensorInfo t{*dtype, {}, 0, 0};
-  const auto shape_it = j.find("shape");
-  if (shape_it == j.end() || !shape_it->is_array()) ctx.fail(who + " has no shape list");
-  for (const json& d : *shape_it) {
-    const auto v = as_int(d);
-    if (!v || *v < 0) ctx.fail(who + ": the shape is not a list of non-negative integers");
-    t.shape.push_back(*v);
-  }
-  const auto count = checked_count(t.shape);
-  if (!count) ctx.fail(who + ": shape " + shape_str(t.shape) + " has more elements than fit in 64 bits");
-  const auto offsets = j.find("data_offsets");
-  if (offsets == j.end() || !offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
-      !(*offsets)[1].is_number_unsigned())
-    ctx.fail(who + " has no data_offsets [begin, end]");
-  t.begin = (*offsets)[0].get<std::uint64_t>();
-  t.end = (*offsets)[1].get<std::uint64_t>();
-  if (t.begin > t.end) ctx.fail(who + ": data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] are reversed");
-  if (t.end > data_bytes)
-    ctx.fail(who + " needs bytes [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ") of the data, which holds only " +
-             std::to_string(data_bytes) + ": the file is truncated");
-  const std::uint64_t item = dtype_size(t.dtype);
-  if (*count > (t.end - t.begin) / item || *count * item != t.end - t.begin)
-    ctx.fail(who + " is " + type_str(t.dtype, t.shape) + " but its data_offsets span " + std::to_string(t.end - t.begin) + " bytes");
-  return t;
-}
-
 }  // namespace
 
 void save_checkpoint(Session& session, const std::string& path, const std::map<std::string, std::string>& metadata) {
@@ -566,10 +439,13 @@ void save_checkpoint(Session& session, const std::string& path, const std::map<s
   std::exception_ptr error;
   if (rt.process_index == 0) {
     try {
-      std::vector<Tensor> tensors;
+      std::vector<safetensors::NamedTensor> tensors;
       for (std::size_t i = 0; i < s.variables.size(); ++i) tensors.push_back({layout.variables[i].tensor, s.variables[i]->host});
       for (std::size_t k = 0; k < entries.size(); ++k) tensors.push_back({layout.entries[k].tensor, entries[k]});
-      write_safetensors(path, layout_text, metadata, tensors);
+      // The layout first, then the caller's metadata.
+      std::vector<std::pair<std::string, std::string>> file_metadata{{kLayoutKey, layout_text}};
+      file_metadata.insert(file_metadata.end(), metadata.begin(), metadata.end());
+      safetensors::write(path, file_metadata, tensors, "save_checkpoint");
     } catch (...) {
       error = std::current_exception();
     }
@@ -588,72 +464,35 @@ void save_checkpoint(Session& session, const std::string& path, const std::map<s
 std::map<std::string, std::string> load_checkpoint(Session& session, const std::string& path) {
   SessionState& s = *session.state;
   auto& rt = s.runtime->impl();
-  const Context ctx{path};
-  const io::InputFile file(path, "load_checkpoint");
-  if (file.size() < 8)
-    ctx.fail("truncated: " + std::to_string(file.size()) + " bytes is too short for the 8-byte header length");
-  unsigned char length_bytes[8];
-  file.read(0, length_bytes, 8, "the header length");
-  std::uint64_t header_bytes = 0;
-  for (int k = 0; k < 8; ++k) header_bytes |= static_cast<std::uint64_t>(length_bytes[k]) << (8 * k);
-  if (header_bytes > kMaxHeaderBytes)
-    ctx.fail("the header length " + std::to_string(header_bytes) + " is over 100 MiB: not a safetensors file, or a corrupt one");
-  if (header_bytes > file.size() - 8)
-    ctx.fail("truncated: the header declares " + std::to_string(header_bytes) + " bytes but the file has " +
-             std::to_string(file.size() - 8) + " after the length");
-  std::string text(static_cast<std::size_t>(header_bytes), '\0');
-  file.read(8, text.data(), text.size(), "the header");
-  json header;
-  try {
-    header = json::parse(text);
-  } catch (const json::exception& e) {
-    ctx.fail(std::string("the header is not valid JSON: ") + e.what());
-  }
-  if (!header.is_object()) ctx.fail("the header is not a JSON object");
-  const std::uint64_t data_start = 8 + header_bytes, data_bytes = file.size() - data_start;
-
-  std::map<std::string, TensorInfo> tensors;
-  std::map<std::string, std::string> user;
-  std::optional<std::string> layout_text;
-  for (const auto& [name, value] : header.items()) {
-    if (name != "__metadata__") {
-      tensors.emplace(name, tensor_info(name, value, data_bytes, ctx));
-      continue;
-    }
-    if (!value.is_object()) ctx.fail("__metadata__ is not a JSON object");
-    for (const auto& [key, v] : value.items()) {
-      if (!v.is_string()) ctx.fail("metadata \"" + key + "\" is not a string");
-      if (key == kLayoutKey) {
-        layout_text = v.get<std::string>();
-      } else {
-        user[key] = v.get<std::string>();
-      }
-    }
-  }
-  if (!layout_text)
-    ctx.fail("it holds no weft session layout (metadata key \"" + std::string(kLayoutKey) +
-             "\"): it was not written by save_checkpoint");
+  const safetensors::Reader file(path, "load_checkpoint");
+  const auto& tensors = file.tensors();
+  std::map<std::string, std::string> user = file.metadata();
+  const auto layout_it = user.find(kLayoutKey);
+  if (layout_it == user.end())
+    file.fail("it holds no weft session layout (metadata key \"" + std::string(kLayoutKey) +
+              "\"): it was not written by save_checkpoint");
+  const std::string layout_text = layout_it->second;
+  user.erase(layout_it);
   json layout_json;
   try {
-    layout_json = json::parse(*layout_text);
+    layout_json = json::parse(layout_text);
   } catch (const json::exception& e) {
-    ctx.fail(std::string("the session layout is not valid JSON: ") + e.what());
+    file.fail(std::string("the session layout is not valid JSON: ") + e.what());
   }
-  const Layout stored = LayoutReader([&](const std::string& what) { ctx.fail("corrupt session layout: " + what); }).read(layout_json);
+  const Layout stored = LayoutReader([&](const std::string& what) { file.fail("corrupt session layout: " + what); }).read(layout_json);
   if (auto difference = first_difference(stored, layout_of(s))) throw InvalidArgument(*difference);
 
   // Every tensor the layout names, with the type the session needs, read into host memory before anything
   // in the session changes.
   auto read_tensor = [&](const std::string& name, DType dtype, const Shape& shape, const std::string& what) {
     const auto it = tensors.find(name);
-    if (it == tensors.end()) ctx.fail("the tensor '" + name + "' of " + what + " is missing");
-    const TensorInfo& t = it->second;
+    if (it == tensors.end()) file.fail("the tensor '" + name + "' of " + what + " is missing");
+    const safetensors::TensorInfo& t = it->second;
     if (t.dtype != dtype || t.shape != shape)
-      ctx.fail("the tensor '" + name + "' of " + what + " is " + type_str(t.dtype, t.shape) + ", the session needs " + type_str(dtype, shape));
+      file.fail("the tensor '" + name + "' of " + what + " is " + safetensors::type_str(t.dtype, t.shape) + ", the session needs " +
+                safetensors::type_str(dtype, shape));
     Array a = Array::empty(shape, dtype, rt.host_account);
-    if (a.nbytes() > 0) file.read(data_start + t.begin, a.mutable_bytes(), a.nbytes(), "the data of tensor '" + name + "'");
-    if (dtype == DType::boolean)  // weft's bools are 0 or 1; another writer's may be any non-zero byte
-      for (std::byte& b : std::span<std::byte>(a.mutable_bytes(), a.nbytes())) b = b != std::byte{0} ? std::byte{1} : std::byte{0};
+    file.read(name, t, a);
     return a;
   };
   std::vector<Array> values;
@@ -669,7 +508,7 @@ std::map<std::string, std::string> load_checkpoint(Session& session, const std::
   for (const auto& [b, e] : unbound) {
     const std::string what = "remote buffer " + std::to_string(b->id) + " entry " + std::to_string(e);
     const auto it = entry_tensor.find({b->id, e});
-    if (it == entry_tensor.end()) ctx.fail("corrupt session layout: no tensor for " + what);
+    if (it == entry_tensor.end()) file.fail("corrupt session layout: no tensor for " + what);
     Shape shape = b->shape;
     shape.insert(shape.begin(), s.replicas);
     entries.push_back(read_tensor(it->second, b->dtype, shape, what));

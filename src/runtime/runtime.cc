@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "collectives/host_exchange.hpp"
-#include "core/isa.hpp"
+#include "array/isa.hpp"
 #include "core/launcher_protocol.hpp"
 #include "core/log.hpp"
 #include "transport/interprocess.hpp"

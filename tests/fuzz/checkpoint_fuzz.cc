@@ -1,8 +1,9 @@
-// Fuzz target: the .safetensors checkpoint reader (weft/checkpoint.hpp, src/runtime/checkpoint.cc), loading
-// arbitrary bytes into a live session that holds one of everything a checkpoint stores
-// (tests/checkpoint/model.hpp: plain, grouped, bfloat16 and bool variables, remote and replica-sharded ones,
-// a multi-entry remote buffer). A truncated or corrupt file, or one of another layout, must be an
-// InvalidArgument and leave the session as it was; nothing may crash, overflow or allocate beyond the file.
+// Fuzz target: the .safetensors checkpoint reader (weft/checkpoint.hpp; src/array/safetensors.cc, the file
+// format, and src/runtime/checkpoint.cc, the session layout), loading arbitrary bytes into a live session
+// that holds one of everything a checkpoint stores (tests/checkpoint/model.hpp: plain, grouped, bfloat16 and
+// bool variables, remote and replica-sharded ones, a multi-entry remote buffer). A truncated or corrupt file,
+// or one of another layout, must be an InvalidArgument and leave the session as it was; nothing may crash,
+// overflow or allocate beyond the file.
 //
 // Seed: WEFT_FUZZ_WRITE_CHECKPOINT=PATH makes the target save the model's checkpoint to PATH first (how
 // tests/data/fuzz/checkpoint/seed-model.safetensors was made).

@@ -1,4 +1,4 @@
-// Fuzz target: the .npy reader (weft/npy.hpp, src/core/npy.cc) on arbitrary bytes. A malformed file must be
+// Fuzz target: the .npy reader (weft/npy.hpp, src/array/npy.cc) on arbitrary bytes. A malformed file must be
 // an InvalidArgument, never a crash, an overflow or an allocation beyond the bytes that are there; a file
 // that parses must survive a write and a read back unchanged (serialize_npy is the writer save_npy uses).
 #include <cstdint>

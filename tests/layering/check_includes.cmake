@@ -3,10 +3,11 @@
 #
 #   cmake -DROOT=<source dir> -P tests/layering/check_includes.cmake
 #
-# Layers, bottom up: core (src/core and the public headers of pure types) < transport < collectives <
-# runtime (src/runtime and the public headers of the replica API). A quoted #include is checked against the
-# layer of the including file; a violation names the file, the line and the rule. Exit status non-zero on
-# any violation (ctest `layering_includes`).
+# Layers, bottom up: core (src/core and the public headers of pure types) < array (src/array, the array
+# library, and the public headers of arrays and their operations) < transport < collectives < runtime
+# (src/runtime and the public headers of the replica API). A quoted #include is checked against the layer of
+# the including file; a violation names the file, the line and the rule. Exit status non-zero on any
+# violation (ctest `layering_includes`).
 cmake_minimum_required(VERSION 3.20)
 if(NOT ROOT)
   message(FATAL_ERROR "usage: cmake -DROOT=<weft source dir> [-DMIN_FILES=20] -P check_includes.cmake")
@@ -15,13 +16,19 @@ if(NOT DEFINED MIN_FILES)
   set(MIN_FILES 20)  # fewer files checked means a wrong ROOT, not a clean tree
 endif()
 
-# Public headers of the core layer: values and pure functions, no runtime.
-set(core_public array call_site dtype error groups memory npy ops random reduce_op)
+# Public headers of the core layer: values and pure functions, no arrays, no runtime.
+set(core_public call_site dtype error groups reduce_op)
+# Public headers of the array library: arrays, their memory accounting, operations, random numbers, npy.
+set(array_public array memory npy ops random)
 set(core_allowed "core/")
 foreach(h ${core_public})
   list(APPEND core_allowed "weft/${h}.hpp")
 endforeach()
-set(transport_allowed ${core_allowed} "transport/")
+set(array_allowed ${core_allowed} "array/")
+foreach(h ${array_public})
+  list(APPEND array_allowed "weft/${h}.hpp")
+endforeach()
+set(transport_allowed ${array_allowed} "transport/")
 set(collectives_allowed ${transport_allowed} "collectives/")
 
 set(violations 0)
@@ -54,12 +61,14 @@ function(check_file file layer)
   endforeach()
 endfunction()
 
-foreach(h ${core_public})
-  if(EXISTS ${ROOT}/include/weft/${h}.hpp)
-    check_file(${ROOT}/include/weft/${h}.hpp core)
-  endif()
+foreach(layer core array)
+  foreach(h ${${layer}_public})
+    if(EXISTS ${ROOT}/include/weft/${h}.hpp)
+      check_file(${ROOT}/include/weft/${h}.hpp ${layer})
+    endif()
+  endforeach()
 endforeach()
-foreach(layer core transport collectives)
+foreach(layer core array transport collectives)
   file(GLOB_RECURSE files ${ROOT}/src/${layer}/*.cc ${ROOT}/src/${layer}/*.hpp ${ROOT}/src/${layer}/*.inc)
   foreach(f ${files})
     check_file(${f} ${layer})
@@ -72,4 +81,4 @@ endif()
 if(violations GREATER 0)
   message(FATAL_ERROR "layering: ${violations} include(s) point up a layer")
 endif()
-message("layering: ${checked} files of core, transport and collectives include nothing above their layer")
+message("layering: ${checked} files of core, array, transport and collectives include nothing above their layer")

@@ -1,4 +1,4 @@
-// The block pool under weft::Buffer (src/core/buffer_pool.hpp): large blocks are huge-page aligned, freed
+// The block pool under weft::Buffer (src/array/buffer_pool.hpp): large blocks are huge-page aligned, freed
 // large blocks are reused for the next allocation of the same size (the owner's own first), the cap bounds
 // what is kept, and smaller blocks freed on a worker thread do not fault their pages in again.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <sys/resource.h>
 
 #include "../support/replica_faults.hpp"
-#include "core/buffer_pool.hpp"
+#include "array/buffer_pool.hpp"
 
 namespace weft::detail {
 namespace {

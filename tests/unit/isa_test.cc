@@ -1,4 +1,4 @@
-// The kernels' ISA check (src/core/isa.hpp): the decision with an injected CPU (which features it has), the
+// The kernels' ISA check (src/array/isa.hpp): the decision with an injected CPU (which features it has), the
 // exact error text, and the build plumbing: the features CMake computed for -march=${WEFT_ARCH} are the
 // feature macros the kernel translation units really saw, every one of them is a name the check can ask the
 // CPU about, and this machine (which built the binary) passes.
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "../support/errors.hpp"
-#include "core/isa.hpp"
+#include "array/isa.hpp"
 #include "weft/error.hpp"
 #include "weft/runtime.hpp"
 

@@ -1,4 +1,4 @@
-// matmul's choice between Eigen, OpenBLAS and oneDNN (src/core/blas.hpp): the decision with injected inputs
+// matmul's choice between Eigen, OpenBLAS and oneDNN (src/array/blas.hpp): the decision with injected inputs
 // (the kernels OpenBLAS chose, the CPU, whether oneDNN runs JIT kernels, WEFT_GEMM), the sizes that go to a
 // library, and this process's backend as ctest runs it: unit_matmul_backend_test with the default setting,
 // and again with WEFT_GEMM=eigen, openblas and onednn (tests/CMakeLists.txt), where the products below must
@@ -19,7 +19,7 @@
 
 #include "../support/arrays.hpp"
 #include "../support/errors.hpp"
-#include "core/blas.hpp"
+#include "array/blas.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"

@@ -1,3 +1,3 @@
-// a core public header including a runtime one
+// an array public header including a runtime one
 #pragma once
 #include "weft/session.hpp"

@@ -1,3 +1,3 @@
 // core reaching up to the runtime
 #include "weft/replica.hpp"
-#include "weft/array.hpp"
+#include "weft/dtype.hpp"

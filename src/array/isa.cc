@@ -13,7 +13,7 @@
 // file checks once; on a deficient CPU it installs a SIGILL handler that prints the same message before the
 // process dies. The checks at Runtime construction and at kernel entry still throw weft::Error whenever they
 // get to run first.
-#include "core/isa.hpp"
+#include "array/isa.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -57,7 +57,7 @@ struct CpuFeature {
   bool baseline;
 };
 constexpr CpuFeature kFeatures[] = {
-#include "core/isa_features.inc"
+#include "array/isa_features.inc"
 // The x86-64 micro-architecture levels (GCC's names), asked to suggest a portable WEFT_ARCH.
 #if defined(__x86_64__) || defined(__i386__)
     {"x86-64-v2", [] { return __builtin_cpu_supports("x86-64-v2") != 0; }, false},

@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/broadcast.hpp"
-#include "core/element_types.hpp"
-#include "core/isa.hpp"
+#include "array/broadcast.hpp"
+#include "array/element_types.hpp"
+#include "array/isa.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"

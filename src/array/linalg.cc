@@ -17,10 +17,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/blas.hpp"
-#include "core/broadcast.hpp"
-#include "core/isa.hpp"
-#include "core/onednn.hpp"
+#include "array/blas.hpp"
+#include "array/broadcast.hpp"
+#include "array/isa.hpp"
+#include "array/onednn.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
@@ -48,7 +48,7 @@ void blas_gemm(Gemm gemm, const T* a, const T* b, T* c, Index m, Index k, Index 
 
 // C (m, n) = op(A) @ op(B), all row-major and dense; op(A) is (m, k), op(B) is (k, n). Large float32
 // products go to oneDNN, large float32 and float64 ones to OpenBLAS when it runs kernels made for this CPU
-// (core/blas.hpp), the rest to Eigen.
+// (array/blas.hpp), the rest to Eigen.
 template <class T>
 void gemm(const T* a, const T* b, T* c, Index m, Index k, Index n, bool ta, bool tb) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/isa.hpp"
+#include "array/isa.hpp"
 
 namespace weft::isa {
 
@@ -16,7 +16,7 @@ std::vector<std::string> kernel_unit_macro_features() {
 #define WEFT_ISA_XSTR(x) WEFT_ISA_STR(x)
 #define WEFT_ISA_FEATURE(macro, name) \
   if (std::string_view(WEFT_ISA_XSTR(macro)) != #macro) out.push_back(name);
-#include "core/isa_features.inc"
+#include "array/isa_features.inc"
 #undef WEFT_ISA_FEATURE
   return out;
 }

@@ -1,6 +1,6 @@
 // The block pool behind weft::Buffer: huge-page backed large blocks and reuse of freed ones (why: see
 // buffer_pool.hpp).
-#include "core/buffer_pool.hpp"
+#include "array/buffer_pool.hpp"
 
 #include <algorithm>
 #include <iterator>

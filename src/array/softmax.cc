@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "core/element_types.hpp"
-#include "core/float_kernels.hpp"
-#include "core/isa.hpp"
+#include "array/element_types.hpp"
+#include "array/float_kernels.hpp"
+#include "array/isa.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"

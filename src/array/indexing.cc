@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/element_types.hpp"
-#include "core/isa.hpp"
+#include "array/element_types.hpp"
+#include "array/isa.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"

@@ -1,5 +1,5 @@
 // Loading oneDNN at run time and running float32 products through its matmul primitive (why: onednn.hpp).
-#include "core/onednn.hpp"
+#include "array/onednn.hpp"
 
 #include "weft/error.hpp"
 

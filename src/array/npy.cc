@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/file_io.hpp"
+#include "array/file_io.hpp"
 #include "weft/error.hpp"
 
 namespace weft {

@@ -1,5 +1,5 @@
 // Atomic file writes and bounded reads (see file_io.hpp for why the write goes through a renamed temporary).
-#include "core/file_io.hpp"
+#include "array/file_io.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

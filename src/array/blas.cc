@@ -1,5 +1,5 @@
 // Loading OpenBLAS at run time and deciding which library computes matmul's large products (why: blas.hpp).
-#include "core/blas.hpp"
+#include "array/blas.hpp"
 
 #include <dlfcn.h>
 
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/isa.hpp"
-#include "core/onednn.hpp"
+#include "array/isa.hpp"
+#include "array/onednn.hpp"
 #include "weft/error.hpp"
 
 namespace weft::blas {

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "core/buffer_pool.hpp"
+#include "array/buffer_pool.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 

@@ -1,0 +1,3 @@
+// a core public header including an array one
+#pragma once
+#include "weft/array.hpp"

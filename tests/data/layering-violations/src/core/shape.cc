@@ -1,0 +1,3 @@
+// core reaching up to the array library
+#include "array/element_types.hpp"
+#include "core/log.hpp"
