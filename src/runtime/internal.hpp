@@ -1,7 +1,8 @@
 // Runtime::Impl: the state behind a Runtime (its devices and their memory accounts, its place in a job, the
 // workers that run replicas, the diagnostics it keeps) that the runtime's files share. Each concern's code is
-// in its own file: options (runtime_options.cc), devices (device.cc), workers (device_workers.*), the job
-// (job.*, launcher_records.*), the trace (tracer.*), admission (admission.*), executions (execution.*).
+// in its own file: the bring-up and accessors (runtime.cc), options (runtime_options.cc), devices (device.cc),
+// workers (device_workers.*), the job (job.*, launcher_records.*), the trace (tracer.*), the registry
+// (runtime_registry.*), admission (admission.*), executions (execution.*, group_cache.*).
 #pragma once
 #include <atomic>
 #include <cstdint>
