@@ -17,10 +17,10 @@
 namespace weft {
 
 using detail::HostStreamState;
-using detail::shard_of;
-using detail::unshard;
 using detail::RemoteBufferState;
 using detail::SessionState;
+using detail::shard_of;
+using detail::unshard;
 using detail::VariableState;
 
 Retrieval retrieval_from_name(std::string_view name) {
