@@ -1,5 +1,6 @@
-// Devices and the runtime that owns them. The embedded default platform is "cpu": N virtual devices,
-// each a worker thread with its own memory accounting, in one process.
+// Devices and the runtime that owns them. The embedded default platform is "cpu": N virtual devices in one
+// process, each with its own memory accounting. Replicas run as fibers on one worker thread per core
+// (WEFT_SCHEDULER=fibers, the default) or on an OS thread per device (WEFT_SCHEDULER=threads).
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -51,7 +52,8 @@ struct RuntimeStats {
   std::uint64_t executions = 0;            // pmap / session runs
   std::uint64_t bytes_host_to_device = 0;
   std::uint64_t bytes_device_to_host = 0;
-  std::uint64_t collectives = 0;           // collective calls (one per group per call)
+  std::uint64_t collectives = 0;           // collective rounds this process completed: one per collective the
+                                           // program issues, however many replicas and groups take part
   std::uint64_t bytes_reduced = 0;         // input bytes entering reductions
 };
 

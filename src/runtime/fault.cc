@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/log.hpp"
+#include "runtime/execution.hpp"
 #include "runtime/internal.hpp"
 #include "transport/rendezvous.hpp"
 #include "weft/error.hpp"

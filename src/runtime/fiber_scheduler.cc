@@ -15,8 +15,8 @@
 #endif
 
 #include "core/log.hpp"
+#include "runtime/execution.hpp"
 #include "runtime/fiber_placement.hpp"
-#include "runtime/internal.hpp"
 #include "transport/wait_queue.hpp"
 #include "weft/memory.hpp"
 

@@ -1,79 +1,26 @@
-// Runtime internals shared by runtime.cc, replica.cc, pmap.cc and sharded_array.cc.
+// Runtime::Impl: the state behind a Runtime (its devices and their memory accounts, its place in a job, the
+// workers that run replicas, the diagnostics it keeps) that the runtime's files share. Each concern's code is
+// in its own file: the bring-up and accessors (runtime.cc), options (runtime_options.cc), devices (device.cc),
+// workers (device_workers.*), the job (job.*, launcher_records.*), the trace (tracer.*), the registry
+// (runtime_registry.*), admission (admission.*), executions (execution.*, group_cache.*).
 #pragma once
-#include <array>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <exception>
-#include <functional>
-#include <map>
+#include <cstdint>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "collectives/communicator.hpp"
-#include "core/error_kind.hpp"
+#include "runtime/admission.hpp"
+#include "runtime/device_workers.hpp"
 #include "runtime/fault.hpp"
 #include "runtime/fiber_scheduler.hpp"
 #include "runtime/flight_recorder.hpp"
+#include "runtime/tracer.hpp"
 #include "transport/interprocess.hpp"
-#include "weft/groups.hpp"
-#include "weft/replica.hpp"
 #include "weft/runtime.hpp"
 
 namespace weft {
-
-// One worker thread per device: replicas placed on the device run here, one task at a time.
-class DeviceWorker {
- public:
-  DeviceWorker(Device device, std::shared_ptr<MemoryAccount> account);
-  ~DeviceWorker();
-  void submit(std::function<void()> task);
-
- private:
-  void loop();
-  Device device_;
-  std::shared_ptr<MemoryAccount> account_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
-
-// WEFT_TRACE: a Chrome-trace (Trace Event Format) timeline of collectives, written when the runtime ends.
-// pid = process, tid = replica; one span per collective plus a "wait" sub-span for the rendezvous. The last
-// `capacity` spans are kept (a ring: a long run keeps its end, in bounded memory); the file says how many
-// were dropped.
-class Tracer {
- public:
-  using Clock = std::chrono::steady_clock;
-  Tracer(std::string path, int process, std::int64_t capacity)
-      : path_(std::move(path)), process_(process), capacity_(static_cast<std::size_t>(capacity)), start_(Clock::now()) {}
-  bool enabled() const { return !path_.empty(); }
-  void span(std::string name, int replica, Clock::time_point begin, Clock::time_point end, std::string args_json);
-  void write() const;  // errors are logged, never thrown: tracing must not fail a program
-
- private:
-  struct Event {
-    std::string name;
-    int replica;
-    double begin_us, duration_us;
-    std::string args_json;
-  };
-  std::string path_;
-  int process_;  // the trace's pid
-  std::size_t capacity_;
-  Clock::time_point start_;
-  mutable std::mutex mutex_;
-  std::vector<Event> events_;  // a ring once full: the oldest is at next_
-  std::size_t next_ = 0;
-  std::uint64_t dropped_ = 0;
-};
 
 namespace detail {
 struct RuntimeCounters {
@@ -100,17 +47,8 @@ struct Runtime::Impl {
   std::vector<std::unique_ptr<DeviceWorker>> workers;    // by device id; null for other processes' devices
                                                          // and with WEFT_SCHEDULER=fibers
   std::unique_ptr<detail::FiberScheduler> fibers;        // WEFT_SCHEDULER=fibers; null with threads
-  // Executions run one at a time: two executions sharing devices could otherwise each hold a device the
-  // other one waits for. A call waits for the one in flight as long as that one makes progress (see
-  // Execution::run): the one in flight may itself wait for the caller (a pmap from a thread a replica
-  // started), and a wait for it is a blocking wait like any other, with the collective deadlines.
-  struct Admission {
-    std::mutex mutex;
-    std::condition_variable cv;
-    bool busy = false;
-    std::string running;  // the name of the execution in flight
-    std::chrono::steady_clock::time_point since;
-  } admission;
+  // Executions run one at a time (admission.hpp says why and how).
+  detail::AdmissionState admission;
   // Completed executions; with the collective rounds (liveness()), how a waiting call tells a busy runtime
   // from a stuck one.
   std::atomic<std::uint64_t> progress{0};
@@ -128,67 +66,4 @@ struct Runtime::Impl {
 // At WEFT_DEBUG=INFO: every WEFT_* setting with its value and source, once per process (configuration_report.cc).
 void log_configuration(const RuntimeOptions& given, const Runtime::Impl& rt);
 
-namespace detail {
-
-// The groups of every (axes, axis_index_groups) a program used, computed once per prepared program.
-class GroupCache {
- public:
-  GroupCache();
-  std::shared_ptr<const ReplicaGroups> along_axes(const Mesh& mesh, const Axes& axes, const AxisIndexGroups& index_groups);
-
- private:
-  const std::uint64_t id_;  // unique for the process's lifetime (an address may be reused, an id is not)
-  std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<const ReplicaGroups>> groups_;
-};
-
-// One run of a program over its replicas (a pmap call, a session run). Replicas are numbered globally
-// (row-major over the mesh); this process runs the ones whose devices it owns, and meets the others'
-// processes through the job's transport inside collectives.
-class Execution {
- public:
-  Execution(Runtime::Impl& runtime, std::string name, Mesh mesh, std::vector<Device> devices, GroupCache& groups);
-
-  // Runs `body` once per local replica, each on its device's worker, and waits for all. Throws the root
-  // cause first (the replica that failed first, then what every other local replica saw).
-  void run(const std::function<void(Replica&)>& body);
-
-  std::string replica_name(int replica) const;  // "replica 3 (CpuDevice(id=3, process=0))"
-  int num_replicas() const { return static_cast<int>(devices.size()); }
-
-  Runtime::Impl& runtime;
-  const std::string name;
-  const Mesh mesh;
-  const std::vector<Device> devices;   // per global replica
-  std::vector<int> local_replicas;     // global indices of this process's replicas
-  GroupCache& groups;
-  // Runs every collective of the execution (collectives/communicator.hpp); local rank = index in local_replicas.
-  collectives::Communicator communicator;
-  struct SessionState* session = nullptr;  // set when a Session runs the program
-  std::uint64_t serial = 0;            // Runtime::Impl::execution_serial when run() started
-
- private:
-  std::mutex mutex_;
-  std::condition_variable done_cv_;
-  int remaining_ = 0;
-  int root_cause_ = -1;
-  std::vector<std::optional<ErrorRecord>> errors_;  // per local replica
-};
-
-// Set on a replica's thread while an error leaves a collective call: such errors carry the collective's call
-// site already; other errors (array ops in the replica's own code) get the replica's position added.
-inline thread_local bool t_error_from_collective = false;
-// The execution whose replica runs on this thread (or fiber), null elsewhere: a pmap from inside a replica is
-// refused with a clear error.
-inline thread_local Execution* t_current_execution = nullptr;
-
-struct ReplicaState {
-  Execution* execution;
-  int index;        // global replica index
-  int local;        // index among the execution's local replicas (its rank in the communicator)
-  const Device* device;
-  FlightRing* flight = nullptr;  // the device's flight recorder ring; null when off
-};
-
-}  // namespace detail
 }  // namespace weft

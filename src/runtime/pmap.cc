@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "runtime/execution.hpp"
 #include "runtime/internal.hpp"
 #include "weft/error.hpp"
 #include "weft/pmap.hpp"
@@ -63,10 +64,11 @@ PmapProgram::PmapProgram(ReplicaFunction fn, PmapOptions options) : impl_(std::m
     throw InvalidArgument(impl_->options.name + ": give either axis (a 1-d pmap) or mesh (nested pmap), not both");
 }
 
-std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vector<PmapArg>& args) {
+namespace {
+
+// Per argument, the axis it is mapped along; -1 = broadcast.
+std::vector<int> resolve_in_axes(const PmapOptions& options, int nargs) {
   const std::string& name = options.name;
-  const int nargs = static_cast<int>(args.size());
-  if (nargs == 0) throw InvalidArgument(name + ": a pmapped function must be passed at least one argument containing an array");
   std::vector<int> in_axes(nargs, 0);
   if (!options.in_axes.empty()) {
     if (static_cast<int>(options.in_axes.size()) != nargs)
@@ -74,23 +76,25 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
                             std::to_string(nargs) + " arguments");
     for (int i = 0; i < nargs; ++i) in_axes[i] = options.in_axes[i] ? *options.in_axes[i] : -1;
   }
-  // Signature: what a cached preparation depends on.
+  return in_axes;
+}
+
+// Signature: what a cached preparation depends on.
+std::string signature_of(const std::vector<PmapArg>& args) {
   std::ostringstream key;
   Shape scratch;
-  for (int i = 0; i < nargs; ++i) {
-    key << (std::holds_alternative<Array>(args[i]) ? 'h' : 's') << dtype_name(arg_dtype(args[i]))
-        << shape_str(arg_shape(args[i], scratch)) << ';';
+  for (const PmapArg& arg : args) {
+    key << (std::holds_alternative<Array>(arg) ? 'h' : 's') << dtype_name(arg_dtype(arg))
+        << shape_str(arg_shape(arg, scratch)) << ';';
   }
-  // Preparing is cheap (no data moves) and is done under the lock, so that concurrent first calls with one
-  // signature prepare it once.
-  std::lock_guard lock(mutex);
-  auto it = cache.find(key.str());
-  if (it != cache.end()) return it->second;
+  return key.str();
+}
 
-  auto p = std::make_shared<Prepared>();
-  p->in_axes = in_axes;
+// Every mapped argument has the axis it is mapped along, and at least one argument is mapped.
+void check_mapped_arguments(const std::string& name, const std::vector<PmapArg>& args, const std::vector<int>& in_axes) {
+  Shape scratch;
   bool any_mapped = false;
-  for (int i = 0; i < nargs; ++i) {
+  for (int i = 0; i < static_cast<int>(args.size()); ++i) {
     if (in_axes[i] < 0) continue;
     any_mapped = true;
     const Shape& s = arg_shape(args[i], scratch);
@@ -108,47 +112,62 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
                           "too). To give each of N replicas the whole of x, map a replicated copy: "
                           "f(device_put_replicated(x, devices)) with in_axes 0, or map a dummy argument: "
                           "in_axes {0, std::nullopt} and f(Array::arange(N), x)");
+}
 
-  if (!options.mesh.empty()) {
-    p->mesh = Mesh(options.mesh);
-    const Shape mesh_shape = p->mesh.shape();
-    for (int i = 0; i < nargs; ++i) {
-      if (in_axes[i] < 0) continue;
-      if (in_axes[i] != 0)
-        throw InvalidArgument(name + ": with a multi-axis mesh " + p->mesh.to_string() +
-                              " arguments are mapped along their leading dimensions; in_axes[" + std::to_string(i) +
-                              "] = " + std::to_string(in_axes[i]) + " is not supported (use 0 or broadcast)");
-      const Shape& s = arg_shape(args[i], scratch);
-      if (s.size() < mesh_shape.size() || !std::equal(mesh_shape.begin(), mesh_shape.end(), s.begin()))
-        throw InvalidArgument(name + ": argument " + std::to_string(i) + " has shape " + shape_str(s) +
-                              "; its leading dimensions must equal the mesh shape " + shape_str(mesh_shape) + " of " +
-                              p->mesh.to_string());
-    }
-  } else {
-    int size = -1;
-    std::string sizes;
-    bool consistent = true;
-    for (int i = 0; i < nargs; ++i) {
-      if (in_axes[i] < 0) continue;
-      const int s = static_cast<int>(arg_shape(args[i], scratch)[in_axes[i]]);
-      sizes += "\n  argument " + std::to_string(i) + " of shape " + shape_str(arg_shape(args[i], scratch)) +
-               " has size " + std::to_string(s) + " along axis " + std::to_string(in_axes[i]);
-      if (size < 0) {
-        size = s;
-      } else if (s != size) {
-        consistent = false;
-      }
-    }
-    if (!consistent) throw InvalidArgument(name + ": pmap got inconsistent sizes for array axes to be mapped:" + sizes);
-    if (size < 1) throw InvalidArgument(name + ": the mapped axis has size 0; pmap needs at least one replica");
-    if (rt.process_count() > 1 && options.devices.empty() && size == rt.local_device_count()) {
-      p->process_local_args = true;
-      size *= rt.process_count();
-    }
-    p->mesh = Mesh({{options.axis.empty() ? std::string("_pmap_axis") : options.axis, size}});
+// A nested pmap (PmapOptions::mesh): every mapped argument's leading dimensions are the mesh's shape.
+Mesh mesh_of_nested(const PmapOptions& options, const std::vector<PmapArg>& args, const std::vector<int>& in_axes) {
+  const std::string& name = options.name;
+  Mesh mesh(options.mesh);
+  const Shape mesh_shape = mesh.shape();
+  Shape scratch;
+  for (int i = 0; i < static_cast<int>(args.size()); ++i) {
+    if (in_axes[i] < 0) continue;
+    if (in_axes[i] != 0)
+      throw InvalidArgument(name + ": with a multi-axis mesh " + mesh.to_string() +
+                            " arguments are mapped along their leading dimensions; in_axes[" + std::to_string(i) +
+                            "] = " + std::to_string(in_axes[i]) + " is not supported (use 0 or broadcast)");
+    const Shape& s = arg_shape(args[i], scratch);
+    if (s.size() < mesh_shape.size() || !std::equal(mesh_shape.begin(), mesh_shape.end(), s.begin()))
+      throw InvalidArgument(name + ": argument " + std::to_string(i) + " has shape " + shape_str(s) +
+                            "; its leading dimensions must equal the mesh shape " + shape_str(mesh_shape) + " of " +
+                            mesh.to_string());
   }
+  return mesh;
+}
 
-  const int size = p->mesh.size();
+// A 1-d pmap: the mapped arguments agree on the size of their mapped axis, which (times the process count
+// when each process passes its local share) is the number of replicas. Sets p.mesh and p.process_local_args.
+void map_one_axis(Prepared& p, Runtime& rt, const PmapOptions& options, const std::vector<PmapArg>& args,
+                  const std::vector<int>& in_axes) {
+  const std::string& name = options.name;
+  Shape scratch;
+  int size = -1;
+  std::string sizes;
+  bool consistent = true;
+  for (int i = 0; i < static_cast<int>(args.size()); ++i) {
+    if (in_axes[i] < 0) continue;
+    const int s = static_cast<int>(arg_shape(args[i], scratch)[in_axes[i]]);
+    sizes += "\n  argument " + std::to_string(i) + " of shape " + shape_str(arg_shape(args[i], scratch)) +
+             " has size " + std::to_string(s) + " along axis " + std::to_string(in_axes[i]);
+    if (size < 0) {
+      size = s;
+    } else if (s != size) {
+      consistent = false;
+    }
+  }
+  if (!consistent) throw InvalidArgument(name + ": pmap got inconsistent sizes for array axes to be mapped:" + sizes);
+  if (size < 1) throw InvalidArgument(name + ": the mapped axis has size 0; pmap needs at least one replica");
+  if (rt.process_count() > 1 && options.devices.empty() && size == rt.local_device_count()) {
+    p.process_local_args = true;
+    size *= rt.process_count();
+  }
+  p.mesh = Mesh({{options.axis.empty() ? std::string("_pmap_axis") : options.axis, size}});
+}
+
+// The devices of the mesh's replicas: the ones PmapOptions::devices names (checked), else the runtime's first.
+std::vector<Device> devices_for(Runtime& rt, const PmapOptions& options, const Mesh& mesh) {
+  const std::string& name = options.name;
+  const int size = mesh.size();
   if (!options.devices.empty()) {
     if (static_cast<int>(options.devices.size()) != size)
       throw InvalidArgument(name + ": Leading axis size of input to pmapped function must equal the number of local "
@@ -160,24 +179,47 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
       rt.impl().device(d, name);  // an existing id, on the process that owns it
       if (seen[d.id]++) throw InvalidArgument(name + ": " + to_string(d) + " appears twice in devices=[" + devices_str(options.devices) + "]");
     }
-    p->devices = options.devices;
-  } else {
-    if (size > rt.device_count())
-      throw InvalidArgument(name + ": compiling computation that requires " + std::to_string(size) +
-                            " logical devices, but only " + std::to_string(rt.device_count()) +
-                            " devices are available (num_replicas=" + std::to_string(size) +
-                            ", num_partitions=1); the mesh is " + p->mesh.to_string() +
-                            " (set WEFT_DEVICE_COUNT or RuntimeOptions::device_count for more devices)");
-    p->devices.assign(rt.devices().begin(), rt.devices().begin() + size);
+    return options.devices;
   }
+  if (size > rt.device_count())
+    throw InvalidArgument(name + ": compiling computation that requires " + std::to_string(size) +
+                          " logical devices, but only " + std::to_string(rt.device_count()) +
+                          " devices are available (num_replicas=" + std::to_string(size) +
+                          ", num_partitions=1); the mesh is " + mesh.to_string() +
+                          " (set WEFT_DEVICE_COUNT or RuntimeOptions::device_count for more devices)");
+  return {rt.devices().begin(), rt.devices().begin() + size};
+}
 
+}  // namespace
+
+std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vector<PmapArg>& args) {
+  const int nargs = static_cast<int>(args.size());
+  if (nargs == 0)
+    throw InvalidArgument(options.name + ": a pmapped function must be passed at least one argument containing an array");
+  const std::vector<int> in_axes = resolve_in_axes(options, nargs);
+  const std::string key = signature_of(args);
+  // Preparing is cheap (no data moves) and is done under the lock, so that concurrent first calls with one
+  // signature prepare it once.
+  std::lock_guard lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+
+  auto p = std::make_shared<Prepared>();
+  p->in_axes = in_axes;
+  check_mapped_arguments(options.name, args, in_axes);
+  if (!options.mesh.empty()) {
+    p->mesh = mesh_of_nested(options, args, in_axes);
+  } else {
+    map_one_axis(*p, rt, options, args, in_axes);
+  }
+  p->devices = devices_for(rt, options, p->mesh);
   for (std::size_t r = 0; r < p->devices.size(); ++r)
     if (p->devices[r].process_index == rt.process_index()) {
       p->first_local = static_cast<int>(r);
       break;
     }
   rt.impl().stats.preparations++;
-  return cache.emplace(key.str(), p).first->second;
+  return cache.emplace(key, p).first->second;
 }
 
 std::vector<Array> PmapProgram::Impl::replica_inputs(Runtime& rt, const Prepared& p, const std::vector<PmapArg>& args,

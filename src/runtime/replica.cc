@@ -1,16 +1,17 @@
-// Replica context: every collective API builds a collectives::Request and funnels it into run_collective(),
+// The replica's collective API: every collective (JAX-style over named axes, over explicit groups, and the
+// PopXL-style ones on flattened tensors) builds a collectives::Request and funnels it into run_collective(),
 // which hands it to the execution's communicator (validation, meeting, agreement, plan, the work: all in
-// collectives/communicator.hpp) and adds the runtime's own concerns around it.
-#include <cstring>
-
+// collectives/communicator.hpp) and adds the runtime's own concerns around it. The session's operations a
+// replica has inside Session::run (variables, remote buffers, host streams) are the session's:
+// session_replica.cc.
 #include "collectives/communicator.hpp"
 #include "collectives/request.hpp"
 
 #include "core/log.hpp"
+#include "runtime/execution.hpp"
 #include "runtime/internal.hpp"
-#include "runtime/session_state.hpp"
+#include "runtime/replica_sharding.hpp"
 #include "weft/error.hpp"
-#include "weft/session.hpp"
 
 namespace weft {
 
@@ -206,64 +207,19 @@ Array Replica::ppermute(const Array& x, const ReplicaGroups& groups, const Permu
   return run_collective(*state_, r);
 }
 
-}  // namespace weft
-
-// ---- PopXL-style collectives and session operations -------------------------------------------------------
-namespace weft {
-
+// ---- PopXL-style collectives on flattened tensors ---------------------------------------------------------
 namespace {
-
-// x flattened and zero-padded to a multiple of `parts` elements.
-Array flat_padded(const Array& x, int parts) {
-  const std::int64_t n = x.size();
-  const std::int64_t padded = (n + parts - 1) / parts * parts;
-  if (padded == n) return x.reshape({n});
-  Array out = Array::zeros({padded}, x.dtype());
-  std::memcpy(out.mutable_bytes(), x.bytes(), x.nbytes());
-  return out;
-}
-
 int group_size_for(const detail::ReplicaState& st, const ReplicaGroups& groups, const char* api) {
   const detail::Execution& ex = *st.execution;
   if (groups.num_replicas() != ex.num_replicas())
     collectives::check_groups_cover(groups, ex.num_replicas(), ex.replica_name(st.index), api, ex.name);
   return static_cast<int>(groups.members(groups.group_of(st.index)).size());
 }
-
-detail::SessionState& session_of(const detail::ReplicaState& st, const char* api) {
-  if (!st.execution->session)
-    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + " is only available inside Session::run (" +
-                          st.execution->name + " is not a session)");
-  return *st.execution->session;
-}
-
-template <class State>
-void check_session_owner(const detail::ReplicaState& st, const detail::SessionState& s, const State& handle, const char* api,
-                         const char* what) {
-  if (handle.owner != &s)
-    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + ": this " + what + " belongs to another session");
-}
-
-int entry_index(const detail::ReplicaState& st, const detail::RemoteBufferState& b, std::int64_t entry, const char* api) {
-  if (entry < 0 || entry >= b.entries)
-    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + ": entry " + std::to_string(entry) +
-                          " is out of range for remote buffer " + std::to_string(b.id) + " with " + std::to_string(b.entries) +
-                          " entries");
-  return static_cast<int>(entry);
-}
-
-std::int64_t scalar_entry(const detail::ReplicaState& st, const Array& entry, const char* api) {
-  if (entry.size() != 1 || !is_integer(entry.dtype()))
-    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + ": the entry must be an integer scalar, got " +
-                          std::string(dtype_name(entry.dtype())) + shape_str(entry.shape()));
-  return static_cast<std::int64_t>(entry.value_at(0));
-}
-
 }  // namespace
 
 Array Replica::replicated_reduce_scatter(const Array& x, const ReplicaGroups& groups, ReduceOp op, Loc loc) {
   const int g = group_size_for(*state_, groups, "replicated_reduce_scatter");
-  Array flat = flat_padded(x, g);
+  Array flat = detail::flat_padded(x, g);
   Request r = make(Kind::reduce_scatter, "replicated_reduce_scatter", flat, groups, loc);
   r.reduce = op;
   r.tiled = true;
@@ -273,7 +229,7 @@ Array Replica::replicated_reduce_scatter(const Array& x, const ReplicaGroups& gr
 Array Replica::replica_sharded_slice(const Array& x, const ReplicaGroups& groups, Loc) {
   const int g = group_size_for(*state_, groups, "replica_sharded_slice");
   const int k = groups.rank_in_group(state_->index);
-  Array flat = flat_padded(x, g);
+  Array flat = detail::flat_padded(x, g);
   const std::int64_t per = flat.size() / g;
   return flat.slice(k * per, (k + 1) * per).copy().with_device(state_->device->id);
 }
@@ -292,107 +248,6 @@ Array Replica::gather_shards(const Array& shard, const ReplicaGroups& groups, co
   r.tiled = true;
   Array gathered = run_collective(*state_, r);
   return gathered.slice(0, n).reshape(full_shape);
-}
-
-Array& Replica::value(const Variable& variable) {
-  detail::SessionState& s = session_of(*state_, "value");
-  const detail::VariableState& v = *variable.state;
-  check_session_owner(*state_, s, v, "value", "variable");
-  if (v.buffer)
-    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": value(" + v.name + "): the variable lives in remote buffer " +
-                          std::to_string(v.buffer->id) + "; read it with remote_load");
-  return variable.state->values[state_->index];
-}
-
-namespace {
-Array remote_load_at(detail::ReplicaState& st, const RemoteBuffer& buffer, std::int64_t entry);
-void remote_store_at(detail::ReplicaState& st, const RemoteBuffer& buffer, std::int64_t entry, const Array& value);
-}  // namespace
-
-Array Replica::remote_load(const RemoteBuffer& buffer, int entry) { return remote_load_at(*state_, buffer, entry); }
-
-Array Replica::remote_load(const RemoteBuffer& buffer, const Array& entry) {
-  return remote_load_at(*state_, buffer, scalar_entry(*state_, entry, "remote_load"));
-}
-
-void Replica::remote_store(const RemoteBuffer& buffer, int entry, const Array& value) {
-  remote_store_at(*state_, buffer, entry, value);
-}
-
-void Replica::remote_store(const RemoteBuffer& buffer, const Array& entry, const Array& value) {
-  remote_store_at(*state_, buffer, scalar_entry(*state_, entry, "remote_store"), value);
-}
-
-namespace {
-Array remote_load_at(detail::ReplicaState& st, const RemoteBuffer& buffer, std::int64_t entry) {
-  detail::SessionState& s = session_of(st, "remote_load");
-  const detail::RemoteBufferState& b = *buffer.state;
-  check_session_owner(st, s, b, "remote_load", "remote buffer");
-  const Array& stored = b.data[st.index][entry_index(st, b, entry, "remote_load")];
-  s.runtime->impl().stats.h2d += stored.nbytes();
-  Array loaded = Array::empty(stored.shape(), stored.dtype(), nullptr, st.device->id);  // on this device
-  std::memcpy(loaded.mutable_bytes(), stored.bytes(), stored.nbytes());
-  return loaded;
-}
-
-void remote_store_at(detail::ReplicaState& st, const RemoteBuffer& buffer, std::int64_t entry, const Array& value) {
-  detail::SessionState& s = session_of(st, "remote_store");
-  detail::RemoteBufferState& b = *buffer.state;
-  check_session_owner(st, s, b, "remote_store", "remote buffer");
-  const int e = entry_index(st, b, entry, "remote_store");
-  if (value.shape() != b.shape || value.dtype() != b.dtype)
-    throw InvalidArgument(st.execution->replica_name(st.index) + ": remote_store: remote buffer " + std::to_string(b.id) +
-                          " holds " + std::string(dtype_name(b.dtype)) + shape_str(b.shape) + " entries, got " +
-                          std::string(dtype_name(value.dtype())) + shape_str(value.shape()));
-  s.runtime->impl().stats.d2h += value.nbytes();
-  Array stored = Array::empty(value.shape(), value.dtype(), s.runtime->impl().host_account);  // host memory
-  std::memcpy(stored.mutable_bytes(), value.bytes(), value.nbytes());
-  b.data[st.index][e] = std::move(stored);
-}
-}  // namespace
-
-
-namespace {
-// Byte offset of (transfer, replica) in a stream's run() array, and the transfer index (counted per replica).
-std::size_t transfer_offset(const detail::ReplicaState& st, detail::SessionState& s, const detail::HostStreamState& h,
-                            const char* api) {
-  auto& io = s.io.at(&h);
-  const int transfer = io.transfers[st.index]++;
-  if (transfer >= s.options.num_host_transfers)
-    throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + "(" + h.name + ") called " +
-                          std::to_string(transfer + 1) + " times in one run, but num_host_transfers is " +
-                          std::to_string(s.options.num_host_transfers));
-  const std::size_t item = static_cast<std::size_t>(num_elements(h.shape)) * dtype_size(h.dtype);
-  return (static_cast<std::size_t>(transfer) * s.local_replicas.size() + st.local) * item;
-}
-}  // namespace
-
-Array Replica::host_load(const HostStream& stream) {
-  detail::SessionState& s = session_of(*state_, "host_load");
-  const detail::HostStreamState& h = *stream.state;
-  check_session_owner(*state_, s, h, "host_load", "host stream");
-  if (!h.h2d)
-    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": host_load(" + h.name + "): a device-to-host stream");
-  const std::size_t offset = transfer_offset(*state_, s, h, "host_load");
-  Array loaded = Array::empty(h.shape, h.dtype, nullptr, state_->device->id);
-  std::memcpy(loaded.mutable_bytes(), s.io.at(&h).input->bytes() + offset, loaded.nbytes());
-  s.runtime->impl().stats.h2d += loaded.nbytes();
-  return loaded;
-}
-
-void Replica::host_store(const HostStream& stream, const Array& value) {
-  detail::SessionState& s = session_of(*state_, "host_store");
-  const detail::HostStreamState& h = *stream.state;
-  check_session_owner(*state_, s, h, "host_store", "host stream");
-  if (h.h2d)
-    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": host_store(" + h.name + "): a host-to-device stream");
-  if (value.shape() != h.shape || value.dtype() != h.dtype)
-    throw InvalidArgument(state_->execution->replica_name(state_->index) + ": host_store(" + h.name + "): the stream carries " +
-                          std::string(dtype_name(h.dtype)) + shape_str(h.shape) + ", got " +
-                          std::string(dtype_name(value.dtype())) + shape_str(value.shape()));
-  const std::size_t offset = transfer_offset(*state_, s, h, "host_store");
-  std::memcpy(s.io.at(&h).output_bytes + offset, value.bytes(), value.nbytes());
-  s.runtime->impl().stats.d2h += value.nbytes();
 }
 
 }  // namespace weft

@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "collectives/host_exchange.hpp"
+#include "runtime/execution.hpp"
+#include "runtime/replica_sharding.hpp"
 #include "runtime/session_state.hpp"
 #include "weft/error.hpp"
 #include "weft/session.hpp"
@@ -17,6 +19,8 @@ namespace weft {
 using detail::HostStreamState;
 using detail::RemoteBufferState;
 using detail::SessionState;
+using detail::shard_of;
+using detail::unshard;
 using detail::VariableState;
 
 Retrieval retrieval_from_name(std::string_view name) {
@@ -49,25 +53,6 @@ bool HostStream::host_to_device() const { return state->h2d; }
 namespace {
 
 std::string type_str(DType dtype, const Shape& shape) { return std::string(dtype_name(dtype)) + shape_str(shape); }
-
-// Elements [index * P, (index + 1) * P) of the flattened `full`, P = ceil(n / count), zero-padded.
-Array shard_of(const Array& full, int index, int count, const std::shared_ptr<MemoryAccount>& account) {
-  const std::int64_t n = full.size();
-  const std::int64_t per = (n + count - 1) / count;
-  Array shard = Array::empty({per}, full.dtype(), account);
-  std::byte* dst = shard.mutable_bytes();
-  const std::size_t es = dtype_size(full.dtype());
-  std::memset(dst, 0, shard.nbytes());
-  const std::int64_t begin = std::min(n, index * per), end = std::min(n, begin + per);
-  std::memcpy(dst, full.bytes() + begin * es, static_cast<std::size_t>(end - begin) * es);
-  return shard;
-}
-
-// Inverse of shard_of over all shards: concatenate, drop the padding, reshape.
-Array unshard(const std::vector<Array>& shards, const Shape& shape) {
-  Array flat = Array::concatenate(shards, 0);
-  return flat.slice(0, num_elements(shape)).copy().reshape(shape);
-}
 
 Array copy_to(const Array& x, const std::shared_ptr<MemoryAccount>& account, int device) {
   Array out = Array::empty(x.shape(), x.dtype(), account, device);

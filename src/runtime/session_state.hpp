@@ -1,10 +1,12 @@
-// Session internals: the state behind Variable, RemoteBuffer and HostStream handles.
+// Session internals: the state behind Variable, RemoteBuffer and HostStream handles, shared by the session
+// (session.cc), the replica's view of it inside Session::run (session_replica.cc) and checkpoints.
 #pragma once
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/group_cache.hpp"
 #include "runtime/internal.hpp"
 #include "weft/session.hpp"
 

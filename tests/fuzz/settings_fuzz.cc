@@ -1,4 +1,4 @@
-// Fuzz target: the WEFT_* settings (RuntimeOptions::resolved, src/runtime/runtime.cc; docs/settings.md).
+// Fuzz target: the WEFT_* settings (RuntimeOptions::resolved, src/runtime/runtime_options.cc; docs/settings.md).
 // The input is lines NAME=VALUE; each NAME among the settings below is set to VALUE in the environment (the
 // others are unset), then the options are resolved as every Runtime does at start-up. An invalid value must
 // be an InvalidArgument naming its setting; a valid one must give options a runtime can use.

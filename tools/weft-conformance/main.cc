@@ -41,7 +41,7 @@ std::string one_line(const std::string& text) {
   return out;
 }
 
-// Devices one process can hold (RuntimeOptions::device_count's limit, src/runtime/runtime.cc): the runtime
+// Devices one process can hold (RuntimeOptions::device_count's limit, src/runtime/runtime_options.cc): the runtime
 // is sized for the largest mesh up to this; a case with a larger mesh fails as a bad case on its own.
 constexpr int kMaxLocalDevices = 4096;
 
