@@ -10,9 +10,6 @@
 namespace weft::collectives {
 namespace {
 
-// Collectives whose result is at least this large split the work among the group's members; smaller ones
-// are done by the last replica to arrive, which saves the second barrier.
-constexpr std::size_t kSplitBytes = 256 * 1024;
 // Elements per block of the reduction kernels: the accumulator stays in L1 while the inputs stream by.
 constexpr std::int64_t kBlock = 2048;
 
@@ -283,7 +280,7 @@ void all_to_all_part(const Plan& plan, int replica) {
 
 std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
                                 const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
-                                const std::vector<char>* group_mask) {
+                                const Thresholds& sizes, const std::vector<char>* group_mask) {
   auto plan = std::make_shared<Plan>();
   const int n = static_cast<int>(requests.size());
   plan->requests.assign(requests.begin(), requests.end());
@@ -344,7 +341,7 @@ std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
       for (int m : members) plan->bytes_reduced += requests[m]->input->nbytes();
   }
 
-  plan->split_work = !group_mask && largest >= kSplitBytes;
+  plan->split_work = !group_mask && largest >= sizes.split_bytes;
   if (!plan->split_work)
     for (int gi = 0; gi < groups.num_groups(); ++gi)
       if (planned(gi))
@@ -358,7 +355,6 @@ void reduce_inputs(DType dtype, ReduceOp op, std::span<const std::byte* const> i
 }
 
 std::pair<std::int64_t, std::int64_t> share_of(std::int64_t count, int k, int parts) { return share(count, k, parts); }
-bool worth_splitting(std::size_t bytes) { return bytes >= kSplitBytes; }
 
 void execute_part(const Plan& plan, int replica) {
   switch (plan.requests[replica]->kind) {

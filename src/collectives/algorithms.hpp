@@ -14,6 +14,20 @@
 
 namespace weft::collectives {
 
+// The sizes at which the algorithms change, in bytes of a collective's result (all-reduce: of one input).
+// Settings (WEFT_SPLIT_BYTES, WEFT_RING_BYTES, docs/settings.md), so that tests and the sanitizer builds run
+// every algorithm on small buffers.
+struct Thresholds {
+  static constexpr std::size_t kDefaultSplitBytes = 256 * 1024;
+  static constexpr std::size_t kDefaultRingBytes = std::size_t{4} << 20;
+  // Results at least this large split the work among the group's members (smaller ones are done by the last
+  // replica to arrive, which saves the second barrier); across exactly two processes, all-reduces this large
+  // (and below ring_bytes) take the pair exchange instead of the transport's all-reduce.
+  std::size_t split_bytes = kDefaultSplitBytes;
+  // All-reduces across processes at least this large go around a ring of point-to-point messages.
+  std::size_t ring_bytes = kDefaultRingBytes;
+};
+
 struct Plan {
   std::vector<const Request*> requests;  // per global replica (null for replicas of other processes)
   std::vector<Array> outputs;            // per replica (members of a group may share one buffer)
@@ -22,6 +36,7 @@ struct Plan {
   // e.g. a ppermute's destination takes the source's array).
   std::vector<std::byte*> output_data;
   bool split_work = false;               // true: each replica runs execute_part then the second barrier
+  bool ring = false;                     // some group's all-reduce went around the ring (statistics)
   std::uint64_t bytes_reduced = 0;       // input bytes entering reductions (statistics)
   // Stand-ins for other processes' replicas (their inputs, received over the transport).
   std::vector<std::unique_ptr<Request>> remote_requests;
@@ -33,7 +48,7 @@ struct Plan {
 // With `group_mask`, only the groups marked non-zero are planned, and all their work is done right away.
 std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
                                 const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
-                                const std::vector<char>* group_mask = nullptr);
+                                const Thresholds& sizes, const std::vector<char>* group_mask = nullptr);
 
 // A round whose replicas live in several processes (the hierarchical path): replicas of this process are
 // combined in shared memory, one call per group goes over the transport between the processes holding
@@ -44,14 +59,13 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
                                             const std::vector<int>& process_of, transport::Interprocess& job,
                                             const std::vector<int>& processes,
                                             const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
-                                            const transport::PollContext& poll, std::uint64_t round);
+                                            const transport::PollContext& poll, std::uint64_t round,
+                                            const Thresholds& sizes);
 // out[i] = inputs[0][i] (op) inputs[1][i] (op) ..., in order; `out` has the request's output dtype.
 void reduce_inputs(DType dtype, ReduceOp op, std::span<const std::byte* const> inputs, std::byte* out, std::int64_t count,
                    int group_size);
 // Cache-line aligned share [begin, end) of `count` elements for part k of `parts`.
 std::pair<std::int64_t, std::int64_t> share_of(std::int64_t count, int k, int parts);
-// Whether a buffer of `bytes` is large enough to split the work on it (else one thread, one message).
-bool worth_splitting(std::size_t bytes);
 // Replica `replica`'s share of a split plan.
 void execute_part(const Plan& plan, int replica);
 

@@ -10,9 +10,10 @@
 namespace weft::collectives {
 
 Communicator::Communicator(Participants participants, transport::Deadlines deadlines, transport::Interprocess* job,
-                           RoundCounters& counters)
+                           RoundCounters& counters, Thresholds sizes)
     : participants_(std::move(participants)),
       deadlines_(deadlines),
+      sizes_(sizes),
       job_(job),
       counters_(counters),
       processes_(participants_.process_of),
@@ -98,12 +99,14 @@ std::shared_ptr<const Plan> Communicator::complete(std::span<const Request* cons
     // part of their agreement.
     const std::uint64_t seq = rendezvous_.completed_rounds(local);
     plan = plan_across_processes(requests, participants_.process_of, *job_, processes_, participants_.account_of,
-                                 poll_context(*first, seq), seq);
+                                 poll_context(*first, seq), seq, sizes_);
   } else {
-    plan = make_plan(requests, participants_.account_of);
+    plan = make_plan(requests, participants_.account_of, sizes_);
   }
   counters_.rounds++;
   counters_.bytes_reduced += plan->bytes_reduced;
+  if (plan->split_work) counters_.split_rounds++;
+  if (plan->ring) counters_.ring_rounds++;
   return plan;
 }
 

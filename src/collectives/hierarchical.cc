@@ -33,10 +33,8 @@ namespace {
   throw MismatchError(message);
 }
 
-// Buffers at least this large go around the ring; smaller ones take MPI's own (latency-optimised) all-reduce.
-constexpr std::size_t kRingBytes = std::size_t{4} << 20;
-
-// Ring all-reduce of `data` (n elements) among `procs`, for large buffers: a reduce-scatter pass, in which
+// Ring all-reduce of `data` (n elements) among `procs`, for large buffers (Thresholds::ring_bytes; smaller
+// ones take MPI's own, latency-optimised, all-reduce): a reduce-scatter pass, in which
 // each process reduces one segment with our own kernel as the others' segments stream by, then an
 // all-gather pass of the reduced segments. Only point-to-point messages cross the transport; MPI's
 // non-blocking all-reduce (libnbc) moves large buffers several times slower.
@@ -123,7 +121,8 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
                                             const std::vector<int>& process_of, transport::Interprocess& job,
                                             const std::vector<int>& processes,
                                             const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
-                                            const transport::PollContext& poll, std::uint64_t round) {
+                                            const transport::PollContext& poll, std::uint64_t round,
+                                            const Thresholds& sizes) {
   const Request* first = nullptr;
   for (const Request* r : requests)
     if (r) {
@@ -144,6 +143,7 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
   std::vector<std::unique_ptr<Array>> remote_inputs;
   std::vector<std::pair<int, Array>> reduced;  // (group, result) from the native path
   std::uint64_t bytes_reduced = 0;
+  bool ring_ran = false;
 
   for (int g = 0; g < groups.num_groups(); ++g) {
     const std::vector<int>& members = groups.members(g);
@@ -165,18 +165,19 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
       std::vector<const std::byte*> in;
       for (int m : local) in.push_back(requests[m]->input->bytes());
       const std::size_t bytes = first->input->nbytes();
-      const bool pair = procs.size() == 2 && worth_splitting(bytes) && bytes < kRingBytes;
+      const bool ring = bytes >= sizes.ring_bytes;
+      const bool pair = procs.size() == 2 && bytes >= sizes.split_bytes && !ring;
       // (Asked for the pair path's largest buffer, so the regions are made once.)
       const std::vector<std::byte*> regions =
-          pair ? job.shared_regions(procs, kRingBytes, poll) : std::vector<std::byte*>{};
+          pair ? job.shared_regions(procs, sizes.ring_bytes, poll) : std::vector<std::byte*>{};
       Array partial;
       if (!regions.empty()) {
         partial = shared_pair_allreduce(job, procs, regions, in, *first->input, account_of(local[0]), wire_op, poll);
       } else {
         partial = Array::empty(first->input->shape(), dtype, account_of(local[0]));
-        if (bytes < kRingBytes) claim_lines(partial.mutable_bytes(), bytes);
+        if (!ring) claim_lines(partial.mutable_bytes(), bytes);
         reduce_inputs(dtype, wire_op, in, partial.mutable_bytes(), n, static_cast<int>(in.size()));
-        if (partial.nbytes() >= kRingBytes)
+        if (ring)
           ring_allreduce(job, procs, partial.mutable_bytes(), n, dtype, wire_op, poll);
         else if (pair)
           pair_allreduce(job, procs, partial, wire_op, poll);
@@ -191,6 +192,7 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
           for (double& v : partial.mutable_data<double>()) v /= size;
       }
       bytes_reduced += static_cast<std::uint64_t>(members.size()) * first->input->nbytes();
+      ring_ran |= ring;
       reduced.emplace_back(g, std::move(partial));
       continue;
     }
@@ -231,7 +233,8 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
     mask[g] = 1;
   }
 
-  std::shared_ptr<Plan> plan = make_plan(full, account_of, &mask);
+  std::shared_ptr<Plan> plan = make_plan(full, account_of, sizes, &mask);
+  plan->ring = ring_ran;
   for (auto& [g, result] : reduced)
     for (int m : groups.members(g))
       if (process_of[m] == me) plan->outputs[m] = result;

@@ -53,7 +53,8 @@ double parse_seconds(const char* name, const char* text) {
 
 // A byte count with an optional binary suffix; whole bytes only, and representable: "1e30" or "inf" must not
 // quietly become "unlimited" (0) or wrap.
-std::int64_t parse_bytes(const char* name, const char* text) {
+std::int64_t parse_bytes(const char* name, const char* text, const char* zero = "0 = unlimited",
+                         const char* limit = "a device holds at most 2^63 - 1 bytes") {
   const std::string what = std::string(name) + "=" + text;
   char* end = nullptr;
   const double v = std::strtod(text, &end);
@@ -64,10 +65,10 @@ std::int64_t parse_bytes(const char* name, const char* text) {
   else if (suffix == "M" || suffix == "m" || suffix == "MiB") scale = 1024.0 * 1024;
   else if (suffix == "G" || suffix == "g" || suffix == "GiB") scale = 1024.0 * 1024 * 1024;
   if (end == text || scale == 0 || !std::isfinite(v) || v < 0)
-    throw InvalidArgument(what + " is not a byte count (a number >= 0 with an optional K, M or G suffix; 0 = unlimited)");
+    throw InvalidArgument(what + " is not a byte count (a number >= 0 with an optional K, M or G suffix; " + zero + ")");
   const double bytes = v * scale;
   if (bytes >= 9223372036854775808.0)
-    throw InvalidArgument(what + " is too large: a device holds at most 2^63 - 1 bytes (0 = unlimited)");
+    throw InvalidArgument(what + " is too large: " + limit + " (" + zero + ")");
   if (bytes != std::floor(bytes)) throw InvalidArgument(what + " is not a whole number of bytes");
   return static_cast<std::int64_t>(bytes);
 }
@@ -110,6 +111,17 @@ void check_launcher_environment() {
     parse_count("WEFT_NUM_INSTANCES", v, 1, 1 << 20, "a number of instances (a whole number >= 1; weftrun sets it)");
   if (const char* v = env("WEFT_NUM_REPLICAS"))
     parse_count("WEFT_NUM_REPLICAS", v, 1, 1 << 30, "a number of replicas (a whole number >= 1; weftrun sets it)");
+}
+
+// A size at which the collectives change algorithm (collectives::Thresholds): the field, else the variable,
+// else the default. 0 is allowed: every buffer takes the larger buffers' algorithm.
+void resolve_threshold(std::int64_t& field, const char* name, const char* variable, std::size_t fallback) {
+  if (field < -1)
+    throw InvalidArgument(std::string("RuntimeOptions::") + name + " = " + std::to_string(field) +
+                          " is not a byte count >= 0 (-1 takes " + variable + ")");
+  if (field < 0)
+    field = env(variable) ? parse_bytes(variable, env(variable), "0 = every buffer", "at most 2^63 - 1 bytes")
+                          : static_cast<std::int64_t>(fallback);
 }
 
 }  // namespace
@@ -211,6 +223,8 @@ RuntimeOptions RuntimeOptions::resolved() const {
     throw InvalidArgument((scheduler_given ? "RuntimeOptions::scheduler = " : "WEFT_SCHEDULER=") + o.scheduler +
                           " is not a scheduler: use threads (an OS thread per device) or fibers (replicas as fibers on "
                           "one thread per core)");
+  resolve_threshold(o.split_bytes, "split_bytes", "WEFT_SPLIT_BYTES", collectives::Thresholds::kDefaultSplitBytes);
+  resolve_threshold(o.ring_bytes, "ring_bytes", "WEFT_RING_BYTES", collectives::Thresholds::kDefaultRingBytes);
   check_launcher_environment();
   return o;
 }
@@ -564,7 +578,9 @@ Execution::Execution(Runtime::Impl& rt, std::string execution_name, Mesh m, std:
       groups(group_cache),
       communicator(participants_of(*this, rt),
                    transport::Deadlines{rt.options.collective_warn_s, rt.options.collective_timeout_s}, rt.job,
-                   rt.stats.collectives) {}
+                   rt.stats.collectives,
+                   collectives::Thresholds{static_cast<std::size_t>(rt.options.split_bytes),
+                                           static_cast<std::size_t>(rt.options.ring_bytes)}) {}
 
 std::string Execution::replica_name(int replica) const {
   return "replica " + std::to_string(replica) + " (" + to_string(devices[replica]) + ")";

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -108,6 +109,47 @@ TEST(Communicator, RunsRoundsOfAllReduceOverGroupsOnItsOwn) {
   EXPECT_EQ(counters.rounds.load(), 2u * kRounds);
   EXPECT_EQ(comm.completed_rounds(0), 2u * kRounds);
   ExpectContains(comm.position_of(3), {"after its collective #23: all_reduce at "});
+}
+
+// With a small split threshold (WEFT_SPLIT_BYTES=1K) the split-work path runs on small buffers: every round
+// at or above it splits (the counter proves it), every round below it does not, and all match naive sums.
+TEST(Communicator, ASmallSplitThresholdSplitsTheWorkOnSmallBuffers) {
+  constexpr int kN = 4, kRounds = 6;
+  RoundCounters counters;
+  Communicator comm(local_participants(kN), transport::Deadlines{0, 30}, nullptr, counters,
+                    Thresholds{1024, 8 * 1024});
+  auto everyone = std::make_shared<const ReplicaGroups>(ReplicaGroups::all(kN));
+  auto pairs = std::make_shared<const ReplicaGroups>(ReplicaGroups::strided(kN, 2, 2));
+  std::string ran;
+  // 255 floats stay below 1 KiB; 256 reach it; 1001 split into uneven shares (one per member).
+  for (std::int64_t n : {std::int64_t{255}, std::int64_t{256}, std::int64_t{1001}}) {
+    const std::uint64_t split_before = counters.split_rounds.load();
+    std::vector<std::string> wrong(kN);
+    const auto errors = on_threads(kN, [&](int i) {
+      for (int round = 0; round < kRounds; ++round) {
+        const auto& groups = round % 2 ? pairs : everyone;
+        const Array x = Array::from_vector(input_of(i, round, n), {n});
+        Request req = all_reduce(x, groups);
+        const Array out = comm.run(i, req);
+        for (std::int64_t k = 0; k < n && wrong[i].empty(); ++k) {
+          float expected = 0;
+          for (int m : groups->members(groups->group_of(i))) expected += input_of(m, round, n)[k];
+          if (out.data<float>()[k] != expected)
+            wrong[i] = "round " + std::to_string(round) + " [" + std::to_string(k) + "]: got " +
+                       std::to_string(out.data<float>()[k]) + ", expected " + std::to_string(expected);
+        }
+      }
+    });
+    for (int i = 0; i < kN; ++i) {
+      EXPECT_EQ(errors[i], "") << "participant " << i;
+      EXPECT_EQ(wrong[i], "") << "participant " << i << ", " << n << " elements";
+    }
+    const std::uint64_t split = counters.split_rounds.load() - split_before;
+    EXPECT_EQ(split, n * 4 >= 1024 ? std::uint64_t{kRounds} : 0u) << n << " elements";
+    if (split) ran += (ran.empty() ? "" : ", ") + std::to_string(n * 4);
+  }
+  std::cout << "[ split threshold 1024 bytes ] split path ran for sizes " << ran << " bytes\n";
+  RecordProperty("split_sizes", ran);
 }
 
 TEST(Communicator, AMismatchIsRaisedWhereTheRequestsAreComparedNamingBothSides) {
