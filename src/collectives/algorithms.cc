@@ -74,109 +74,111 @@ T float_max(T a, T b) { return (a != a || a >= b) ? a : b; }  // propagates NaN 
 template <class T>
 T float_min(T a, T b) { return (a != a || a <= b) ? a : b; }
 
-// Floating inputs, accumulated in Acc (float for 16-bit floats), stored back as In or divided for mean.
+// Floating inputs, accumulated in Acc (float for 16-bit floats) and stored back as In; a 16-bit sum can be kept
+// in float32 instead (`wide`: a mean's sums, divided before they are rounded).
 template <class In, class Acc, class Load, class Store>
 void reduce_float(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n, Load load,
-                  Store store, int group_size) {
-  const Acc divisor = static_cast<Acc>(group_size);
+                  Store store, bool wide) {
+  auto add = [](Acc a, Acc b) { return a + b; };
   if constexpr (std::is_same_v<In, Acc>) {
     switch (op) {
-      case ReduceOp::sum:
-        return reduce_direct<In>(in, out, n, [](Acc a, Acc b) { return a + b; });
-      case ReduceOp::mean: {
-        reduce_direct<In>(in, out, n, [](Acc a, Acc b) { return a + b; });
-        In* __restrict o = reinterpret_cast<In*>(out);
-        for (std::int64_t i = 0; i < n; ++i) o[i] = o[i] / divisor;
-        return;
-      }
-      case ReduceOp::prod:
-        return reduce_direct<In>(in, out, n, [](Acc a, Acc b) { return a * b; });
-      case ReduceOp::max:
-        return reduce_direct<In>(in, out, n, float_max<Acc>);
-      case ReduceOp::min:
-        return reduce_direct<In>(in, out, n, float_min<Acc>);
+      case ReduceOp::sum: return reduce_direct<In>(in, out, n, add);
+      case ReduceOp::prod: return reduce_direct<In>(in, out, n, [](Acc a, Acc b) { return a * b; });
+      case ReduceOp::max: return reduce_direct<In>(in, out, n, float_max<Acc>);
+      case ReduceOp::min: return reduce_direct<In>(in, out, n, float_min<Acc>);
+      default: return;
     }
-  }
-  switch (op) {
-    case ReduceOp::sum:
-      return reduce_blocks<In, Acc, In>(in, out, n, load, [](Acc a, Acc b) { return a + b; }, store);
-    case ReduceOp::mean:
-      return reduce_blocks<In, Acc, In>(in, out, n, load, [](Acc a, Acc b) { return a + b; },
-                                        [&](Acc a) { return store(a / divisor); });
-    case ReduceOp::prod:
-      return reduce_blocks<In, Acc, In>(in, out, n, load, [](Acc a, Acc b) { return a * b; }, store);
-    case ReduceOp::max:
-      return reduce_blocks<In, Acc, In>(in, out, n, load, float_max<Acc>, store);
-    case ReduceOp::min:
-      return reduce_blocks<In, Acc, In>(in, out, n, load, float_min<Acc>, store);
+  } else {
+    if (wide) return reduce_blocks<In, Acc, Acc>(in, out, n, load, add, [](Acc a) { return a; });
+    switch (op) {
+      case ReduceOp::sum: return reduce_blocks<In, Acc, In>(in, out, n, load, add, store);
+      case ReduceOp::prod: return reduce_blocks<In, Acc, In>(in, out, n, load, [](Acc a, Acc b) { return a * b; }, store);
+      case ReduceOp::max: return reduce_blocks<In, Acc, In>(in, out, n, load, float_max<Acc>, store);
+      case ReduceOp::min: return reduce_blocks<In, Acc, In>(in, out, n, load, float_min<Acc>, store);
+      default: return;
+    }
   }
 }
 
-// Integer inputs: sums and products wrap modulo 2^bits (computed unsigned, so no undefined behaviour);
-// mean divides the wrapped sum in floating point, as JAX's psum(x) / n does.
+// Integer inputs: sums and products wrap modulo 2^bits (computed unsigned, so no undefined behaviour).
 template <class T>
-void reduce_int(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n, int group_size) {
+void reduce_int(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n) {
   using U = std::make_unsigned_t<T>;
-  auto id = [](T v) { return v; };
   switch (op) {
     case ReduceOp::sum:
       return reduce_direct<T>(in, out, n, [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); });
     case ReduceOp::prod:
       return reduce_direct<T>(in, out, n, [](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); });
-    case ReduceOp::max:
-      return reduce_direct<T>(in, out, n, [](T a, T b) { return std::max(a, b); });
-    case ReduceOp::min:
-      return reduce_direct<T>(in, out, n, [](T a, T b) { return std::min(a, b); });
-    case ReduceOp::mean: {
-      auto add = [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); };
-      if constexpr (std::is_same_v<T, std::int64_t>) {
-        const double d = group_size;
-        return reduce_blocks<T, T, double>(in, out, n, id, add, [d](T a) { return static_cast<double>(a) / d; });
-      } else {
-        const float d = static_cast<float>(group_size);
-        return reduce_blocks<T, T, float>(in, out, n, id, add, [d](T a) { return static_cast<float>(a) / d; });
-      }
-    }
+    case ReduceOp::max: return reduce_direct<T>(in, out, n, [](T a, T b) { return std::max(a, b); });
+    case ReduceOp::min: return reduce_direct<T>(in, out, n, [](T a, T b) { return std::min(a, b); });
+    default: return;
   }
 }
 
-// bool: JAX sums (and multiplies) bools as int32; max is "or", min is "and"; mean is a float32 fraction.
-void reduce_bool(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n, int group_size) {
-  auto load = [](std::uint8_t v) { return static_cast<std::int32_t>(v != 0); };
+// bool: JAX sums (and multiplies) bools as int32; max is "or", min is "and".
+void reduce_bool(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n) {
+  using I = std::int32_t;
+  auto load = [](std::uint8_t v) { return static_cast<I>(v != 0); };
+  auto same = [](I a) { return a; };
+  auto to_bool = [](I a) { return static_cast<std::uint8_t>(a); };
   switch (op) {
-    case ReduceOp::sum:
-      return reduce_blocks<std::uint8_t, std::int32_t, std::int32_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a + b; }, [](std::int32_t a) { return a; });
-    case ReduceOp::prod:
-      return reduce_blocks<std::uint8_t, std::int32_t, std::int32_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a * b; }, [](std::int32_t a) { return a; });
-    case ReduceOp::max:
-      return reduce_blocks<std::uint8_t, std::int32_t, std::uint8_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a | b; }, [](std::int32_t a) { return static_cast<std::uint8_t>(a); });
-    case ReduceOp::min:
-      return reduce_blocks<std::uint8_t, std::int32_t, std::uint8_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a & b; }, [](std::int32_t a) { return static_cast<std::uint8_t>(a); });
-    case ReduceOp::mean: {
-      const float d = static_cast<float>(group_size);
-      return reduce_blocks<std::uint8_t, std::int32_t, float>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a + b; }, [d](std::int32_t a) { return static_cast<float>(a) / d; });
-    }
+    case ReduceOp::sum: return reduce_blocks<std::uint8_t, I, I>(in, out, n, load, [](I a, I b) { return a + b; }, same);
+    case ReduceOp::prod: return reduce_blocks<std::uint8_t, I, I>(in, out, n, load, [](I a, I b) { return a * b; }, same);
+    case ReduceOp::max: return reduce_blocks<std::uint8_t, I, std::uint8_t>(in, out, n, load, [](I a, I b) { return a | b; }, to_bool);
+    case ReduceOp::min: return reduce_blocks<std::uint8_t, I, std::uint8_t>(in, out, n, load, [](I a, I b) { return a & b; }, to_bool);
+    default: return;
   }
 }
 
-// Reduces `count` elements: inputs point at the first element of each member's range, `out` at the
-// output's. `out` elements have the output dtype of the request.
+// Reduces `count` elements with sum, prod, max or min: inputs point at the first element of each member's
+// range, `out` at the output's, whose elements have psum's dtype for the op (int32 for a boolean sum or
+// product), or float32 for a 16-bit float sum kept `wide`. A mean never comes here (request.hpp lowers it).
 void reduce_range(DType dtype, ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t count,
-                  int group_size) {
+                  bool wide = false) {
+  if (op == ReduceOp::mean) throw Error("internal error: a mean reached the reduction kernels (it is a sum and a division)");
   if (count <= 0) return;
   auto same = [](auto v) { return v; };
   switch (dtype) {
-    case DType::f32: return reduce_float<float, float>(op, in, out, count, same, same, group_size);
-    case DType::f64: return reduce_float<double, double>(op, in, out, count, same, same, group_size);
-    case DType::f16:
-      return reduce_float<std::uint16_t, float>(op, in, out, count, half_to_float, float_to_half, group_size);
-    case DType::bf16:
-      return reduce_float<std::uint16_t, float>(op, in, out, count, bf16_to_float, float_to_bf16, group_size);
-    case DType::i8: return reduce_int<std::int8_t>(op, in, out, count, group_size);
-    case DType::u8: return reduce_int<std::uint8_t>(op, in, out, count, group_size);
-    case DType::i32: return reduce_int<std::int32_t>(op, in, out, count, group_size);
-    case DType::i64: return reduce_int<std::int64_t>(op, in, out, count, group_size);
-    case DType::boolean: return reduce_bool(op, in, out, count, group_size);
+    case DType::f32: return reduce_float<float, float>(op, in, out, count, same, same, wide);
+    case DType::f64: return reduce_float<double, double>(op, in, out, count, same, same, wide);
+    case DType::f16: return reduce_float<std::uint16_t, float>(op, in, out, count, half_to_float, float_to_half, wide);
+    case DType::bf16: return reduce_float<std::uint16_t, float>(op, in, out, count, bf16_to_float, float_to_bf16, wide);
+    case DType::i8: return reduce_int<std::int8_t>(op, in, out, count);
+    case DType::u8: return reduce_int<std::uint8_t>(op, in, out, count);
+    case DType::i32: return reduce_int<std::int32_t>(op, in, out, count);
+    case DType::i64: return reduce_int<std::int64_t>(op, in, out, count);
+    case DType::boolean: return reduce_bool(op, in, out, count);
+  }
+}
+
+// out[i] = convert(sums[i] / divisor) for i < count: a sum in Sum, divided in Div, stored as Out. May run in
+// place when Sum and Out are the same type.
+template <class Sum, class Div, class Out, class Store>
+void divide_as(const std::byte* sums, std::byte* out, std::int64_t count, int divisor, Store store) {
+  const Div d = static_cast<Div>(divisor);
+  for (std::int64_t i = 0; i < count; ++i) {
+    Sum s;
+    std::memcpy(&s, sums + i * sizeof(Sum), sizeof(Sum));
+    const Out o = store(static_cast<Div>(s) / d);
+    std::memcpy(out + i * sizeof(Out), &o, sizeof(Out));
+  }
+}
+
+// The reduction of one range as the request asks: a mean sums block by block (in sum_dtype), then divides
+// each block by the group size into the mean's output dtype.
+void reduce_request_range(const Request& r, std::span<const std::byte* const> in, std::byte* out, std::int64_t count,
+                          int group_size) {
+  const DType dtype = r.input->dtype();
+  if (!divides_by_group(r)) return reduce_range(dtype, r.reduce, in, out, count);
+  const DType sums = sum_dtype(r), out_dtype = output_dtype(r);
+  const std::size_t in_es = dtype_size(dtype), out_es = dtype_size(out_dtype);
+  alignas(64) std::byte block[kBlock * sizeof(double)];
+  std::vector<const std::byte*> at(in.size());
+  for (std::int64_t base = 0; base < count; base += kBlock) {
+    const std::int64_t len = std::min(kBlock, count - base);
+    for (std::size_t m = 0; m < in.size(); ++m) at[m] = in[m] + base * in_es;
+    reduce_range(dtype, ReduceOp::sum, at, block, len, sums != dtype && sums == DType::f32);
+    divide_range(sums, block, out_dtype, out + base * out_es, len, group_size);
   }
 }
 
@@ -209,7 +211,7 @@ void all_reduce_part(const Plan& plan, int replica) {
   for (int m = 0; m < g; ++m) in[m] = plan.requests[gv.members[m]]->input->bytes() + begin * in_es;
   // The output buffer is shared by the group and not yet published: each member writes its own share.
   std::byte* dst = plan.output_data[replica] + begin * out_es;
-  reduce_range(r.input->dtype(), r.reduce, in, dst, end - begin, g);
+  reduce_request_range(r, in, dst, end - begin, g);
 }
 
 void all_gather_part(const Plan& plan, int replica) {
@@ -245,7 +247,7 @@ void reduce_scatter_part(const Plan& plan, int replica) {
   for (std::int64_t o = 0; o < outer; ++o) {
     for (int m = 0; m < g; ++m)
       in[m] = plan.requests[gv.members[m]]->input->bytes() + ((o * g + gv.rank) * inner) * in_es;
-    reduce_range(r.input->dtype(), r.reduce, in, plan.output_data[replica] + o * inner * out_es, inner, g);
+    reduce_request_range(r, in, plan.output_data[replica] + o * inner * out_es, inner, g);
   }
 }
 
@@ -349,9 +351,25 @@ std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
   return plan;
 }
 
-void reduce_inputs(DType dtype, ReduceOp op, std::span<const std::byte* const> inputs, std::byte* out, std::int64_t count,
-                   int group_size) {
-  reduce_range(dtype, op, inputs, out, count, group_size);
+void reduce_inputs(DType dtype, ReduceOp op, std::span<const std::byte* const> inputs, std::byte* out, std::int64_t count) {
+  reduce_range(dtype, op, inputs, out, count);
+}
+
+void divide_range(DType sums_dtype, const std::byte* sums, DType out_dtype, std::byte* out, std::int64_t count,
+                  int divisor) {
+  auto same = [](auto v) { return v; };
+  switch (sums_dtype) {
+    case DType::f32:
+      if (out_dtype == DType::f16) return divide_as<float, float, std::uint16_t>(sums, out, count, divisor, float_to_half);
+      if (out_dtype == DType::bf16) return divide_as<float, float, std::uint16_t>(sums, out, count, divisor, float_to_bf16);
+      return divide_as<float, float, float>(sums, out, count, divisor, same);
+    case DType::f64: return divide_as<double, double, double>(sums, out, count, divisor, same);
+    case DType::i8: return divide_as<std::int8_t, float, float>(sums, out, count, divisor, same);
+    case DType::u8: return divide_as<std::uint8_t, float, float>(sums, out, count, divisor, same);
+    case DType::i32: return divide_as<std::int32_t, float, float>(sums, out, count, divisor, same);
+    case DType::i64: return divide_as<std::int64_t, double, double>(sums, out, count, divisor, same);
+    default: throw Error("internal error: no mean of " + std::string(dtype_name(sums_dtype)) + " sums");
+  }
 }
 
 std::pair<std::int64_t, std::int64_t> share_of(std::int64_t count, int k, int parts) { return share(count, k, parts); }

@@ -57,7 +57,7 @@ void ring_allreduce(transport::Interprocess& job, const std::vector<int>& procs,
     job.sendrecv(procs, next, data + sb * es, static_cast<std::size_t>(se - sb) * es, prev, received,
                  static_cast<std::size_t>(re - rb) * es, poll);
     const std::byte* inputs[2] = {data + rb * es, received};
-    reduce_inputs(dtype, op, inputs, reduced, re - rb, 2);
+    reduce_inputs(dtype, op, inputs, reduced, re - rb);
     std::memcpy(data + rb * es, reduced, static_cast<std::size_t>(re - rb) * es);
   }
   for (int step = 0; step < p - 1; ++step) {
@@ -77,7 +77,7 @@ void pair_allreduce(transport::Interprocess& job, const std::vector<int>& procs,
   job.sendrecv(procs, 1 - me, partial.bytes(), partial.nbytes(), 1 - me, theirs.mutable_bytes(), theirs.nbytes(), poll);
   Array result = Array::empty(partial.shape(), partial.dtype(), partial.buffer()->account());
   const std::byte* inputs[2] = {me == 0 ? partial.bytes() : theirs.bytes(), me == 0 ? theirs.bytes() : partial.bytes()};
-  reduce_inputs(partial.dtype(), op, inputs, result.mutable_bytes(), partial.size(), 2);
+  reduce_inputs(partial.dtype(), op, inputs, result.mutable_bytes(), partial.size());
   partial = std::move(result);
 }
 
@@ -104,13 +104,13 @@ Array shared_pair_allreduce(transport::Interprocess& job, const std::vector<int>
   const int me = procs[0] == job.rank() ? 0 : 1;
   const std::int64_t n = like.size();
   claim_lines(regions[me], like.nbytes());  // its lines were last read by the partner
-  reduce_inputs(like.dtype(), op, local_inputs, regions[me], n, static_cast<int>(local_inputs.size()));
+  reduce_inputs(like.dtype(), op, local_inputs, regions[me], n);
   // The messages order the accesses: a transport's send publishes what was written before it (MPI's
   // shared-memory queues post with a write barrier, the in-process one under a mutex) and its receive sees it.
   job.sendrecv(procs, 1 - me, nullptr, 0, 1 - me, nullptr, 0, poll);  // both partials written
   Array result = Array::empty(like.shape(), like.dtype(), std::move(account));
   const std::byte* inputs[2] = {regions[0], regions[1]};
-  reduce_inputs(like.dtype(), op, inputs, result.mutable_bytes(), n, 2);
+  reduce_inputs(like.dtype(), op, inputs, result.mutable_bytes(), n);
   job.sendrecv(procs, 1 - me, nullptr, 0, 1 - me, nullptr, 0, poll);  // both done reading
   return result;
 }
@@ -134,9 +134,11 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
   const int me = job.rank();
   const ReplicaGroups& groups = *first->groups;
   const DType dtype = first->input->dtype();
-  const ReduceOp wire_op = first->reduce == ReduceOp::mean ? ReduceOp::sum : first->reduce;
+  // A mean is a sum over the transport, then a division (request.hpp): natively only where the sums and the
+  // mean both have the input's dtype (float32, float64).
+  const ReduceOp wire_op = reduction_of(*first);
   const bool native_reduce = first->kind == Kind::all_reduce && job.can_reduce(dtype, wire_op) &&
-                             (first->reduce != ReduceOp::mean || is_floating(dtype)) && output_dtype(*first) == dtype;
+                             sum_dtype(*first) == dtype && output_dtype(*first) == dtype;
   std::vector<const Request*> full = requests;
   std::vector<char> mask(groups.num_groups(), 0);
   std::vector<std::unique_ptr<Request>> remote_requests;
@@ -176,7 +178,7 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
       } else {
         partial = Array::empty(first->input->shape(), dtype, account_of(local[0]));
         if (!ring) claim_lines(partial.mutable_bytes(), bytes);
-        reduce_inputs(dtype, wire_op, in, partial.mutable_bytes(), n, static_cast<int>(in.size()));
+        reduce_inputs(dtype, wire_op, in, partial.mutable_bytes(), n);
         if (ring)
           ring_allreduce(job, procs, partial.mutable_bytes(), n, dtype, wire_op, poll);
         else if (pair)
@@ -184,13 +186,8 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
         else
           job.allreduce(procs, partial.mutable_bytes(), n, dtype, wire_op, poll);
       }
-      if (first->reduce == ReduceOp::mean) {
-        const double size = static_cast<double>(members.size());
-        if (dtype == DType::f32)
-          for (float& v : partial.mutable_data<float>()) v = static_cast<float>(v / static_cast<float>(size));
-        else
-          for (double& v : partial.mutable_data<double>()) v /= size;
-      }
+      if (divides_by_group(*first))
+        divide_range(dtype, partial.bytes(), dtype, partial.mutable_bytes(), n, static_cast<int>(members.size()));
       bytes_reduced += static_cast<std::uint64_t>(members.size()) * first->input->nbytes();
       ring_ran |= ring;
       reduced.emplace_back(g, std::move(partial));

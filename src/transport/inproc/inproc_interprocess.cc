@@ -60,7 +60,7 @@ void combine(ReduceOp op, std::byte* acc, const std::byte* in, std::int64_t n) {
       case ReduceOp::prod: return apply([](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); });
       case ReduceOp::max: return apply([](T a, T b) { return std::max(a, b); });
       case ReduceOp::min: return apply([](T a, T b) { return std::min(a, b); });
-      case ReduceOp::mean: break;
+      default: break;
     }
   } else {
     switch (op) {
@@ -107,7 +107,7 @@ class InprocEndpoint final : public Interprocess {
       case DType::i8:
       case DType::u8:
       case DType::i32:
-      case DType::i64: return op != ReduceOp::mean;
+      case DType::i64: return is_elementwise(op);
       default: return false;
     }
   }
