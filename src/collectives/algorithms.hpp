@@ -61,14 +61,6 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
                                             const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
                                             const transport::PollContext& poll, std::uint64_t round,
                                             const Thresholds& sizes);
-// out[i] = inputs[0][i] (op) inputs[1][i] (op) ..., in order, for sum, prod, max or min (a mean is a sum and
-// divide_range: request.hpp); `out` has psum's dtype for the op.
-void reduce_inputs(DType dtype, ReduceOp op, std::span<const std::byte* const> inputs, std::byte* out, std::int64_t count);
-// out[i] = sums[i] / divisor for a mean: sums of sums_dtype (request.hpp's sum_dtype), divided in float32
-// (float64 for float64 and int64 sums) and stored as out_dtype (the mean's output dtype). In place when the
-// two dtypes are the same.
-void divide_range(DType sums_dtype, const std::byte* sums, DType out_dtype, std::byte* out, std::int64_t count,
-                  int divisor);
 // Cache-line aligned share [begin, end) of `count` elements for part k of `parts`.
 std::pair<std::int64_t, std::int64_t> share_of(std::int64_t count, int k, int parts);
 // Replica `replica`'s share of a split plan.

@@ -12,6 +12,7 @@
 
 #include "collectives/algorithms.hpp"
 #include "collectives/fingerprint.hpp"
+#include "core/member_reductions.hpp"
 #include "weft/error.hpp"
 
 namespace weft::collectives {
@@ -57,7 +58,7 @@ void ring_allreduce(transport::Interprocess& job, const std::vector<int>& procs,
     job.sendrecv(procs, next, data + sb * es, static_cast<std::size_t>(se - sb) * es, prev, received,
                  static_cast<std::size_t>(re - rb) * es, poll);
     const std::byte* inputs[2] = {data + rb * es, received};
-    reduce_inputs(dtype, op, inputs, reduced, re - rb);
+    kernels::reduce_in_order(dtype, op, inputs, reduced, re - rb);
     std::memcpy(data + rb * es, reduced, static_cast<std::size_t>(re - rb) * es);
   }
   for (int step = 0; step < p - 1; ++step) {
@@ -77,7 +78,7 @@ void pair_allreduce(transport::Interprocess& job, const std::vector<int>& procs,
   job.sendrecv(procs, 1 - me, partial.bytes(), partial.nbytes(), 1 - me, theirs.mutable_bytes(), theirs.nbytes(), poll);
   Array result = Array::empty(partial.shape(), partial.dtype(), partial.buffer()->account());
   const std::byte* inputs[2] = {me == 0 ? partial.bytes() : theirs.bytes(), me == 0 ? theirs.bytes() : partial.bytes()};
-  reduce_inputs(partial.dtype(), op, inputs, result.mutable_bytes(), partial.size());
+  kernels::reduce_in_order(partial.dtype(), op, inputs, result.mutable_bytes(), partial.size());
   partial = std::move(result);
 }
 
@@ -104,13 +105,13 @@ Array shared_pair_allreduce(transport::Interprocess& job, const std::vector<int>
   const int me = procs[0] == job.rank() ? 0 : 1;
   const std::int64_t n = like.size();
   claim_lines(regions[me], like.nbytes());  // its lines were last read by the partner
-  reduce_inputs(like.dtype(), op, local_inputs, regions[me], n);
+  kernels::reduce_in_order(like.dtype(), op, local_inputs, regions[me], n);
   // The messages order the accesses: a transport's send publishes what was written before it (MPI's
   // shared-memory queues post with a write barrier, the in-process one under a mutex) and its receive sees it.
   job.sendrecv(procs, 1 - me, nullptr, 0, 1 - me, nullptr, 0, poll);  // both partials written
   Array result = Array::empty(like.shape(), like.dtype(), std::move(account));
   const std::byte* inputs[2] = {regions[0], regions[1]};
-  reduce_inputs(like.dtype(), op, inputs, result.mutable_bytes(), n);
+  kernels::reduce_in_order(like.dtype(), op, inputs, result.mutable_bytes(), n);
   job.sendrecv(procs, 1 - me, nullptr, 0, 1 - me, nullptr, 0, poll);  // both done reading
   return result;
 }
@@ -178,7 +179,7 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
       } else {
         partial = Array::empty(first->input->shape(), dtype, account_of(local[0]));
         if (!ring) claim_lines(partial.mutable_bytes(), bytes);
-        reduce_inputs(dtype, wire_op, in, partial.mutable_bytes(), n);
+        kernels::reduce_in_order(dtype, wire_op, in, partial.mutable_bytes(), n);
         if (ring)
           ring_allreduce(job, procs, partial.mutable_bytes(), n, dtype, wire_op, poll);
         else if (pair)
@@ -187,7 +188,7 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
           job.allreduce(procs, partial.mutable_bytes(), n, dtype, wire_op, poll);
       }
       if (divides_by_group(*first))
-        divide_range(dtype, partial.bytes(), dtype, partial.mutable_bytes(), n, static_cast<int>(members.size()));
+        kernels::divide_sums(dtype, partial.bytes(), dtype, partial.mutable_bytes(), n, static_cast<int>(members.size()));
       bytes_reduced += static_cast<std::uint64_t>(members.size()) * first->input->nbytes();
       ring_ran |= ring;
       reduced.emplace_back(g, std::move(partial));
