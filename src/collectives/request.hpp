@@ -49,7 +49,7 @@ void validate(const Request& request);
 
 // pmean (ReduceOp::mean, any API) is lowered here, once, as JAX composes it (lax.pmean is psum(x) / the group
 // size): the algorithms, the hierarchical path and the transports see only the sum (reduction_of) and, for a
-// mean, divide the group's sums by its size (divide_range) into the mean's output dtype (output_dtype).
+// mean, divide the group's sums by its size (kernels::divide_sums) into the mean's output dtype (output_dtype).
 ReduceOp reduction_of(const Request& request);  // the op the layers below run: sum for a mean
 bool divides_by_group(const Request& request);  // a mean: the sums are then divided by the group size
 // The dtype a mean's sums are kept in before the division: psum's (the input's; int32 for booleans), but
