@@ -45,6 +45,8 @@ struct RuntimeOptions {
                                         // group's members, default 256 KiB (K/M/G); docs/settings.md
   std::int64_t ring_bytes = -1;         // WEFT_RING_BYTES: all-reduces across processes this large go around a
                                         // ring, default 4 MiB (K/M/G)
+  int verify = -1;                      // WEFT_VERIFY: 1 = the processes of a job agree on every collective before
+                                        // data moves (a mismatch names each call), 0 = skip that check; default 1
 
   // Fills every unset field from the environment or the default, and validates (throws InvalidArgument).
   RuntimeOptions resolved() const;

@@ -50,17 +50,38 @@ std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
                                 const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
                                 const Thresholds& sizes, const std::vector<char>* group_mask = nullptr);
 
-// A round whose replicas live in several processes (the hierarchical path): replicas of this process are
+// A round whose replicas live in several processes (the hierarchical path, without the agreement check:
+// verify_across_processes first, or a verified planner): replicas of this process are
 // combined in shared memory, one call per group goes over the transport between the processes holding
 // the group's members, and the results fan out to the local members. `requests` holds this process's
-// requests at their global indices; every process of `processes` calls this for the same `round` (the
-// execution's collective sequence number, part of the agreement check).
+// requests at their global indices; every process of the execution calls this for the same round, in the
+// same order.
 std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& requests,
                                             const std::vector<int>& process_of, transport::Interprocess& job,
-                                            const std::vector<int>& processes,
                                             const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
-                                            const transport::PollContext& poll, std::uint64_t round,
-                                            const Thresholds& sizes);
+                                            const transport::PollContext& poll, const Thresholds& sizes);
+// The processes of `processes` check that they all issue the same collective before any data moves: one
+// all-reduce of the request's fingerprint with the round (collectives/fingerprint.hpp). On a difference every
+// process raises MismatchError naming what each process called.
+void verify_across_processes(const std::vector<const Request*>& requests, transport::Interprocess& job,
+                             const std::vector<int>& processes, const transport::PollContext& poll, std::uint64_t round);
+
+// How the communicator plans a round whose replicas span processes. hierarchical_planner runs the
+// hierarchical path (plan_across_processes); verified() wraps a planner in the agreement check
+// (verify_across_processes before every round), as a decorator (PyTorch's ProcessGroupWrapper): on by
+// default, dropped with WEFT_VERIFY=0 to save its all-reduce per round (docs/benchmarks.md gives the cost).
+class CrossProcessPlanner {
+ public:
+  virtual ~CrossProcessPlanner() = default;
+  virtual std::shared_ptr<Plan> plan(const std::vector<const Request*>& requests, const transport::PollContext& poll,
+                                     std::uint64_t round) = 0;
+};
+std::unique_ptr<CrossProcessPlanner> hierarchical_planner(std::vector<int> process_of, transport::Interprocess& job,
+                                                          std::function<std::shared_ptr<MemoryAccount>(int)> account_of,
+                                                          Thresholds sizes);
+std::unique_ptr<CrossProcessPlanner> verified(std::unique_ptr<CrossProcessPlanner> inner, transport::Interprocess& job,
+                                              std::vector<int> processes);
+
 // Cache-line aligned share [begin, end) of `count` elements for part k of `parts`.
 std::pair<std::int64_t, std::int64_t> share_of(std::int64_t count, int k, int parts);
 // Replica `replica`'s share of a split plan.

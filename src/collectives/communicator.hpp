@@ -70,8 +70,10 @@ class Communicator {
  public:
   // `job` is the transport between processes (null when the execution runs in this process alone); `sizes`
   // says where the algorithms change (the runtime's WEFT_SPLIT_BYTES and WEFT_RING_BYTES).
+  // `verify`: the processes agree on each round's fingerprint before data moves (WEFT_VERIFY; a decorator
+  // around the cross-process planner).
   Communicator(Participants participants, transport::Deadlines deadlines, transport::Interprocess* job,
-               RoundCounters& counters, Thresholds sizes = {});
+               RoundCounters& counters, Thresholds sizes = {}, bool verify = true);
 
   const Participants& participants() const { return participants_; }
   const std::vector<int>& processes() const { return processes_; }  // sorted processes holding the replicas
@@ -112,6 +114,7 @@ class Communicator {
   transport::Interprocess* const job_;
   RoundCounters& counters_;
   std::vector<int> processes_;
+  std::unique_ptr<CrossProcessPlanner> across_;     // rounds spanning processes (null within one process)
   transport::Rendezvous<Request, Plan> rendezvous_;  // among the local participants
   // Written by each participant after its collective, read only while it waits in the next one.
   std::vector<std::array<CompletedCollective, kHistory>> history_;

@@ -7,7 +7,8 @@
 //    buffer reduce in memory both map instead), and every local member shares the result;
 //  - everything else: the processes holding the group exchange their members' inputs (one allgatherv),
 //    after which each process computes its members' outputs exactly as in one process.
-// Before any data moves, the processes check that they all issue the same collective (collectives/fingerprint.hpp).
+// Before any data moves, the processes check that they all issue the same collective (collectives/fingerprint.hpp):
+// the verifying planner, a decorator around the hierarchical one (on unless WEFT_VERIFY=0).
 #include <cstring>
 
 #include "collectives/algorithms.hpp"
@@ -120,18 +121,14 @@ Array shared_pair_allreduce(transport::Interprocess& job, const std::vector<int>
 
 std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& requests,
                                             const std::vector<int>& process_of, transport::Interprocess& job,
-                                            const std::vector<int>& processes,
                                             const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
-                                            const transport::PollContext& poll, std::uint64_t round,
-                                            const Thresholds& sizes) {
+                                            const transport::PollContext& poll, const Thresholds& sizes) {
   const Request* first = nullptr;
   for (const Request* r : requests)
     if (r) {
       first = r;
       break;
     }
-  if (!job.agree(processes, fingerprint(*first, round), poll)) report_mismatch(*first, job, processes, poll);
-
   const int me = job.rank();
   const ReplicaGroups& groups = *first->groups;
   const DType dtype = first->input->dtype();
@@ -241,6 +238,71 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
   plan->remote_inputs = std::move(remote_inputs);
   plan->requests = requests;  // stand-ins are only valid inside this call's plan
   return plan;
+}
+
+namespace {
+
+// The hierarchical path itself (plan_across_processes), for one execution's processes.
+class HierarchicalPlanner final : public CrossProcessPlanner {
+ public:
+  HierarchicalPlanner(std::vector<int> process_of, transport::Interprocess& job,
+                      std::function<std::shared_ptr<MemoryAccount>(int)> account_of, Thresholds sizes)
+      : process_of_(std::move(process_of)),
+        job_(job),
+        account_of_(std::move(account_of)),
+        sizes_(sizes) {}
+  std::shared_ptr<Plan> plan(const std::vector<const Request*>& requests, const transport::PollContext& poll,
+                             std::uint64_t round) override {
+    (void)round;  // agreed on by the verifying planner, when there is one
+    return plan_across_processes(requests, process_of_, job_, account_of_, poll, sizes_);
+  }
+
+ private:
+  const std::vector<int> process_of_;
+  transport::Interprocess& job_;
+  const std::function<std::shared_ptr<MemoryAccount>(int)> account_of_;
+  const Thresholds sizes_;
+};
+
+// The agreement check around another planner (PyTorch's ProcessGroupWrapper, for our rounds).
+class VerifyingPlanner final : public CrossProcessPlanner {
+ public:
+  VerifyingPlanner(std::unique_ptr<CrossProcessPlanner> inner, transport::Interprocess& job, std::vector<int> processes)
+      : inner_(std::move(inner)), job_(job), processes_(std::move(processes)) {}
+  std::shared_ptr<Plan> plan(const std::vector<const Request*>& requests, const transport::PollContext& poll,
+                             std::uint64_t round) override {
+    verify_across_processes(requests, job_, processes_, poll, round);
+    return inner_->plan(requests, poll, round);
+  }
+
+ private:
+  const std::unique_ptr<CrossProcessPlanner> inner_;
+  transport::Interprocess& job_;
+  const std::vector<int> processes_;
+};
+
+}  // namespace
+
+void verify_across_processes(const std::vector<const Request*>& requests, transport::Interprocess& job,
+                             const std::vector<int>& processes, const transport::PollContext& poll, std::uint64_t round) {
+  const Request* first = nullptr;
+  for (const Request* r : requests)
+    if (r) {
+      first = r;
+      break;
+    }
+  if (!job.agree(processes, fingerprint(*first, round), poll)) report_mismatch(*first, job, processes, poll);
+}
+
+std::unique_ptr<CrossProcessPlanner> hierarchical_planner(std::vector<int> process_of, transport::Interprocess& job,
+                                                          std::function<std::shared_ptr<MemoryAccount>(int)> account_of,
+                                                          Thresholds sizes) {
+  return std::make_unique<HierarchicalPlanner>(std::move(process_of), job, std::move(account_of), sizes);
+}
+
+std::unique_ptr<CrossProcessPlanner> verified(std::unique_ptr<CrossProcessPlanner> inner, transport::Interprocess& job,
+                                              std::vector<int> processes) {
+  return std::make_unique<VerifyingPlanner>(std::move(inner), job, std::move(processes));
 }
 
 }  // namespace weft::collectives

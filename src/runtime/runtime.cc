@@ -225,6 +225,13 @@ RuntimeOptions RuntimeOptions::resolved() const {
                           "one thread per core)");
   resolve_threshold(o.split_bytes, "split_bytes", "WEFT_SPLIT_BYTES", collectives::Thresholds::kDefaultSplitBytes);
   resolve_threshold(o.ring_bytes, "ring_bytes", "WEFT_RING_BYTES", collectives::Thresholds::kDefaultRingBytes);
+  if (o.verify < -1 || o.verify > 1)
+    throw InvalidArgument("RuntimeOptions::verify = " + std::to_string(o.verify) +
+                          " is not 0 (off) or 1 (on) (-1 takes WEFT_VERIFY)");
+  if (o.verify < 0)
+    o.verify = env("WEFT_VERIFY") ? static_cast<int>(parse_count("WEFT_VERIFY", env("WEFT_VERIFY"), 0, 1,
+                                                                 "0 (off) or 1 (on: processes agree on each collective)"))
+                                  : 1;
   check_launcher_environment();
   return o;
 }
@@ -580,7 +587,8 @@ Execution::Execution(Runtime::Impl& rt, std::string execution_name, Mesh m, std:
                    transport::Deadlines{rt.options.collective_warn_s, rt.options.collective_timeout_s}, rt.job,
                    rt.stats.collectives,
                    collectives::Thresholds{static_cast<std::size_t>(rt.options.split_bytes),
-                                           static_cast<std::size_t>(rt.options.ring_bytes)}) {}
+                                           static_cast<std::size_t>(rt.options.ring_bytes)},
+                   rt.options.verify != 0) {}
 
 std::string Execution::replica_name(int replica) const {
   return "replica " + std::to_string(replica) + " (" + to_string(devices[replica]) + ")";

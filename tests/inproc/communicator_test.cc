@@ -17,6 +17,7 @@
 #include "collectives/host_exchange.hpp"
 #include "transport/inproc/inproc_interprocess.hpp"
 #include "../support/errors.hpp"
+#include "../support/hierarchical_cases.hpp"
 #include "weft/error.hpp"
 
 namespace weft::collectives {
@@ -228,26 +229,36 @@ TEST(Communicator, AnAbortEndsThePendingWaitsWithItsCause) {
 
 // Replicas 2p and 2p+1 live in simulated process p (transport/inproc): a communicator per process, its
 // participants that process's replicas, and the rounds cross the transport (the hierarchical path).
+// Each endpoint is wrapped in a CountingInterprocess (tests/support), so a test can see the agreement calls.
 struct TwoPerProcess {
-  explicit TwoPerProcess(int processes) : job(processes) {
+  explicit TwoPerProcess(int processes, bool verify = true) : job(processes) {
     const int n = 2 * processes;
     for (int p = 0; p < processes; ++p) {
       Participants parts = local_participants(n);
       parts.execution_name = "communicator test";
       parts.local_replicas = {2 * p, 2 * p + 1};
       for (int r = 0; r < n; ++r) parts.process_of[r] = r / 2;
-      comms.push_back(std::make_unique<Communicator>(parts, transport::Deadlines{0, 30}, &job.endpoint(p), counters));
+      counted.push_back(std::make_unique<testing::CountingInterprocess>(job.endpoint(p)));
+      comms.push_back(std::make_unique<Communicator>(parts, transport::Deadlines{0, 30}, counted.back().get(), counters,
+                                                     Thresholds{}, verify));
     }
   }
   Communicator& of(int replica) { return *comms[replica / 2]; }
   transport::InprocJob job;
   RoundCounters counters;
+  std::vector<std::unique_ptr<testing::CountingInterprocess>> counted;
   std::vector<std::unique_ptr<Communicator>> comms;
 };
 
-TEST(Communicator, ACommunicatorPerProcessRunsRoundsAcrossTheTransport) {
+// With verification on (the default, WEFT_VERIFY=1) every round first agrees across the processes; off, the
+// rounds move data without that all-reduce, with the same results.
+class CommunicatorAcrossProcesses : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Verify, CommunicatorAcrossProcesses, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "on" : "off"; });
+
+TEST_P(CommunicatorAcrossProcesses, ACommunicatorPerProcessRunsRoundsAcrossTheTransport) {
   constexpr int kProcesses = 2, kN = 4, kRounds = 6;
-  TwoPerProcess job(kProcesses);
+  TwoPerProcess job(kProcesses, GetParam());
   EXPECT_TRUE(job.of(0).spans_processes());
   auto everyone = std::make_shared<const ReplicaGroups>(ReplicaGroups::all(kN));
   auto across = std::make_shared<const ReplicaGroups>(ReplicaGroups::strided(kN, 1, 2));  // {0,1}, {2,3}: local
@@ -274,6 +285,7 @@ TEST(Communicator, ACommunicatorPerProcessRunsRoundsAcrossTheTransport) {
     EXPECT_EQ(wrong[r], "") << "replica " << r;
   }
   EXPECT_EQ(job.counters.rounds.load(), static_cast<std::uint64_t>(kProcesses * kRounds));  // per process
+  for (const auto& endpoint : job.counted) EXPECT_EQ(endpoint->agreements, GetParam() ? kRounds : 0);
 }
 
 TEST(Communicator, ProcessesThatDisagreeFailBeforeDataMovesNamingBothCalls) {

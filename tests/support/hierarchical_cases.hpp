@@ -285,7 +285,8 @@ inline collectives::Request MakeRequest(const HierarchicalCase& c, const CaseDat
 }
 
 // Runs case `c` as process job.rank() of a job whose processes hold the replicas c.split says: the round
-// of the hierarchical path exactly as the runtime runs it (plan_across_processes, then each local
+// of the hierarchical path exactly as the runtime runs it by default (verify_across_processes and
+// plan_across_processes, then each local
 // replica's part if the plan splits the work). Returns the outputs at the global indices of this process's
 // replicas (empty arrays elsewhere). Every process of the job calls it with the same case and round.
 // `ring_ran`, when given, says whether the round's all-reduce went around the ring on this process.
@@ -305,8 +306,9 @@ inline std::vector<Array> RunOnProcess(const HierarchicalCase& c, const CaseData
   std::vector<int> processes(c.split.size());
   std::iota(processes.begin(), processes.end(), 0);
   auto account_of = [](int) { return std::shared_ptr<MemoryAccount>(); };
+  collectives::verify_across_processes(requests, job, processes, poll, round);  // on by default (WEFT_VERIFY)
   std::shared_ptr<collectives::Plan> plan =
-      collectives::plan_across_processes(requests, d.process_of, job, processes, account_of, poll, round, c.sizes);
+      collectives::plan_across_processes(requests, d.process_of, job, account_of, poll, c.sizes);
   if (ring_ran) *ring_ran = plan->ring;
   std::vector<Array> out(static_cast<std::size_t>(d.num_replicas));
   for (int r = 0; r < d.num_replicas; ++r)
