@@ -73,40 +73,42 @@ std::vector<float> input_of(int i, int round, std::int64_t n) {
   return v;
 }
 
+// Runs `rounds` all-reduces of n floats on the kN participants of `comm`, alternating between every
+// participant and pairs {0, 2}, {1, 3}, and checks each result against the naive sum of its group's inputs.
+void ExpectAllReduceRounds(Communicator& comm, int kN, int rounds, std::int64_t n) {
+  auto everyone = std::make_shared<const ReplicaGroups>(ReplicaGroups::all(kN));
+  auto pairs = std::make_shared<const ReplicaGroups>(ReplicaGroups::strided(kN, 2, 2));  // {0, 2}, {1, 3}
+  std::vector<std::string> wrong(kN);
+  const auto errors = on_threads(kN, [&](int i) {
+    for (int round = 0; round < rounds; ++round) {
+      const auto& groups = round % 2 ? pairs : everyone;
+      const Array x = Array::from_vector(input_of(i, round, n), {n});
+      Request req = all_reduce(x, groups);
+      const Array out = comm.run(i, req);
+      std::vector<float> expected(static_cast<std::size_t>(n), 0.0f);
+      for (int m : groups->members(groups->group_of(i))) {
+        const std::vector<float> theirs = input_of(m, round, n);
+        for (std::int64_t k = 0; k < n; ++k) expected[k] += theirs[k];
+      }
+      for (std::int64_t k = 0; k < n && wrong[i].empty(); ++k)
+        if (out.data<float>()[k] != expected[k])
+          wrong[i] = "round " + std::to_string(round) + " [" + std::to_string(k) + "]: got " +
+                     std::to_string(out.data<float>()[k]) + ", expected " + std::to_string(expected[k]);
+    }
+  });
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_EQ(errors[i], "") << "participant " << i;
+    EXPECT_EQ(wrong[i], "") << "participant " << i << ", " << n << " elements";
+  }
+}
+
 TEST(Communicator, RunsRoundsOfAllReduceOverGroupsOnItsOwn) {
   constexpr int kN = 4, kRounds = 12;
   RoundCounters counters;
   Communicator comm(local_participants(kN), transport::Deadlines{0, 30}, nullptr, counters);
-  auto everyone = std::make_shared<const ReplicaGroups>(ReplicaGroups::all(kN));
-  auto pairs = std::make_shared<const ReplicaGroups>(ReplicaGroups::strided(kN, 2, 2));  // {0, 2}, {1, 3}
   // Small (done by the last arriver) and large (work split among the members, then a second barrier).
   // 5 elements; and 64K + 16 (just over 256 KiB of result, the smallest split plan: quick under TSan too).
-  for (std::int64_t n : {std::int64_t{5}, (std::int64_t{1} << 16) + 16}) {
-    std::vector<std::string> wrong(kN);
-    const auto errors = on_threads(kN, [&](int i) {
-      for (int round = 0; round < kRounds; ++round) {
-        const auto& groups = round % 2 ? pairs : everyone;
-        const Array x = Array::from_vector(input_of(i, round, n), {n});
-        Request req = all_reduce(x, groups);
-        const Array out = comm.run(i, req);
-        std::vector<float> expected_all(static_cast<std::size_t>(n), 0.0f);
-        for (int m : groups->members(groups->group_of(i))) {
-          const std::vector<float> theirs = input_of(m, round, n);
-          for (std::int64_t k = 0; k < n; ++k) expected_all[k] += theirs[k];
-        }
-        for (std::int64_t k = 0; k < n; ++k) {
-          const float expected = expected_all[k];
-          if (out.data<float>()[k] != expected && wrong[i].empty())
-            wrong[i] = "round " + std::to_string(round) + " [" + std::to_string(k) + "]: got " +
-                       std::to_string(out.data<float>()[k]) + ", expected " + std::to_string(expected);
-        }
-      }
-    });
-    for (int i = 0; i < kN; ++i) {
-      EXPECT_EQ(errors[i], "") << "participant " << i;
-      EXPECT_EQ(wrong[i], "") << "participant " << i << ", " << n << " elements";
-    }
-  }
+  for (std::int64_t n : {std::int64_t{5}, (std::int64_t{1} << 16) + 16}) ExpectAllReduceRounds(comm, kN, kRounds, n);
   EXPECT_EQ(counters.rounds.load(), 2u * kRounds);
   EXPECT_EQ(comm.completed_rounds(0), 2u * kRounds);
   ExpectContains(comm.position_of(3), {"after its collective #23: all_reduce at "});
@@ -119,32 +121,11 @@ TEST(Communicator, ASmallSplitThresholdSplitsTheWorkOnSmallBuffers) {
   RoundCounters counters;
   Communicator comm(local_participants(kN), transport::Deadlines{0, 30}, nullptr, counters,
                     Thresholds{1024, 8 * 1024});
-  auto everyone = std::make_shared<const ReplicaGroups>(ReplicaGroups::all(kN));
-  auto pairs = std::make_shared<const ReplicaGroups>(ReplicaGroups::strided(kN, 2, 2));
   std::string ran;
   // 255 floats stay below 1 KiB; 256 reach it; 1001 split into uneven shares (one per member).
   for (std::int64_t n : {std::int64_t{255}, std::int64_t{256}, std::int64_t{1001}}) {
     const std::uint64_t split_before = counters.split_rounds.load();
-    std::vector<std::string> wrong(kN);
-    const auto errors = on_threads(kN, [&](int i) {
-      for (int round = 0; round < kRounds; ++round) {
-        const auto& groups = round % 2 ? pairs : everyone;
-        const Array x = Array::from_vector(input_of(i, round, n), {n});
-        Request req = all_reduce(x, groups);
-        const Array out = comm.run(i, req);
-        for (std::int64_t k = 0; k < n && wrong[i].empty(); ++k) {
-          float expected = 0;
-          for (int m : groups->members(groups->group_of(i))) expected += input_of(m, round, n)[k];
-          if (out.data<float>()[k] != expected)
-            wrong[i] = "round " + std::to_string(round) + " [" + std::to_string(k) + "]: got " +
-                       std::to_string(out.data<float>()[k]) + ", expected " + std::to_string(expected);
-        }
-      }
-    });
-    for (int i = 0; i < kN; ++i) {
-      EXPECT_EQ(errors[i], "") << "participant " << i;
-      EXPECT_EQ(wrong[i], "") << "participant " << i << ", " << n << " elements";
-    }
+    ExpectAllReduceRounds(comm, kN, kRounds, n);
     const std::uint64_t split = counters.split_rounds.load() - split_before;
     EXPECT_EQ(split, n * 4 >= 1024 ? std::uint64_t{kRounds} : 0u) << n << " elements";
     if (split) ran += (ran.empty() ? "" : ", ") + std::to_string(n * 4);
