@@ -42,6 +42,12 @@ struct RuntimeOptions {
   std::string debug_file{};             // WEFT_DEBUG_FILE: log file pattern (%h host, %p pid, %r instance), default stderr
   std::string scheduler{};              // WEFT_SCHEDULER: fibers (replicas as fibers on one thread per core) |
                                         // threads (an OS thread per device), default fibers; docs/design.md
+  std::int64_t split_bytes = -1;        // WEFT_SPLIT_BYTES: collective results this large split the work among a
+                                        // group's members, default 256 KiB (K/M/G); docs/settings.md
+  std::int64_t ring_bytes = -1;         // WEFT_RING_BYTES: all-reduces across processes this large go around a
+                                        // ring, default 4 MiB (K/M/G)
+  int verify = -1;                      // WEFT_VERIFY: 1 = the processes of a job agree on every collective before
+                                        // data moves (a mismatch names each call), 0 = skip that check; default 1
 
   // Fills every unset field from the environment or the default, and validates (throws InvalidArgument).
   RuntimeOptions resolved() const;

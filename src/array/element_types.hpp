@@ -188,21 +188,17 @@ C int_power(C base, C exponent) {
   }
 }
 
+// max / min with NaN propagating, as numpy.maximum and XLA: a NaN operand wins (the first when both are);
+// ties keep `a`. Written as selects, so loops of them vectorise (the array ops, the collectives' kernels).
 template <class C>
 C max_nan(C a, C b) {
-  if constexpr (std::is_floating_point_v<C>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
-  }
+  if constexpr (std::is_floating_point_v<C>) return a != a ? a : (b != b ? b : (a < b ? b : a));
   return a < b ? b : a;
 }
 
 template <class C>
 C min_nan(C a, C b) {
-  if constexpr (std::is_floating_point_v<C>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
-  }
+  if constexpr (std::is_floating_point_v<C>) return a != a ? a : (b != b ? b : (b < a ? b : a));
   return b < a ? b : a;
 }
 

@@ -5,16 +5,14 @@
 #include <cstring>
 #include <type_traits>
 
+#include "array/member_reductions.hpp"
 #include "weft/error.hpp"
 
 namespace weft::collectives {
 namespace {
 
-// Collectives whose result is at least this large split the work among the group's members; smaller ones
-// are done by the last replica to arrive, which saves the second barrier.
-constexpr std::size_t kSplitBytes = 256 * 1024;
-// Elements per block of the reduction kernels: the accumulator stays in L1 while the inputs stream by.
-constexpr std::int64_t kBlock = 2048;
+// A mean is summed and divided block by block (the kernels' block).
+constexpr std::int64_t kBlock = kernels::kReductionBlock;
 
 std::int64_t product(const Shape& s, std::size_t begin, std::size_t end) {
   std::int64_t p = 1;
@@ -22,164 +20,21 @@ std::int64_t product(const Shape& s, std::size_t begin, std::size_t end) {
   return p;
 }
 
-// ---- reduction kernels ---------------------------------------------------------------------------------
-// out[i] = in[0][i] (op) in[1][i] (op) ... in member order, so every member of a group gets bitwise the same
-// result. Load converts an input element to the accumulator type, Combine folds, Store writes the output.
-template <class In, class Acc, class Out, class Load, class Combine, class Store>
-void reduce_blocks(std::span<const std::byte* const> inputs, std::byte* output, std::int64_t count, Load load,
-                   Combine combine, Store store) {
-  Acc acc[kBlock];
+// The reduction of one range as the request asks: a mean sums block by block (in sum_dtype), then divides
+// each block by the group size into the mean's output dtype.
+void reduce_request_range(const Request& r, std::span<const std::byte* const> in, std::byte* out, std::int64_t count,
+                          int group_size) {
+  const DType dtype = r.input->dtype();
+  if (!divides_by_group(r)) return kernels::reduce_in_order(dtype, r.reduce, in, out, count);
+  const DType sums = sum_dtype(r), out_dtype = output_dtype(r);
+  const std::size_t in_es = dtype_size(dtype), out_es = dtype_size(out_dtype);
+  alignas(64) std::byte block[kBlock * sizeof(double)];
+  std::vector<const std::byte*> at(in.size());
   for (std::int64_t base = 0; base < count; base += kBlock) {
     const std::int64_t len = std::min(kBlock, count - base);
-    const In* x0 = reinterpret_cast<const In*>(inputs[0]) + base;
-    for (std::int64_t i = 0; i < len; ++i) acc[i] = load(x0[i]);
-    for (std::size_t m = 1; m < inputs.size(); ++m) {
-      const In* xm = reinterpret_cast<const In*>(inputs[m]) + base;
-      for (std::int64_t i = 0; i < len; ++i) acc[i] = combine(acc[i], load(xm[i]));
-    }
-    Out* out = reinterpret_cast<Out*>(output) + base;
-    for (std::int64_t i = 0; i < len; ++i) out[i] = store(acc[i]);
-  }
-}
-
-// The same fold for types reduced in place (no conversion): out = x0 (op) x1, then two more inputs per pass,
-// always in member order. Works straight in the output through restrict pointers so the compiler
-// vectorises it, blocked so the output block stays in L1 while the inputs stream by.
-template <class T, class Combine>
-void reduce_direct(std::span<const std::byte* const> inputs, std::byte* output, std::int64_t count, Combine combine) {
-  T* __restrict out = reinterpret_cast<T*>(output);
-  const std::size_t n = inputs.size();
-  for (std::int64_t base = 0; base < count; base += kBlock) {
-    const std::int64_t len = std::min(kBlock, count - base);
-    T* __restrict o = out + base;
-    const T* __restrict x0 = reinterpret_cast<const T*>(inputs[0]) + base;
-    if (n == 1) {
-      for (std::int64_t i = 0; i < len; ++i) o[i] = x0[i];
-      continue;
-    }
-    const T* __restrict x1 = reinterpret_cast<const T*>(inputs[1]) + base;
-    for (std::int64_t i = 0; i < len; ++i) o[i] = combine(x0[i], x1[i]);
-    std::size_t m = 2;
-    for (; m + 1 < n; m += 2) {
-      const T* __restrict a = reinterpret_cast<const T*>(inputs[m]) + base;
-      const T* __restrict b = reinterpret_cast<const T*>(inputs[m + 1]) + base;
-      for (std::int64_t i = 0; i < len; ++i) o[i] = combine(combine(o[i], a[i]), b[i]);
-    }
-    if (m < n) {
-      const T* __restrict a = reinterpret_cast<const T*>(inputs[m]) + base;
-      for (std::int64_t i = 0; i < len; ++i) o[i] = combine(o[i], a[i]);
-    }
-  }
-}
-
-template <class T>
-T float_max(T a, T b) { return (a != a || a >= b) ? a : b; }  // propagates NaN like XLA
-template <class T>
-T float_min(T a, T b) { return (a != a || a <= b) ? a : b; }
-
-// Floating inputs, accumulated in Acc (float for 16-bit floats), stored back as In or divided for mean.
-template <class In, class Acc, class Load, class Store>
-void reduce_float(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n, Load load,
-                  Store store, int group_size) {
-  const Acc divisor = static_cast<Acc>(group_size);
-  if constexpr (std::is_same_v<In, Acc>) {
-    switch (op) {
-      case ReduceOp::sum:
-        return reduce_direct<In>(in, out, n, [](Acc a, Acc b) { return a + b; });
-      case ReduceOp::mean: {
-        reduce_direct<In>(in, out, n, [](Acc a, Acc b) { return a + b; });
-        In* __restrict o = reinterpret_cast<In*>(out);
-        for (std::int64_t i = 0; i < n; ++i) o[i] = o[i] / divisor;
-        return;
-      }
-      case ReduceOp::prod:
-        return reduce_direct<In>(in, out, n, [](Acc a, Acc b) { return a * b; });
-      case ReduceOp::max:
-        return reduce_direct<In>(in, out, n, float_max<Acc>);
-      case ReduceOp::min:
-        return reduce_direct<In>(in, out, n, float_min<Acc>);
-    }
-  }
-  switch (op) {
-    case ReduceOp::sum:
-      return reduce_blocks<In, Acc, In>(in, out, n, load, [](Acc a, Acc b) { return a + b; }, store);
-    case ReduceOp::mean:
-      return reduce_blocks<In, Acc, In>(in, out, n, load, [](Acc a, Acc b) { return a + b; },
-                                        [&](Acc a) { return store(a / divisor); });
-    case ReduceOp::prod:
-      return reduce_blocks<In, Acc, In>(in, out, n, load, [](Acc a, Acc b) { return a * b; }, store);
-    case ReduceOp::max:
-      return reduce_blocks<In, Acc, In>(in, out, n, load, float_max<Acc>, store);
-    case ReduceOp::min:
-      return reduce_blocks<In, Acc, In>(in, out, n, load, float_min<Acc>, store);
-  }
-}
-
-// Integer inputs: sums and products wrap modulo 2^bits (computed unsigned, so no undefined behaviour);
-// mean divides the wrapped sum in floating point, as JAX's psum(x) / n does.
-template <class T>
-void reduce_int(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n, int group_size) {
-  using U = std::make_unsigned_t<T>;
-  auto id = [](T v) { return v; };
-  switch (op) {
-    case ReduceOp::sum:
-      return reduce_direct<T>(in, out, n, [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); });
-    case ReduceOp::prod:
-      return reduce_direct<T>(in, out, n, [](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); });
-    case ReduceOp::max:
-      return reduce_direct<T>(in, out, n, [](T a, T b) { return std::max(a, b); });
-    case ReduceOp::min:
-      return reduce_direct<T>(in, out, n, [](T a, T b) { return std::min(a, b); });
-    case ReduceOp::mean: {
-      auto add = [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); };
-      if constexpr (std::is_same_v<T, std::int64_t>) {
-        const double d = group_size;
-        return reduce_blocks<T, T, double>(in, out, n, id, add, [d](T a) { return static_cast<double>(a) / d; });
-      } else {
-        const float d = static_cast<float>(group_size);
-        return reduce_blocks<T, T, float>(in, out, n, id, add, [d](T a) { return static_cast<float>(a) / d; });
-      }
-    }
-  }
-}
-
-// bool: JAX sums (and multiplies) bools as int32; max is "or", min is "and"; mean is a float32 fraction.
-void reduce_bool(ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t n, int group_size) {
-  auto load = [](std::uint8_t v) { return static_cast<std::int32_t>(v != 0); };
-  switch (op) {
-    case ReduceOp::sum:
-      return reduce_blocks<std::uint8_t, std::int32_t, std::int32_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a + b; }, [](std::int32_t a) { return a; });
-    case ReduceOp::prod:
-      return reduce_blocks<std::uint8_t, std::int32_t, std::int32_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a * b; }, [](std::int32_t a) { return a; });
-    case ReduceOp::max:
-      return reduce_blocks<std::uint8_t, std::int32_t, std::uint8_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a | b; }, [](std::int32_t a) { return static_cast<std::uint8_t>(a); });
-    case ReduceOp::min:
-      return reduce_blocks<std::uint8_t, std::int32_t, std::uint8_t>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a & b; }, [](std::int32_t a) { return static_cast<std::uint8_t>(a); });
-    case ReduceOp::mean: {
-      const float d = static_cast<float>(group_size);
-      return reduce_blocks<std::uint8_t, std::int32_t, float>(in, out, n, load, [](std::int32_t a, std::int32_t b) { return a + b; }, [d](std::int32_t a) { return static_cast<float>(a) / d; });
-    }
-  }
-}
-
-// Reduces `count` elements: inputs point at the first element of each member's range, `out` at the
-// output's. `out` elements have the output dtype of the request.
-void reduce_range(DType dtype, ReduceOp op, std::span<const std::byte* const> in, std::byte* out, std::int64_t count,
-                  int group_size) {
-  if (count <= 0) return;
-  auto same = [](auto v) { return v; };
-  switch (dtype) {
-    case DType::f32: return reduce_float<float, float>(op, in, out, count, same, same, group_size);
-    case DType::f64: return reduce_float<double, double>(op, in, out, count, same, same, group_size);
-    case DType::f16:
-      return reduce_float<std::uint16_t, float>(op, in, out, count, half_to_float, float_to_half, group_size);
-    case DType::bf16:
-      return reduce_float<std::uint16_t, float>(op, in, out, count, bf16_to_float, float_to_bf16, group_size);
-    case DType::i8: return reduce_int<std::int8_t>(op, in, out, count, group_size);
-    case DType::u8: return reduce_int<std::uint8_t>(op, in, out, count, group_size);
-    case DType::i32: return reduce_int<std::int32_t>(op, in, out, count, group_size);
-    case DType::i64: return reduce_int<std::int64_t>(op, in, out, count, group_size);
-    case DType::boolean: return reduce_bool(op, in, out, count, group_size);
+    for (std::size_t m = 0; m < in.size(); ++m) at[m] = in[m] + base * in_es;
+    kernels::reduce_in_order(dtype, ReduceOp::sum, at, block, len, sums != dtype && sums == DType::f32);
+    kernels::divide_sums(sums, block, out_dtype, out + base * out_es, len, group_size);
   }
 }
 
@@ -212,7 +67,7 @@ void all_reduce_part(const Plan& plan, int replica) {
   for (int m = 0; m < g; ++m) in[m] = plan.requests[gv.members[m]]->input->bytes() + begin * in_es;
   // The output buffer is shared by the group and not yet published: each member writes its own share.
   std::byte* dst = plan.output_data[replica] + begin * out_es;
-  reduce_range(r.input->dtype(), r.reduce, in, dst, end - begin, g);
+  reduce_request_range(r, in, dst, end - begin, g);
 }
 
 void all_gather_part(const Plan& plan, int replica) {
@@ -248,7 +103,7 @@ void reduce_scatter_part(const Plan& plan, int replica) {
   for (std::int64_t o = 0; o < outer; ++o) {
     for (int m = 0; m < g; ++m)
       in[m] = plan.requests[gv.members[m]]->input->bytes() + ((o * g + gv.rank) * inner) * in_es;
-    reduce_range(r.input->dtype(), r.reduce, in, plan.output_data[replica] + o * inner * out_es, inner, g);
+    reduce_request_range(r, in, plan.output_data[replica] + o * inner * out_es, inner, g);
   }
 }
 
@@ -283,7 +138,7 @@ void all_to_all_part(const Plan& plan, int replica) {
 
 std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
                                 const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
-                                const std::vector<char>* group_mask) {
+                                const Thresholds& sizes, const std::vector<char>* group_mask) {
   auto plan = std::make_shared<Plan>();
   const int n = static_cast<int>(requests.size());
   plan->requests.assign(requests.begin(), requests.end());
@@ -344,7 +199,7 @@ std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
       for (int m : members) plan->bytes_reduced += requests[m]->input->nbytes();
   }
 
-  plan->split_work = !group_mask && largest >= kSplitBytes;
+  plan->split_work = !group_mask && largest >= sizes.split_bytes;
   if (!plan->split_work)
     for (int gi = 0; gi < groups.num_groups(); ++gi)
       if (planned(gi))
@@ -352,13 +207,7 @@ std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
   return plan;
 }
 
-void reduce_inputs(DType dtype, ReduceOp op, std::span<const std::byte* const> inputs, std::byte* out, std::int64_t count,
-                   int group_size) {
-  reduce_range(dtype, op, inputs, out, count, group_size);
-}
-
 std::pair<std::int64_t, std::int64_t> share_of(std::int64_t count, int k, int parts) { return share(count, k, parts); }
-bool worth_splitting(std::size_t bytes) { return bytes >= kSplitBytes; }
 
 void execute_part(const Plan& plan, int replica) {
   switch (plan.requests[replica]->kind) {

@@ -10,9 +10,10 @@
 namespace weft::collectives {
 
 Communicator::Communicator(Participants participants, transport::Deadlines deadlines, transport::Interprocess* job,
-                           RoundCounters& counters)
+                           RoundCounters& counters, Thresholds sizes, bool verify)
     : participants_(std::move(participants)),
       deadlines_(deadlines),
+      sizes_(sizes),
       job_(job),
       counters_(counters),
       processes_(participants_.process_of),
@@ -23,6 +24,10 @@ Communicator::Communicator(Participants participants, transport::Deadlines deadl
       completed_(participants_.local_replicas.size(), 0) {
   std::sort(processes_.begin(), processes_.end());
   processes_.erase(std::unique(processes_.begin(), processes_.end()), processes_.end());
+  if (spans_processes()) {
+    across_ = hierarchical_planner(participants_.process_of, *job_, participants_.account_of, sizes_);
+    if (verify) across_ = verified(std::move(across_), *job_, processes_);
+  }
 }
 
 void check_groups_cover(const ReplicaGroups& groups, int num_replicas, const std::string& who, const std::string& what,
@@ -97,13 +102,14 @@ std::shared_ptr<const Plan> Communicator::complete(std::span<const Request* cons
     // Every process takes part in every round of an execution spanning processes: the round's number is
     // part of their agreement.
     const std::uint64_t seq = rendezvous_.completed_rounds(local);
-    plan = plan_across_processes(requests, participants_.process_of, *job_, processes_, participants_.account_of,
-                                 poll_context(*first, seq), seq);
+    plan = across_->plan(requests, poll_context(*first, seq), seq);
   } else {
-    plan = make_plan(requests, participants_.account_of);
+    plan = make_plan(requests, participants_.account_of, sizes_);
   }
   counters_.rounds++;
   counters_.bytes_reduced += plan->bytes_reduced;
+  if (plan->split_work) counters_.split_rounds++;
+  if (plan->ring) counters_.ring_rounds++;
   return plan;
 }
 

@@ -35,6 +35,10 @@ namespace weft::collectives {
 struct RoundCounters {
   std::atomic<std::uint64_t> rounds{0};  // one per round, not per replica
   std::atomic<std::uint64_t> bytes_reduced{0};
+  // Rounds that took the larger buffers' algorithms (Thresholds): the members split the work, or some
+  // group's all-reduce went around the ring between processes. Tests check with them that a path ran.
+  std::atomic<std::uint64_t> split_rounds{0};
+  std::atomic<std::uint64_t> ring_rounds{0};
 };
 
 // Who takes part in an execution's collectives.
@@ -64,9 +68,12 @@ void check_groups_cover(const ReplicaGroups& groups, int num_replicas, const std
 
 class Communicator {
  public:
-  // `job` is the transport between processes (null when the execution runs in this process alone).
+  // `job` is the transport between processes (null when the execution runs in this process alone); `sizes`
+  // says where the algorithms change (the runtime's WEFT_SPLIT_BYTES and WEFT_RING_BYTES).
+  // `verify`: the processes agree on each round's fingerprint before data moves (WEFT_VERIFY; a decorator
+  // around the cross-process planner).
   Communicator(Participants participants, transport::Deadlines deadlines, transport::Interprocess* job,
-               RoundCounters& counters);
+               RoundCounters& counters, Thresholds sizes = {}, bool verify = true);
 
   const Participants& participants() const { return participants_; }
   const std::vector<int>& processes() const { return processes_; }  // sorted processes holding the replicas
@@ -103,9 +110,11 @@ class Communicator {
 
   const Participants participants_;
   const transport::Deadlines deadlines_;
+  const Thresholds sizes_;
   transport::Interprocess* const job_;
   RoundCounters& counters_;
   std::vector<int> processes_;
+  std::unique_ptr<CrossProcessPlanner> across_;     // rounds spanning processes (null within one process)
   transport::Rendezvous<Request, Plan> rendezvous_;  // among the local participants
   // Written by each participant after its collective, read only while it waits in the next one.
   std::vector<std::array<CompletedCollective, kHistory>> history_;

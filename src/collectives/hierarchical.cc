@@ -7,11 +7,13 @@
 //    buffer reduce in memory both map instead), and every local member shares the result;
 //  - everything else: the processes holding the group exchange their members' inputs (one allgatherv),
 //    after which each process computes its members' outputs exactly as in one process.
-// Before any data moves, the processes check that they all issue the same collective (collectives/fingerprint.hpp).
+// Before any data moves, the processes check that they all issue the same collective (collectives/fingerprint.hpp):
+// the verifying planner, a decorator around the hierarchical one (on unless WEFT_VERIFY=0).
 #include <cstring>
 
 #include "collectives/algorithms.hpp"
 #include "collectives/fingerprint.hpp"
+#include "array/member_reductions.hpp"
 #include "weft/error.hpp"
 
 namespace weft::collectives {
@@ -33,10 +35,8 @@ namespace {
   throw MismatchError(message);
 }
 
-// Buffers at least this large go around the ring; smaller ones take MPI's own (latency-optimised) all-reduce.
-constexpr std::size_t kRingBytes = std::size_t{4} << 20;
-
-// Ring all-reduce of `data` (n elements) among `procs`, for large buffers: a reduce-scatter pass, in which
+// Ring all-reduce of `data` (n elements) among `procs`, for large buffers (Thresholds::ring_bytes; smaller
+// ones take MPI's own, latency-optimised, all-reduce): a reduce-scatter pass, in which
 // each process reduces one segment with our own kernel as the others' segments stream by, then an
 // all-gather pass of the reduced segments. Only point-to-point messages cross the transport; MPI's
 // non-blocking all-reduce (libnbc) moves large buffers several times slower.
@@ -59,7 +59,7 @@ void ring_allreduce(transport::Interprocess& job, const std::vector<int>& procs,
     job.sendrecv(procs, next, data + sb * es, static_cast<std::size_t>(se - sb) * es, prev, received,
                  static_cast<std::size_t>(re - rb) * es, poll);
     const std::byte* inputs[2] = {data + rb * es, received};
-    reduce_inputs(dtype, op, inputs, reduced, re - rb, 2);
+    kernels::reduce_in_order(dtype, op, inputs, reduced, re - rb);
     std::memcpy(data + rb * es, reduced, static_cast<std::size_t>(re - rb) * es);
   }
   for (int step = 0; step < p - 1; ++step) {
@@ -79,7 +79,7 @@ void pair_allreduce(transport::Interprocess& job, const std::vector<int>& procs,
   job.sendrecv(procs, 1 - me, partial.bytes(), partial.nbytes(), 1 - me, theirs.mutable_bytes(), theirs.nbytes(), poll);
   Array result = Array::empty(partial.shape(), partial.dtype(), partial.buffer()->account());
   const std::byte* inputs[2] = {me == 0 ? partial.bytes() : theirs.bytes(), me == 0 ? theirs.bytes() : partial.bytes()};
-  reduce_inputs(partial.dtype(), op, inputs, result.mutable_bytes(), partial.size(), 2);
+  kernels::reduce_in_order(partial.dtype(), op, inputs, result.mutable_bytes(), partial.size());
   partial = std::move(result);
 }
 
@@ -106,13 +106,13 @@ Array shared_pair_allreduce(transport::Interprocess& job, const std::vector<int>
   const int me = procs[0] == job.rank() ? 0 : 1;
   const std::int64_t n = like.size();
   claim_lines(regions[me], like.nbytes());  // its lines were last read by the partner
-  reduce_inputs(like.dtype(), op, local_inputs, regions[me], n, static_cast<int>(local_inputs.size()));
+  kernels::reduce_in_order(like.dtype(), op, local_inputs, regions[me], n);
   // The messages order the accesses: a transport's send publishes what was written before it (MPI's
   // shared-memory queues post with a write barrier, the in-process one under a mutex) and its receive sees it.
   job.sendrecv(procs, 1 - me, nullptr, 0, 1 - me, nullptr, 0, poll);  // both partials written
   Array result = Array::empty(like.shape(), like.dtype(), std::move(account));
   const std::byte* inputs[2] = {regions[0], regions[1]};
-  reduce_inputs(like.dtype(), op, inputs, result.mutable_bytes(), n, 2);
+  kernels::reduce_in_order(like.dtype(), op, inputs, result.mutable_bytes(), n);
   job.sendrecv(procs, 1 - me, nullptr, 0, 1 - me, nullptr, 0, poll);  // both done reading
   return result;
 }
@@ -121,29 +121,29 @@ Array shared_pair_allreduce(transport::Interprocess& job, const std::vector<int>
 
 std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& requests,
                                             const std::vector<int>& process_of, transport::Interprocess& job,
-                                            const std::vector<int>& processes,
                                             const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
-                                            const transport::PollContext& poll, std::uint64_t round) {
+                                            const transport::PollContext& poll, const Thresholds& sizes) {
   const Request* first = nullptr;
   for (const Request* r : requests)
     if (r) {
       first = r;
       break;
     }
-  if (!job.agree(processes, fingerprint(*first, round), poll)) report_mismatch(*first, job, processes, poll);
-
   const int me = job.rank();
   const ReplicaGroups& groups = *first->groups;
   const DType dtype = first->input->dtype();
-  const ReduceOp wire_op = first->reduce == ReduceOp::mean ? ReduceOp::sum : first->reduce;
+  // A mean is a sum over the transport, then a division (request.hpp): natively only where the sums and the
+  // mean both have the input's dtype (float32, float64).
+  const ReduceOp wire_op = reduction_of(*first);
   const bool native_reduce = first->kind == Kind::all_reduce && job.can_reduce(dtype, wire_op) &&
-                             (first->reduce != ReduceOp::mean || is_floating(dtype)) && output_dtype(*first) == dtype;
+                             sum_dtype(*first) == dtype && output_dtype(*first) == dtype;
   std::vector<const Request*> full = requests;
   std::vector<char> mask(groups.num_groups(), 0);
   std::vector<std::unique_ptr<Request>> remote_requests;
   std::vector<std::unique_ptr<Array>> remote_inputs;
   std::vector<std::pair<int, Array>> reduced;  // (group, result) from the native path
   std::uint64_t bytes_reduced = 0;
+  bool ring_ran = false;
 
   for (int g = 0; g < groups.num_groups(); ++g) {
     const std::vector<int>& members = groups.members(g);
@@ -165,32 +165,29 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
       std::vector<const std::byte*> in;
       for (int m : local) in.push_back(requests[m]->input->bytes());
       const std::size_t bytes = first->input->nbytes();
-      const bool pair = procs.size() == 2 && worth_splitting(bytes) && bytes < kRingBytes;
+      const bool ring = bytes >= sizes.ring_bytes;
+      const bool pair = procs.size() == 2 && bytes >= sizes.split_bytes && !ring;
       // (Asked for the pair path's largest buffer, so the regions are made once.)
       const std::vector<std::byte*> regions =
-          pair ? job.shared_regions(procs, kRingBytes, poll) : std::vector<std::byte*>{};
+          pair ? job.shared_regions(procs, sizes.ring_bytes, poll) : std::vector<std::byte*>{};
       Array partial;
       if (!regions.empty()) {
         partial = shared_pair_allreduce(job, procs, regions, in, *first->input, account_of(local[0]), wire_op, poll);
       } else {
         partial = Array::empty(first->input->shape(), dtype, account_of(local[0]));
-        if (bytes < kRingBytes) claim_lines(partial.mutable_bytes(), bytes);
-        reduce_inputs(dtype, wire_op, in, partial.mutable_bytes(), n, static_cast<int>(in.size()));
-        if (partial.nbytes() >= kRingBytes)
+        if (!ring) claim_lines(partial.mutable_bytes(), bytes);
+        kernels::reduce_in_order(dtype, wire_op, in, partial.mutable_bytes(), n);
+        if (ring)
           ring_allreduce(job, procs, partial.mutable_bytes(), n, dtype, wire_op, poll);
         else if (pair)
           pair_allreduce(job, procs, partial, wire_op, poll);
         else
           job.allreduce(procs, partial.mutable_bytes(), n, dtype, wire_op, poll);
       }
-      if (first->reduce == ReduceOp::mean) {
-        const double size = static_cast<double>(members.size());
-        if (dtype == DType::f32)
-          for (float& v : partial.mutable_data<float>()) v = static_cast<float>(v / static_cast<float>(size));
-        else
-          for (double& v : partial.mutable_data<double>()) v /= size;
-      }
+      if (divides_by_group(*first))
+        kernels::divide_sums(dtype, partial.bytes(), dtype, partial.mutable_bytes(), n, static_cast<int>(members.size()));
       bytes_reduced += static_cast<std::uint64_t>(members.size()) * first->input->nbytes();
+      ring_ran |= ring;
       reduced.emplace_back(g, std::move(partial));
       continue;
     }
@@ -231,7 +228,8 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
     mask[g] = 1;
   }
 
-  std::shared_ptr<Plan> plan = make_plan(full, account_of, &mask);
+  std::shared_ptr<Plan> plan = make_plan(full, account_of, sizes, &mask);
+  plan->ring = ring_ran;
   for (auto& [g, result] : reduced)
     for (int m : groups.members(g))
       if (process_of[m] == me) plan->outputs[m] = result;
@@ -240,6 +238,71 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
   plan->remote_inputs = std::move(remote_inputs);
   plan->requests = requests;  // stand-ins are only valid inside this call's plan
   return plan;
+}
+
+namespace {
+
+// The hierarchical path itself (plan_across_processes), for one execution's processes.
+class HierarchicalPlanner final : public CrossProcessPlanner {
+ public:
+  HierarchicalPlanner(std::vector<int> process_of, transport::Interprocess& job,
+                      std::function<std::shared_ptr<MemoryAccount>(int)> account_of, Thresholds sizes)
+      : process_of_(std::move(process_of)),
+        job_(job),
+        account_of_(std::move(account_of)),
+        sizes_(sizes) {}
+  std::shared_ptr<Plan> plan(const std::vector<const Request*>& requests, const transport::PollContext& poll,
+                             std::uint64_t round) override {
+    (void)round;  // agreed on by the verifying planner, when there is one
+    return plan_across_processes(requests, process_of_, job_, account_of_, poll, sizes_);
+  }
+
+ private:
+  const std::vector<int> process_of_;
+  transport::Interprocess& job_;
+  const std::function<std::shared_ptr<MemoryAccount>(int)> account_of_;
+  const Thresholds sizes_;
+};
+
+// The agreement check around another planner (PyTorch's ProcessGroupWrapper, for our rounds).
+class VerifyingPlanner final : public CrossProcessPlanner {
+ public:
+  VerifyingPlanner(std::unique_ptr<CrossProcessPlanner> inner, transport::Interprocess& job, std::vector<int> processes)
+      : inner_(std::move(inner)), job_(job), processes_(std::move(processes)) {}
+  std::shared_ptr<Plan> plan(const std::vector<const Request*>& requests, const transport::PollContext& poll,
+                             std::uint64_t round) override {
+    verify_across_processes(requests, job_, processes_, poll, round);
+    return inner_->plan(requests, poll, round);
+  }
+
+ private:
+  const std::unique_ptr<CrossProcessPlanner> inner_;
+  transport::Interprocess& job_;
+  const std::vector<int> processes_;
+};
+
+}  // namespace
+
+void verify_across_processes(const std::vector<const Request*>& requests, transport::Interprocess& job,
+                             const std::vector<int>& processes, const transport::PollContext& poll, std::uint64_t round) {
+  const Request* first = nullptr;
+  for (const Request* r : requests)
+    if (r) {
+      first = r;
+      break;
+    }
+  if (!job.agree(processes, fingerprint(*first, round), poll)) report_mismatch(*first, job, processes, poll);
+}
+
+std::unique_ptr<CrossProcessPlanner> hierarchical_planner(std::vector<int> process_of, transport::Interprocess& job,
+                                                          std::function<std::shared_ptr<MemoryAccount>(int)> account_of,
+                                                          Thresholds sizes) {
+  return std::make_unique<HierarchicalPlanner>(std::move(process_of), job, std::move(account_of), sizes);
+}
+
+std::unique_ptr<CrossProcessPlanner> verified(std::unique_ptr<CrossProcessPlanner> inner, transport::Interprocess& job,
+                                              std::vector<int> processes) {
+  return std::make_unique<VerifyingPlanner>(std::move(inner), job, std::move(processes));
 }
 
 }  // namespace weft::collectives

@@ -91,6 +91,18 @@ DType output_dtype(const Request& r) {
   return in;
 }
 
+ReduceOp reduction_of(const Request& r) { return r.reduce == ReduceOp::mean ? ReduceOp::sum : r.reduce; }
+
+bool divides_by_group(const Request& r) {
+  return r.reduce == ReduceOp::mean && (r.kind == Kind::all_reduce || r.kind == Kind::reduce_scatter);
+}
+
+DType sum_dtype(const Request& r) {
+  const DType in = r.input->dtype();
+  if (in == DType::f16 || in == DType::bf16) return DType::f32;
+  return in == DType::boolean ? DType::i32 : in;
+}
+
 void validate(const Request& r) {
   const ReplicaGroups& g = *r.groups;
   if (r.replica < 0 || r.replica >= g.num_replicas())

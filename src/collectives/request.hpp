@@ -47,6 +47,15 @@ DType output_dtype(const Request& request);
 Shape output_shape(const Request& request);
 void validate(const Request& request);
 
+// pmean (ReduceOp::mean, any API) is lowered here, once, as JAX composes it (lax.pmean is psum(x) / the group
+// size): the algorithms, the hierarchical path and the transports see only the sum (reduction_of) and, for a
+// mean, divide the group's sums by its size (kernels::divide_sums) into the mean's output dtype (output_dtype).
+ReduceOp reduction_of(const Request& request);  // the op the layers below run: sum for a mean
+bool divides_by_group(const Request& request);  // a mean: the sums are then divided by the group size
+// The dtype a mean's sums are kept in before the division: psum's (the input's; int32 for booleans), but
+// float32 for 16-bit floats, which psum would round before the division (the mean rounds once, after it).
+DType sum_dtype(const Request& request);
+
 // The fields in which two replicas' requests for the same round differ ("op kind differs, dtype differs"),
 // or an empty string when they agree.
 std::string differences(const Request& a, const Request& b);

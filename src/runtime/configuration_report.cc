@@ -69,6 +69,9 @@ void log_configuration(const RuntimeOptions& given, const Runtime::Impl& rt) {
       source(given.flight_recorder >= 0, "WEFT_FLIGHT_RECORDER", "flight_recorder"));
   add("WEFT_DUMP", o.dump_dir.empty() ? "none" : o.dump_dir, source(!given.dump_dir.empty(), "WEFT_DUMP", "dump_dir"));
   add("WEFT_SCHEDULER", o.scheduler, source(!given.scheduler.empty(), "WEFT_SCHEDULER", "scheduler"));
+  add("WEFT_SPLIT_BYTES", std::to_string(o.split_bytes) + " bytes", source(given.split_bytes >= 0, "WEFT_SPLIT_BYTES", "split_bytes"));
+  add("WEFT_RING_BYTES", std::to_string(o.ring_bytes) + " bytes", source(given.ring_bytes >= 0, "WEFT_RING_BYTES", "ring_bytes"));
+  add("WEFT_VERIFY", o.verify ? "1 (on)" : "0 (off)", source(given.verify >= 0, "WEFT_VERIFY", "verify"));
   // matmul's library: read by the array core itself, from the environment only (arrays compute without a
   // Runtime); weft::matmul_backend() says what it chose.
   add("WEFT_GEMM", env("WEFT_GEMM") ? env("WEFT_GEMM") : "auto", env("WEFT_GEMM") ? "(environment)" : "(default)");

@@ -74,7 +74,10 @@ Execution::Execution(Runtime::Impl& rt, std::string execution_name, Mesh m, std:
       groups(group_cache),
       communicator(participants_of(*this, rt),
                    transport::Deadlines{rt.options.collective_warn_s, rt.options.collective_timeout_s}, rt.job,
-                   rt.stats.collectives) {}
+                   rt.stats.collectives,
+                   collectives::Thresholds{static_cast<std::size_t>(rt.options.split_bytes),
+                                           static_cast<std::size_t>(rt.options.ring_bytes)},
+                   rt.options.verify != 0) {}
 
 std::string Execution::replica_name(int replica) const {
   return "replica " + std::to_string(replica) + " (" + to_string(devices[replica]) + ")";

@@ -9,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include "collectives/algorithms.hpp"
 #include "core/log.hpp"
 #include "runtime/fault.hpp"
 #include "weft/error.hpp"
@@ -33,7 +34,8 @@ double parse_seconds(const char* name, const char* text) {
 
 // A byte count with an optional binary suffix; whole bytes only, and representable: "1e30" or "inf" must not
 // quietly become "unlimited" (0) or wrap.
-std::int64_t parse_bytes(const char* name, const char* text) {
+std::int64_t parse_bytes(const char* name, const char* text, const char* zero = "0 = unlimited",
+                         const char* limit = "a device holds at most 2^63 - 1 bytes") {
   const std::string what = std::string(name) + "=" + text;
   char* end = nullptr;
   const double v = std::strtod(text, &end);
@@ -44,10 +46,10 @@ std::int64_t parse_bytes(const char* name, const char* text) {
   else if (suffix == "M" || suffix == "m" || suffix == "MiB") scale = 1024.0 * 1024;
   else if (suffix == "G" || suffix == "g" || suffix == "GiB") scale = 1024.0 * 1024 * 1024;
   if (end == text || scale == 0 || !std::isfinite(v) || v < 0)
-    throw InvalidArgument(what + " is not a byte count (a number >= 0 with an optional K, M or G suffix; 0 = unlimited)");
+    throw InvalidArgument(what + " is not a byte count (a number >= 0 with an optional K, M or G suffix; " + zero + ")");
   const double bytes = v * scale;
   if (bytes >= 9223372036854775808.0)
-    throw InvalidArgument(what + " is too large: a device holds at most 2^63 - 1 bytes (0 = unlimited)");
+    throw InvalidArgument(what + " is too large: " + limit + " (" + zero + ")");
   if (bytes != std::floor(bytes)) throw InvalidArgument(what + " is not a whole number of bytes");
   return static_cast<std::int64_t>(bytes);
 }
@@ -206,6 +208,30 @@ void resolve_scheduler(RuntimeOptions& o) {
                           "one thread per core)");
 }
 
+// A size at which the collectives change algorithm (collectives::Thresholds): the field, else the variable,
+// else the default. 0 is allowed: every buffer takes the larger buffers' algorithm.
+void resolve_threshold(std::int64_t& field, const char* name, const char* variable, std::size_t fallback) {
+  if (field < -1)
+    throw InvalidArgument(std::string("RuntimeOptions::") + name + " = " + std::to_string(field) +
+                          " is not a byte count >= 0 (-1 takes " + variable + ")");
+  if (field < 0)
+    field = env(variable) ? parse_bytes(variable, env(variable), "0 = every buffer", "at most 2^63 - 1 bytes")
+                          : static_cast<std::int64_t>(fallback);
+}
+
+// The collectives' algorithm sizes and the cross-process agreement (collectives::verified).
+void resolve_collective_paths(RuntimeOptions& o) {
+  resolve_threshold(o.split_bytes, "split_bytes", "WEFT_SPLIT_BYTES", collectives::Thresholds::kDefaultSplitBytes);
+  resolve_threshold(o.ring_bytes, "ring_bytes", "WEFT_RING_BYTES", collectives::Thresholds::kDefaultRingBytes);
+  if (o.verify < -1 || o.verify > 1)
+    throw InvalidArgument("RuntimeOptions::verify = " + std::to_string(o.verify) +
+                          " is not 0 (off) or 1 (on) (-1 takes WEFT_VERIFY)");
+  if (o.verify < 0)
+    o.verify = env("WEFT_VERIFY") ? static_cast<int>(parse_count("WEFT_VERIFY", env("WEFT_VERIFY"), 0, 1,
+                                                                 "0 (off) or 1 (on: processes agree on each collective)"))
+                                  : 1;
+}
+
 }  // namespace
 
 RuntimeOptions RuntimeOptions::resolved() const {
@@ -219,6 +245,7 @@ RuntimeOptions RuntimeOptions::resolved() const {
   detail::FaultPlan::parse(o.fault);
   resolve_flight_recorder(o, *this);
   resolve_scheduler(o);
+  resolve_collective_paths(o);
   check_launcher_environment();
   return o;
 }

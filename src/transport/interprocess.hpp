@@ -25,6 +25,11 @@
 
 namespace weft::transport {
 
+// The element-wise reductions a transport may run: sum, prod, max and min (never a mean: see can_reduce).
+inline bool is_elementwise(ReduceOp op) {
+  return op == ReduceOp::sum || op == ReduceOp::prod || op == ReduceOp::max || op == ReduceOp::min;
+}
+
 struct PollContext {
   // A constructor rather than an aggregate: callers that set only the first fields stay warning-free.
   PollContext(double timeout = 300, std::function<bool()> aborted_fn = {}, std::function<std::string()> what_fn = {},
@@ -62,7 +67,9 @@ class Interprocess {
   virtual std::string host() const = 0;
 
   // Collective over `procs` (sorted process indices including rank()); communicators are cached per set.
-  // True when this dtype/op pair reduces natively (else callers gather and reduce themselves).
+  // True when this dtype/op pair reduces natively (else callers gather and reduce themselves). The ops are
+  // element-wise (sum, prod, max, min): a mean is lowered above, to a sum and a division
+  // (collectives/request.hpp), and no transport reduces one.
   virtual bool can_reduce(DType dtype, ReduceOp op) const = 0;
   virtual void allreduce(const std::vector<int>& procs, void* data, std::int64_t count, DType dtype, ReduceOp op,
                          const PollContext& poll) = 0;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -858,9 +859,12 @@ TEST(CollectiveSweep, EveryOpAndDtype) {
   Sweep(rt, [&] { return cases[i++ % cases.size()]; }, static_cast<int>(cases.size()));
 }
 
-// Results of 256 KiB and more are computed by all members of a group together (the split-work path).
-TEST(CollectiveSweep, AboveTheSplitThreshold) {
-  Runtime rt({.device_count = kReplicas, .collective_warn_s = 60, .collective_timeout_s = 120});
+// Cases whose results reach the split threshold, so all members of a group compute them together (the
+// split-work path). Sizes are the default threshold's (256 KiB and more) divided by `scale_down`: 256 gives
+// 1.5 KiB results, for a runtime whose split threshold is 1 KiB (WEFT_SPLIT_BYTES). Odd lengths, so the
+// members' shares are uneven.
+std::vector<Case> SplitCases(std::int64_t scale_down) {
+  auto odd = [scale_down](std::int64_t n) { return (n / scale_down) | 1; };
   auto named = [](Op op, DType dt, std::vector<MeshAxis> mesh, Names axes, Shape shape) {
     Case c;
     c.mesh = std::move(mesh);
@@ -875,30 +879,30 @@ TEST(CollectiveSweep, AboveTheSplitThreshold) {
   const std::vector<MeshAxis> m8 = {{"x", 8}}, m24 = {{"x", 2}, {"y", 4}}, m42 = {{"x", 4}, {"y", 2}},
                               m222 = {{"x", 2}, {"y", 2}, {"z", 2}};
   std::vector<Case> cases;
-  cases.push_back(named(Op::psum, DType::f32, m8, {"x"}, {100003}));
-  cases.push_back(named(Op::pmean, DType::bf16, m24, {"y"}, {200003}));
-  cases.push_back(named(Op::psum, DType::i8, m42, {"y", "x"}, {400009}));
-  cases.push_back(named(Op::pmax, DType::f64, m222, {"z"}, {50021}));
-  cases.push_back(named(Op::psum, DType::boolean, m8, {"x"}, {100003}));
-  Case gather = named(Op::all_gather, DType::f32, m8, {"x"}, {12503});
+  cases.push_back(named(Op::psum, DType::f32, m8, {"x"}, {odd(100003)}));
+  cases.push_back(named(Op::pmean, DType::bf16, m24, {"y"}, {odd(200003)}));
+  cases.push_back(named(Op::psum, DType::i8, m42, {"y", "x"}, {odd(400009)}));
+  cases.push_back(named(Op::pmax, DType::f64, m222, {"z"}, {odd(50021)}));
+  cases.push_back(named(Op::psum, DType::boolean, m8, {"x"}, {odd(100003)}));
+  Case gather = named(Op::all_gather, DType::f32, m8, {"x"}, {odd(12503)});
   gather.tiled = true;
   cases.push_back(gather);
-  Case gather2 = named(Op::all_gather, DType::i32, m24, {"x", "y"}, {3, 4201});
+  Case gather2 = named(Op::all_gather, DType::i32, m24, {"x", "y"}, {3, odd(4201)});
   gather2.axis = 2;  // untiled, gathered dimension last
   cases.push_back(gather2);
-  Case scatter = named(Op::psum_scatter, DType::i32, m8, {"x"}, {8 * 12503});
+  Case scatter = named(Op::psum_scatter, DType::i32, m8, {"x"}, {8 * odd(12503)});
   scatter.tiled = true;
   cases.push_back(scatter);
-  Case scatter2 = named(Op::psum_scatter, DType::f32, m42, {"x"}, {25007, 4});
+  Case scatter2 = named(Op::psum_scatter, DType::f32, m42, {"x"}, {odd(25007), 4});
   scatter2.axis = 1;
   cases.push_back(scatter2);
-  Case a2a = named(Op::all_to_all, DType::f32, m8, {"x"}, {8, 12503});
+  Case a2a = named(Op::all_to_all, DType::f32, m8, {"x"}, {8, odd(12503)});
   a2a.concat_axis = 1;
   cases.push_back(a2a);
-  Case a2a_tiled = named(Op::all_to_all, DType::f32, m8, {"x"}, {8 * 12503});
+  Case a2a_tiled = named(Op::all_to_all, DType::f32, m8, {"x"}, {8 * odd(12503)});
   a2a_tiled.tiled = true;
   cases.push_back(a2a_tiled);
-  Case shift = named(Op::ppermute, DType::f32, m8, {"x"}, {100003});
+  Case shift = named(Op::ppermute, DType::f32, m8, {"x"}, {odd(100003)});
   for (int i = 0; i < 8; ++i) shift.perm.emplace_back(i, (i + 1) % 8);
   cases.push_back(shift);
   Case uneven;
@@ -906,7 +910,7 @@ TEST(CollectiveSweep, AboveTheSplitThreshold) {
   uneven.op = Op::g_all_reduce;
   uneven.reduce = ReduceOp::max;
   uneven.dtype = DType::u8;
-  uneven.shape = {400009};
+  uneven.shape = {odd(400009)};
   uneven.ref_groups = {{0, 5, 2}, {7, 1, 3, 4, 6}};
   uneven.groups = ReplicaGroups::from_lists(kReplicas, uneven.ref_groups, true);
   cases.push_back(uneven);
@@ -915,13 +919,35 @@ TEST(CollectiveSweep, AboveTheSplitThreshold) {
   rs.op = Op::g_reduce_scatter;
   rs.reduce = ReduceOp::prod;
   rs.dtype = DType::f16;
-  rs.shape = {4, 50021};
+  rs.shape = {4, odd(50021)};
   rs.ref_groups = StridedGroups(2, 4);
   rs.groups = ReplicaGroups::strided(kReplicas, 2, 4);
   cases.push_back(rs);
+  return cases;
+}
+
+// Results of 256 KiB and more are computed by all members of a group together (the split-work path).
+TEST(CollectiveSweep, AboveTheSplitThreshold) {
+  Runtime rt({.device_count = kReplicas, .collective_warn_s = 60, .collective_timeout_s = 120});
+  const std::vector<Case> cases = SplitCases(1);
   std::size_t i = 0;
   // Sweep re-runs case 0 and 8 to compare bitwise across runs.
   Sweep(rt, [&] { return cases[i++]; }, static_cast<int>(cases.size()));
+}
+
+// The same path with a split threshold of 1 KiB (WEFT_SPLIT_BYTES): the cases at 1/256 of their size, then
+// random cases, many of which now split too. Says which input sizes ran.
+TEST(CollectiveSweep, AboveASmallSplitThreshold) {
+  Runtime rt({.device_count = kReplicas, .collective_warn_s = 60, .collective_timeout_s = 120, .split_bytes = 1024});
+  const std::vector<Case> cases = SplitCases(256);
+  std::string sizes;
+  for (const Case& c : cases) sizes += (sizes.empty() ? "" : ", ") + std::to_string(num_elements(c.shape) * dtype_size(c.dtype));
+  std::cout << "[ split threshold 1024 bytes ] split path cases with input sizes " << sizes << " bytes\n";
+  RecordProperty("split_input_sizes", sizes);
+  std::size_t i = 0;
+  Sweep(rt, [&] { return cases[i++]; }, static_cast<int>(cases.size()));
+  Generator gen(1024);
+  Sweep(rt, [&] { return gen.Named(); }, 160);
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "collectives/host_exchange.hpp"
 #include "transport/inproc/inproc_interprocess.hpp"
 #include "../support/errors.hpp"
+#include "../support/hierarchical_cases.hpp"
 #include "weft/error.hpp"
 
 namespace weft::collectives {
@@ -71,43 +73,65 @@ std::vector<float> input_of(int i, int round, std::int64_t n) {
   return v;
 }
 
+// Runs `rounds` all-reduces of n floats on the kN participants of `comm`, alternating between every
+// participant and pairs {0, 2}, {1, 3}, and checks each result against the naive sum of its group's inputs.
+void ExpectAllReduceRounds(Communicator& comm, int kN, int rounds, std::int64_t n) {
+  auto everyone = std::make_shared<const ReplicaGroups>(ReplicaGroups::all(kN));
+  auto pairs = std::make_shared<const ReplicaGroups>(ReplicaGroups::strided(kN, 2, 2));  // {0, 2}, {1, 3}
+  std::vector<std::string> wrong(kN);
+  const auto errors = on_threads(kN, [&](int i) {
+    for (int round = 0; round < rounds; ++round) {
+      const auto& groups = round % 2 ? pairs : everyone;
+      const Array x = Array::from_vector(input_of(i, round, n), {n});
+      Request req = all_reduce(x, groups);
+      const Array out = comm.run(i, req);
+      std::vector<float> expected(static_cast<std::size_t>(n), 0.0f);
+      for (int m : groups->members(groups->group_of(i))) {
+        const std::vector<float> theirs = input_of(m, round, n);
+        for (std::int64_t k = 0; k < n; ++k) expected[k] += theirs[k];
+      }
+      for (std::int64_t k = 0; k < n && wrong[i].empty(); ++k)
+        if (out.data<float>()[k] != expected[k])
+          wrong[i] = "round " + std::to_string(round) + " [" + std::to_string(k) + "]: got " +
+                     std::to_string(out.data<float>()[k]) + ", expected " + std::to_string(expected[k]);
+    }
+  });
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_EQ(errors[i], "") << "participant " << i;
+    EXPECT_EQ(wrong[i], "") << "participant " << i << ", " << n << " elements";
+  }
+}
+
 TEST(Communicator, RunsRoundsOfAllReduceOverGroupsOnItsOwn) {
   constexpr int kN = 4, kRounds = 12;
   RoundCounters counters;
   Communicator comm(local_participants(kN), transport::Deadlines{0, 30}, nullptr, counters);
-  auto everyone = std::make_shared<const ReplicaGroups>(ReplicaGroups::all(kN));
-  auto pairs = std::make_shared<const ReplicaGroups>(ReplicaGroups::strided(kN, 2, 2));  // {0, 2}, {1, 3}
   // Small (done by the last arriver) and large (work split among the members, then a second barrier).
   // 5 elements; and 64K + 16 (just over 256 KiB of result, the smallest split plan: quick under TSan too).
-  for (std::int64_t n : {std::int64_t{5}, (std::int64_t{1} << 16) + 16}) {
-    std::vector<std::string> wrong(kN);
-    const auto errors = on_threads(kN, [&](int i) {
-      for (int round = 0; round < kRounds; ++round) {
-        const auto& groups = round % 2 ? pairs : everyone;
-        const Array x = Array::from_vector(input_of(i, round, n), {n});
-        Request req = all_reduce(x, groups);
-        const Array out = comm.run(i, req);
-        std::vector<float> expected_all(static_cast<std::size_t>(n), 0.0f);
-        for (int m : groups->members(groups->group_of(i))) {
-          const std::vector<float> theirs = input_of(m, round, n);
-          for (std::int64_t k = 0; k < n; ++k) expected_all[k] += theirs[k];
-        }
-        for (std::int64_t k = 0; k < n; ++k) {
-          const float expected = expected_all[k];
-          if (out.data<float>()[k] != expected && wrong[i].empty())
-            wrong[i] = "round " + std::to_string(round) + " [" + std::to_string(k) + "]: got " +
-                       std::to_string(out.data<float>()[k]) + ", expected " + std::to_string(expected);
-        }
-      }
-    });
-    for (int i = 0; i < kN; ++i) {
-      EXPECT_EQ(errors[i], "") << "participant " << i;
-      EXPECT_EQ(wrong[i], "") << "participant " << i << ", " << n << " elements";
-    }
-  }
+  for (std::int64_t n : {std::int64_t{5}, (std::int64_t{1} << 16) + 16}) ExpectAllReduceRounds(comm, kN, kRounds, n);
   EXPECT_EQ(counters.rounds.load(), 2u * kRounds);
   EXPECT_EQ(comm.completed_rounds(0), 2u * kRounds);
   ExpectContains(comm.position_of(3), {"after its collective #23: all_reduce at "});
+}
+
+// With a small split threshold (WEFT_SPLIT_BYTES=1K) the split-work path runs on small buffers: every round
+// at or above it splits (the counter proves it), every round below it does not, and all match naive sums.
+TEST(Communicator, ASmallSplitThresholdSplitsTheWorkOnSmallBuffers) {
+  constexpr int kN = 4, kRounds = 6;
+  RoundCounters counters;
+  Communicator comm(local_participants(kN), transport::Deadlines{0, 30}, nullptr, counters,
+                    Thresholds{1024, 8 * 1024});
+  std::string ran;
+  // 255 floats stay below 1 KiB; 256 reach it; 1001 split into uneven shares (one per member).
+  for (std::int64_t n : {std::int64_t{255}, std::int64_t{256}, std::int64_t{1001}}) {
+    const std::uint64_t split_before = counters.split_rounds.load();
+    ExpectAllReduceRounds(comm, kN, kRounds, n);
+    const std::uint64_t split = counters.split_rounds.load() - split_before;
+    EXPECT_EQ(split, n * 4 >= 1024 ? std::uint64_t{kRounds} : 0u) << n << " elements";
+    if (split) ran += (ran.empty() ? "" : ", ") + std::to_string(n * 4);
+  }
+  std::cout << "[ split threshold 1024 bytes ] split path ran for sizes " << ran << " bytes\n";
+  RecordProperty("split_sizes", ran);
 }
 
 TEST(Communicator, AMismatchIsRaisedWhereTheRequestsAreComparedNamingBothSides) {
@@ -186,26 +210,36 @@ TEST(Communicator, AnAbortEndsThePendingWaitsWithItsCause) {
 
 // Replicas 2p and 2p+1 live in simulated process p (transport/inproc): a communicator per process, its
 // participants that process's replicas, and the rounds cross the transport (the hierarchical path).
+// Each endpoint is wrapped in a CountingInterprocess (tests/support), so a test can see the agreement calls.
 struct TwoPerProcess {
-  explicit TwoPerProcess(int processes) : job(processes) {
+  explicit TwoPerProcess(int processes, bool verify = true) : job(processes) {
     const int n = 2 * processes;
     for (int p = 0; p < processes; ++p) {
       Participants parts = local_participants(n);
       parts.execution_name = "communicator test";
       parts.local_replicas = {2 * p, 2 * p + 1};
       for (int r = 0; r < n; ++r) parts.process_of[r] = r / 2;
-      comms.push_back(std::make_unique<Communicator>(parts, transport::Deadlines{0, 30}, &job.endpoint(p), counters));
+      counted.push_back(std::make_unique<testing::CountingInterprocess>(job.endpoint(p)));
+      comms.push_back(std::make_unique<Communicator>(parts, transport::Deadlines{0, 30}, counted.back().get(), counters,
+                                                     Thresholds{}, verify));
     }
   }
   Communicator& of(int replica) { return *comms[replica / 2]; }
   transport::InprocJob job;
   RoundCounters counters;
+  std::vector<std::unique_ptr<testing::CountingInterprocess>> counted;
   std::vector<std::unique_ptr<Communicator>> comms;
 };
 
-TEST(Communicator, ACommunicatorPerProcessRunsRoundsAcrossTheTransport) {
+// With verification on (the default, WEFT_VERIFY=1) every round first agrees across the processes; off, the
+// rounds move data without that all-reduce, with the same results.
+class CommunicatorAcrossProcesses : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Verify, CommunicatorAcrossProcesses, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "on" : "off"; });
+
+TEST_P(CommunicatorAcrossProcesses, ACommunicatorPerProcessRunsRoundsAcrossTheTransport) {
   constexpr int kProcesses = 2, kN = 4, kRounds = 6;
-  TwoPerProcess job(kProcesses);
+  TwoPerProcess job(kProcesses, GetParam());
   EXPECT_TRUE(job.of(0).spans_processes());
   auto everyone = std::make_shared<const ReplicaGroups>(ReplicaGroups::all(kN));
   auto across = std::make_shared<const ReplicaGroups>(ReplicaGroups::strided(kN, 1, 2));  // {0,1}, {2,3}: local
@@ -232,6 +266,7 @@ TEST(Communicator, ACommunicatorPerProcessRunsRoundsAcrossTheTransport) {
     EXPECT_EQ(wrong[r], "") << "replica " << r;
   }
   EXPECT_EQ(job.counters.rounds.load(), static_cast<std::uint64_t>(kProcesses * kRounds));  // per process
+  for (const auto& endpoint : job.counted) EXPECT_EQ(endpoint->agreements, GetParam() ? kRounds : 0);
 }
 
 TEST(Communicator, ProcessesThatDisagreeFailBeforeDataMovesNamingBothCalls) {

@@ -11,6 +11,9 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <iostream>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "../support/errors.hpp"
@@ -48,6 +51,9 @@ PollContext PollFor(const HierarchicalCase& c, const CaseData& d, double timeout
                      "last completed seq=6");
 }
 
+// Processes that went around the ring, over every case run so far (RunCase).
+std::atomic<int> rings{0};
+
 // Runs case c on every process of `job` as round `round`; each replica's output goes to outputs[r], every
 // process's errors and wrong results to failures[p].
 void RunCase(const HierarchicalCase& c, const CaseData& d, InprocJob& job, std::uint64_t round,
@@ -56,8 +62,10 @@ void RunCase(const HierarchicalCase& c, const CaseData& d, InprocJob& job, std::
     const int p = endpoint.rank();
     try {
       CountingInterprocess counted(endpoint, share_memory);
-      std::vector<Array> mine = RunOnProcess(c, d, counted, round, PollFor(c, d, 60));
-      const std::string path = CheckPath(c, d, p, counted);
+      bool ring_ran = false;
+      std::vector<Array> mine = RunOnProcess(c, d, counted, round, PollFor(c, d, 60), &ring_ran);
+      if (ring_ran) ++rings;
+      const std::string path = CheckPath(c, d, p, counted, ring_ran);
       if (!path.empty()) failures[static_cast<std::size_t>(p)] += path + "\n";
       References references(c, d);
       for (int r = 0; r < d.num_replicas; ++r) {
@@ -131,6 +139,31 @@ std::vector<HierarchicalCase> PairCases() {
 }
 INSTANTIATE_TEST_SUITE_P(Table, PairWithoutSharedMemory, ::testing::ValuesIn(PairCases()),
                          [](const ::testing::TestParamInfo<HierarchicalCase>& info) { return CaseName(info.param); });
+
+// With small thresholds (WEFT_SPLIT_BYTES=1K, WEFT_RING_BYTES=8K) every path runs on buffers of a few KiB,
+// in every build: the ring must actually have run, and the test says at which sizes each path ran.
+TEST(HierarchicalInproc, SmallThresholdsRunThePairExchangeAndTheRingOnSmallBuffers) {
+  std::map<std::string, std::set<std::size_t>> sizes_of_path;
+  const int rings_before = rings.load();
+  for (const HierarchicalCase& c : SmallThresholdCases()) {
+    CheckCase(c, true);
+    if (c.path == "pair") CheckCase(c, false);
+    sizes_of_path[c.path].insert(static_cast<std::size_t>(num_elements(c.shape)) * dtype_size(c.dtype));
+  }
+  const int ring_processes = rings.load() - rings_before;
+  std::string report;
+  for (const auto& [path, sizes] : sizes_of_path) {
+    std::string list;
+    for (std::size_t bytes : sizes) list += (list.empty() ? "" : ", ") + std::to_string(bytes);
+    report += path + " path ran for sizes " + list + " bytes; ";
+    RecordProperty(path + "_sizes", list);
+  }
+  std::cout << "[ small thresholds: split " << kSmallThresholds.split_bytes << ", ring " << kSmallThresholds.ring_bytes
+            << " bytes ] " << report << "the ring ran on " << ring_processes << " processes\n";
+  RecordProperty("ring_processes", ring_processes);
+  EXPECT_GT(ring_processes, 0) << "the ring path did not run";
+  EXPECT_EQ(sizes_of_path.count("pair"), 1u);
+}
 
 // A job runs many collectives in a row: operations keep matching by their order on each process set,
 // across sets (groups spanning different processes) and paths.

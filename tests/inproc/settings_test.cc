@@ -31,7 +31,8 @@ using namespace weft::testing;
 struct CleanEnvironment {
   ScopedEnv a{"WEFT_DEVICE_COUNT", nullptr}, b{"WEFT_DEVICE_MEMORY", nullptr}, c{"WEFT_COLLECTIVE_WARN", nullptr},
       d{"WEFT_COLLECTIVE_TIMEOUT", nullptr}, e{"WEFT_LOG", nullptr}, f{"WEFT_TRACE", nullptr},
-      g{"WEFT_TRACE_EVENTS", nullptr}, h{"WEFT_NUM_INSTANCES", nullptr}, i{"WEFT_NUM_REPLICAS", nullptr};
+      g{"WEFT_TRACE_EVENTS", nullptr}, h{"WEFT_NUM_INSTANCES", nullptr}, i{"WEFT_NUM_REPLICAS", nullptr},
+      j{"WEFT_SPLIT_BYTES", nullptr}, k{"WEFT_RING_BYTES", nullptr}, l{"WEFT_VERIFY", nullptr};
 };
 
 Outcome MakeRuntime(RuntimeOptions options) {
@@ -70,6 +71,13 @@ TEST(Settings, EveryBadEnvironmentValueIsRejectedNamingTheVariable) {
       {"WEFT_NUM_INSTANCES", "0", {"number of instances"}},
       {"WEFT_NUM_INSTANCES", "2.5", {"number of instances"}},
       {"WEFT_NUM_REPLICAS", "many", {"number of replicas"}},
+      {"WEFT_SPLIT_BYTES", "big", {"byte count", "0 = every buffer"}},
+      {"WEFT_SPLIT_BYTES", "-1", {"byte count"}},
+      {"WEFT_SPLIT_BYTES", "0.5", {"whole number of bytes"}},
+      {"WEFT_RING_BYTES", "1e30", {"at most 2^63 - 1 bytes"}},
+      {"WEFT_RING_BYTES", "4X", {"byte count"}},
+      {"WEFT_VERIFY", "yes", {"0 (off) or 1 (on"}},
+      {"WEFT_VERIFY", "2", {"0 (off) or 1 (on"}},
   };
   for (const BadValue& c : cases) {
     SCOPED_TRACE(std::string(c.variable) + "=" + c.value);
@@ -92,6 +100,9 @@ TEST(Settings, EveryBadOptionIsRejectedNamingTheField) {
       {{.device_count = 2, .collective_timeout_s = inf}, "RuntimeOptions::collective_timeout_s = inf"},
       {{.device_count = 2, .collective_warn_s = nan}, "RuntimeOptions::collective_warn_s = nan"},
       {{.device_count = 2, .log_level = "loud"}, "loud"},
+      {{.device_count = 2, .split_bytes = -2}, "RuntimeOptions::split_bytes = -2 is not a byte count"},
+      {{.device_count = 2, .ring_bytes = -5}, "RuntimeOptions::ring_bytes = -5 is not a byte count"},
+      {{.device_count = 2, .verify = 3}, "RuntimeOptions::verify = 3 is not 0 (off) or 1 (on)"},
   };
   for (const auto& [options, expected] : cases) {
     SCOPED_TRACE(expected);
@@ -114,6 +125,26 @@ TEST(Settings, GoodValuesAreReadExactly) {
     ScopedEnv set("WEFT_DEVICE_MEMORY", m.value);
     Runtime rt({.device_count = 1});
     EXPECT_EQ(rt.options().device_memory, m.bytes);
+  }
+  {
+    Runtime rt({.device_count = 1});
+    EXPECT_EQ(rt.options().split_bytes, 256 << 10);  // the defaults
+    EXPECT_EQ(rt.options().ring_bytes, 4 << 20);
+    EXPECT_EQ(rt.options().verify, 1);
+  }
+  {
+    ScopedEnv off("WEFT_VERIFY", "0");
+    Runtime rt({.device_count = 1});
+    EXPECT_EQ(rt.options().verify, 0);
+  }
+  {
+    ScopedEnv split("WEFT_SPLIT_BYTES", "1K"), ring("WEFT_RING_BYTES", "8KiB");
+    Runtime rt({.device_count = 1});
+    EXPECT_EQ(rt.options().split_bytes, 1024);
+    EXPECT_EQ(rt.options().ring_bytes, 8192);
+    Runtime fields({.device_count = 1, .split_bytes = 0, .ring_bytes = 100});  // a field wins over the variable
+    EXPECT_EQ(fields.options().split_bytes, 0);
+    EXPECT_EQ(fields.options().ring_bytes, 100);
   }
   ScopedEnv instances("WEFT_NUM_INSTANCES", "1");
   ScopedEnv count("WEFT_DEVICE_COUNT", "3");

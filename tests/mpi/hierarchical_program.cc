@@ -40,8 +40,9 @@ int main() {
     try {
       CountingInterprocess counted(*job, share_memory);
       const transport::PollContext poll(60, {}, [&name] { return name; });
-      const std::vector<Array> outputs = RunOnProcess(c, d, counted, round++, poll);
-      failures += CheckPath(c, d, me, counted);
+      bool ring_ran = false;
+      const std::vector<Array> outputs = RunOnProcess(c, d, counted, round++, poll, &ring_ran);
+      failures += CheckPath(c, d, me, counted, ring_ran);
       // (This program runs its instances on one host: there the pair exchange must share memory.)
       if (share_memory && c.path == "pair" && counted.shared == 0 && counted.sendrecvs > 0)
         failures += name + ": process " + std::to_string(me) + " copied the partials instead of sharing memory";

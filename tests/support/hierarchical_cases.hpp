@@ -53,7 +53,13 @@ struct HierarchicalCase {
   // Left out of the sanitizer builds, which run 5-10x slower: a 4 MiB ring is seconds there, and the ring
   // cases kept (three processes, two) exercise the same code for the race and memory checks.
   bool heavy = false;
+  // Where the algorithms change (WEFT_SPLIT_BYTES, WEFT_RING_BYTES): the small-threshold cases take the pair
+  // exchange and the ring on buffers of a few KiB, so every path runs quickly, under the sanitizers too.
+  collectives::Thresholds sizes{};
 };
+
+// The thresholds of the small-threshold cases: split (and pair) from 1 KiB, the ring from 8 KiB.
+inline constexpr collectives::Thresholds kSmallThresholds{1024, 8 * 1024};
 
 inline const char* LayoutName(GroupLayout layout) {
   switch (layout) {
@@ -77,13 +83,51 @@ inline std::string CaseName(const HierarchicalCase& c) {
   if (c.tiled) name << "_tiled";
   if (c.noisy) name << "_noisy";
   if (!c.path.empty()) name << "_" << c.path;
+  if (c.sizes.split_bytes != collectives::Thresholds::kDefaultSplitBytes ||
+      c.sizes.ring_bytes != collectives::Thresholds::kDefaultRingBytes)
+    name << "_split" << c.sizes.split_bytes << "_ring" << c.sizes.ring_bytes;
   return name.str();
 }
 
+// The pair exchange and the ring again, with kSmallThresholds: the same paths on buffers of 1.5 and 8.25
+// KiB (segments of unequal length for 3 processes), cheap enough for every build.
+inline std::vector<HierarchicalCase> SmallThresholdCases() {
+  using collectives::Kind;
+  const Kind ar = Kind::all_reduce;
+  const Shape tiny = {4, 12};       // 192 bytes of float32: below the split, the transport's allreduce
+  const Shape mid = {16, 24};       // 1.5 KiB of float32: the pair exchange between two processes
+  const Shape ring = {33, 64};      // 8 KiB + 256 bytes of float32
+  const Shape ring_f64 = {17, 64};  // 8 KiB + 512 bytes of float64
+  std::vector<HierarchicalCase> cases;
+  auto add = [&](std::vector<int> split, Kind kind, ReduceOp op, DType dtype, Shape shape, GroupLayout layout,
+                 bool noisy, std::string path) {
+    HierarchicalCase c{std::move(split), kind, op, dtype, std::move(shape), layout, noisy, false, std::move(path)};
+    c.sizes = kSmallThresholds;
+    cases.push_back(std::move(c));
+  };
+  add({1, 2, 1}, ar, ReduceOp::sum, DType::f32, tiny, GroupLayout::all, false, "transport");
+  for (const auto& split : std::vector<std::vector<int>>{{2, 2}, {1, 3}}) {
+    add(split, ar, ReduceOp::sum, DType::f32, mid, GroupLayout::all, false, "pair");
+    add(split, ar, ReduceOp::sum, DType::f32, mid, GroupLayout::all, true, "pair");
+  }
+  add({1, 2, 1}, ar, ReduceOp::sum, DType::f32, mid, GroupLayout::all, false, "transport");
+  add({1, 2, 1}, ar, ReduceOp::sum, DType::f32, mid, GroupLayout::strided, false, "pair");
+  add({1, 3}, ar, ReduceOp::mean, DType::i32, mid, GroupLayout::all, false, "gather");
+  add({1, 3}, ar, ReduceOp::sum, DType::f32, ring, GroupLayout::all, false, "ring");
+  add({2, 2}, ar, ReduceOp::sum, DType::f32, ring, GroupLayout::reversed, true, "ring");
+  add({1, 2, 1}, ar, ReduceOp::sum, DType::f32, ring, GroupLayout::all, true, "ring");
+  add({1, 1, 1, 1}, ar, ReduceOp::sum, DType::i32, ring, GroupLayout::all, false, "ring");
+  add({2, 2}, ar, ReduceOp::mean, DType::f64, ring_f64, GroupLayout::all, false, "ring");
+  add({1, 2, 1}, ar, ReduceOp::max, DType::i32, ring, GroupLayout::strided, false, "ring");
+  add({2, 1, 2, 1}, ar, ReduceOp::sum, DType::f64, ring_f64, GroupLayout::blocks, false, "ring");
+  return cases;
+}
+
 // The table. Sizes pick the paths of hierarchical.cc: small all-reduces go through the transport's
-// allreduce; 256 KiB to 4 MiB between exactly two processes take the pair exchange (worth_splitting);
-// 4 MiB and more take the ring (kRingBytes); floating max/min and integer means are not reduced by either
-// transport (can_reduce) and take the allgatherv exchange, as every other kind does.
+// allreduce; 256 KiB to 4 MiB between exactly two processes take the pair exchange (Thresholds::split_bytes);
+// 4 MiB and more take the ring (Thresholds::ring_bytes); floating max/min and integer means are not reduced by
+// either transport (can_reduce) and take the allgatherv exchange, as every other kind does. Then the same
+// paths with small thresholds (SmallThresholdCases).
 inline std::vector<HierarchicalCase> HierarchicalCases() {
   using collectives::Kind;
   const std::vector<std::vector<int>> splits = {{2, 2}, {1, 3}, {1, 2, 1}, {2, 2, 2}, {1, 1, 1, 1}, {2, 1, 2, 1}};
@@ -139,6 +183,7 @@ inline std::vector<HierarchicalCase> HierarchicalCases() {
   cases.push_back({{1, 1, 1, 1}, ar, ReduceOp::sum, DType::i32, ring, GroupLayout::all, false, false, "ring", true});
   cases.push_back({{2, 2}, ar, ReduceOp::mean, DType::f64, ring_f64, GroupLayout::all, false, false, "ring"});
   cases.push_back({{1, 2, 1}, ar, ReduceOp::max, DType::i32, ring, GroupLayout::strided, false, false, "ring", true});
+  for (HierarchicalCase& c : SmallThresholdCases()) cases.push_back(std::move(c));
   return cases;
 }
 
@@ -240,11 +285,14 @@ inline collectives::Request MakeRequest(const HierarchicalCase& c, const CaseDat
 }
 
 // Runs case `c` as process job.rank() of a job whose processes hold the replicas c.split says: the round
-// of the hierarchical path exactly as the runtime runs it (plan_across_processes, then each local
+// of the hierarchical path exactly as the runtime runs it by default (verify_across_processes and
+// plan_across_processes, then each local
 // replica's part if the plan splits the work). Returns the outputs at the global indices of this process's
 // replicas (empty arrays elsewhere). Every process of the job calls it with the same case and round.
+// `ring_ran`, when given, says whether the round's all-reduce went around the ring on this process.
 inline std::vector<Array> RunOnProcess(const HierarchicalCase& c, const CaseData& d, transport::Interprocess& job,
-                                       std::uint64_t round, const transport::PollContext& poll) {
+                                       std::uint64_t round, const transport::PollContext& poll,
+                                       bool* ring_ran = nullptr) {
   const int me = job.rank();
   std::vector<collectives::Request> storage;
   storage.reserve(static_cast<std::size_t>(d.num_replicas));
@@ -258,8 +306,10 @@ inline std::vector<Array> RunOnProcess(const HierarchicalCase& c, const CaseData
   std::vector<int> processes(c.split.size());
   std::iota(processes.begin(), processes.end(), 0);
   auto account_of = [](int) { return std::shared_ptr<MemoryAccount>(); };
+  collectives::verify_across_processes(requests, job, processes, poll, round);  // on by default (WEFT_VERIFY)
   std::shared_ptr<collectives::Plan> plan =
-      collectives::plan_across_processes(requests, d.process_of, job, processes, account_of, poll, round);
+      collectives::plan_across_processes(requests, d.process_of, job, account_of, poll, c.sizes);
+  if (ring_ran) *ring_ran = plan->ring;
   std::vector<Array> out(static_cast<std::size_t>(d.num_replicas));
   for (int r = 0; r < d.num_replicas; ++r)
     if (requests[static_cast<std::size_t>(r)] && plan->split_work) collectives::execute_part(*plan, r);
@@ -318,8 +368,10 @@ class CountingInterprocess final : public transport::Interprocess {
 };
 
 // "" when the calls this process made fit the path the case is for, else what does not. A process in no
-// group spanning processes moves no data; the others must have used exactly the path's calls.
-inline std::string CheckPath(const HierarchicalCase& c, const CaseData& d, int process, const CountingInterprocess& calls) {
+// group spanning processes moves no data; the others must have used exactly the path's calls, and gone
+// around the ring (RunOnProcess's `ring_ran`) exactly when the case is for the ring.
+inline std::string CheckPath(const HierarchicalCase& c, const CaseData& d, int process, const CountingInterprocess& calls,
+                             bool ring_ran) {
   int spanning = 0;  // groups of this process's replicas that span processes
   for (const auto& members : d.groups->groups()) {
     bool mine = false, others = false;
@@ -335,13 +387,13 @@ inline std::string CheckPath(const HierarchicalCase& c, const CaseData& d, int p
   // The pair exchange is one message each way per group (two, both empty, through shared memory); the ring
   // has 2 (P - 1) steps.
   const int pair_messages = calls.shared > 0 ? 2 * spanning : spanning;
-  if (ok && !(c.path == "pair" && (calls.sendrecvs != pair_messages || (calls.shared > 0 && calls.shared != spanning))) &&
+  if (ok && ring_ran == (spans && c.path == "ring") && !(c.path == "pair" && (calls.sendrecvs != pair_messages || (calls.shared > 0 && calls.shared != spanning))) &&
       calls.agreements == 1)
     return "";
   return CaseName(c) + ": process " + std::to_string(process) + " took another path than \"" + c.path + "\": " +
          std::to_string(calls.agreements) + " agree, " + std::to_string(calls.allreduces) + " allreduce, " +
          std::to_string(calls.sendrecvs) + " sendrecv, " + std::to_string(calls.allgathervs) + " allgatherv, " +
-         std::to_string(calls.shared) + " shared_regions calls";
+         std::to_string(calls.shared) + " shared_regions calls" + (ring_ran ? ", went around the ring" : "");
 }
 
 // What replica r must get: dtype, shape and values (as doubles), and per element the tolerance (empty:

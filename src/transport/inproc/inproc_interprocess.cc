@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "array/member_reductions.hpp"
 #include "transport/reports.hpp"
 #include "transport/wait_queue.hpp"
 #include "weft/error.hpp"
@@ -39,37 +40,6 @@ struct Meeting {
   int count = 0;
   int readers_left = 0;
 };
-
-// acc[i] = acc[i] (op) in[i]. Integer sums and products wrap (computed unsigned: no undefined behaviour),
-// as MPI's do. Our own simple loop rather than collectives::reduce_inputs, which lives in the layer above.
-template <class T>
-void combine(ReduceOp op, std::byte* acc, const std::byte* in, std::int64_t n) {
-  auto apply = [&](auto f) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      T a, b;
-      std::memcpy(&a, acc + i * sizeof(T), sizeof(T));
-      std::memcpy(&b, in + i * sizeof(T), sizeof(T));
-      const T r = f(a, b);
-      std::memcpy(acc + i * sizeof(T), &r, sizeof(T));
-    }
-  };
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case ReduceOp::sum: return apply([](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); });
-      case ReduceOp::prod: return apply([](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); });
-      case ReduceOp::max: return apply([](T a, T b) { return std::max(a, b); });
-      case ReduceOp::min: return apply([](T a, T b) { return std::min(a, b); });
-      case ReduceOp::mean: break;
-    }
-  } else {
-    switch (op) {
-      case ReduceOp::sum: return apply([](T a, T b) { return a + b; });
-      case ReduceOp::prod: return apply([](T a, T b) { return a * b; });
-      default: break;
-    }
-  }
-}
 
 }  // namespace
 
@@ -107,7 +77,7 @@ class InprocEndpoint final : public Interprocess {
       case DType::i8:
       case DType::u8:
       case DType::i32:
-      case DType::i64: return op != ReduceOp::mean;
+      case DType::i64: return is_elementwise(op);
       default: return false;
     }
   }
@@ -127,19 +97,10 @@ class InprocEndpoint final : public Interprocess {
                               " reduces " + std::to_string(parts[i].size()) + " bytes, this one " +
                               std::to_string(bytes));
     // In process order on every member, so all get bitwise the same result.
-    auto* out = static_cast<std::byte*>(data);
-    if (bytes) std::memcpy(out, parts[0].data(), bytes);
-    for (std::size_t i = 1; i < parts.size(); ++i) {
-      switch (dtype) {
-        case DType::f32: combine<float>(op, out, parts[i].data(), count); break;
-        case DType::f64: combine<double>(op, out, parts[i].data(), count); break;
-        case DType::i8: combine<std::int8_t>(op, out, parts[i].data(), count); break;
-        case DType::u8: combine<std::uint8_t>(op, out, parts[i].data(), count); break;
-        case DType::i32: combine<std::int32_t>(op, out, parts[i].data(), count); break;
-        case DType::i64: combine<std::int64_t>(op, out, parts[i].data(), count); break;
-        default: break;  // refused above
-      }
-    }
+    // The collectives' own kernels (array/member_reductions.hpp), as the MPI transport uses MPI's.
+    std::vector<const std::byte*> inputs;
+    for (const std::vector<std::byte>& part : parts) inputs.push_back(part.data());
+    kernels::reduce_in_order(dtype, op, inputs, static_cast<std::byte*>(data), count);
   }
 
   void sendrecv(const std::vector<int>& procs, int to, const void* send, std::size_t send_bytes, int from, void* recv,

@@ -9,7 +9,7 @@
 //    communicator are; point-to-point messages are matched in order per (set, sender, receiver), as MPI's
 //    with one tag are (sends are buffered: a sendrecv never waits for the receiver to post);
 //  - can_reduce answers as the MPI transport does (sum, prod, max, min of f32, f64, i8, u8, i32, i64; no
-//    floating max/min, whose NaN rules differ; never mean), so both transports take the same paths;
+//    floating max/min, whose NaN rules differ), so both transports take the same paths;
 //  - every wait blocks on a transport::WaitQueue (a condition variable on a thread, a suspension on a
 //    fiber), honours the PollContext's deadline (TimeoutError naming the processes that have not arrived),
 //    its abort flag (AbortedError; polled every few milliseconds, nothing notifies it) and its stall warning;

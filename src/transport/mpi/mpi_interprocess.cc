@@ -160,7 +160,7 @@ class MpiInterprocess final : public Interprocess {
     // MPI_MAX / MPI_MIN drop NaNs depending on the operand order; ours propagate them like XLA, so floating
     // max and min take the exchange path and our kernels.
     if (is_floating(dtype) && (op == ReduceOp::max || op == ReduceOp::min)) return false;
-    return datatype(dtype) != MPI_DATATYPE_NULL && op != ReduceOp::mean;
+    return datatype(dtype) != MPI_DATATYPE_NULL && is_elementwise(op);
   }
 
   void allreduce(const std::vector<int>& procs, void* data, std::int64_t count, DType dtype, ReduceOp op,
@@ -305,7 +305,7 @@ class MpiInterprocess final : public Interprocess {
       case ReduceOp::prod: return MPI_PROD;
       case ReduceOp::max: return MPI_MAX;
       case ReduceOp::min: return MPI_MIN;
-      case ReduceOp::mean: break;
+      default: break;
     }
     return MPI_SUM;
   }
