@@ -1,7 +1,10 @@
-// In-process algorithms: every replica's input is visible in shared memory, so a collective is one plan
-// (outputs allocated once per group where all members receive the same value) and a split of the work:
-// member k of a group computes the k-th slice of its group's result. Small collectives are done entirely
-// by the last replica to arrive (one barrier instead of two).
+// Planning a round: the last replica to arrive lowers the round's requests to a flat collective
+// (flat_collective.hpp), allocates the outputs once per group (one buffer a group shares where all its members
+// receive the same value) and hands each group's flat buffers to a communicator (flat_communicator.hpp): the
+// shared-memory algorithms when the group lives in this process, the hierarchical composition when it spans
+// processes. Small rounds are run right there, by the last to arrive (one barrier instead of two); large ones
+// in this process are split: member k of a group computes the k-th share of its group's result
+// (execute_part) before the second barrier.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -9,67 +12,55 @@
 #include <span>
 #include <vector>
 
+#include "collectives/flat_communicator.hpp"
 #include "collectives/request.hpp"
-#include "transport/interprocess.hpp"
 
 namespace weft::collectives {
 
-// The sizes at which the algorithms change, in bytes of a collective's result (all-reduce: of one input).
-// Settings (WEFT_SPLIT_BYTES, WEFT_RING_BYTES, docs/settings.md), so that tests and the sanitizer builds run
-// every algorithm on small buffers.
-struct Thresholds {
-  static constexpr std::size_t kDefaultSplitBytes = 256 * 1024;
-  static constexpr std::size_t kDefaultRingBytes = std::size_t{4} << 20;
-  // Results at least this large split the work among the group's members (smaller ones are done by the last
-  // replica to arrive, which saves the second barrier); across exactly two processes, all-reduces this large
-  // (and below ring_bytes) take the pair exchange instead of the transport's all-reduce.
-  std::size_t split_bytes = kDefaultSplitBytes;
-  // All-reduces across processes at least this large go around a ring of point-to-point messages.
-  std::size_t ring_bytes = kDefaultRingBytes;
-};
-
 struct Plan {
-  std::vector<const Request*> requests;  // per global replica (null for replicas of other processes)
-  std::vector<Array> outputs;            // per replica (members of a group may share one buffer)
-  // Where the members write outputs[r] before it is published: taken with mutable_bytes() while the plan
-  // still held the fresh buffer alone, so the arrays handed out stay immutable (null: nothing to write,
-  // e.g. a ppermute's destination takes the source's array).
-  std::vector<std::byte*> output_data;
-  bool split_work = false;               // true: each replica runs execute_part then the second barrier
-  bool ring = false;                     // some group's all-reduce went around the ring (statistics)
-  std::uint64_t bytes_reduced = 0;       // input bytes entering reductions (statistics)
-  // Stand-ins for other processes' replicas (their inputs, received over the transport).
-  std::vector<std::unique_ptr<Request>> remote_requests;
-  std::vector<std::unique_ptr<Array>> remote_inputs;
+  FlatCollective collective;                     // the round, lowered
+  std::shared_ptr<const ReplicaGroups> groups;
+  std::vector<GroupBuffers> buffers;             // per group (empty for groups with no member here)
+  std::vector<Array> outputs;                    // per global replica (members of a group may share one)
+  bool split_work = false;                       // true: each replica runs execute_part then the second barrier
+  bool ring = false;                             // some group's all-reduce went around the ring (statistics)
+  std::uint64_t bytes_reduced = 0;               // input bytes entering reductions (statistics)
 };
 
-// Allocates the outputs for one round. When the work is small, does all of it right away.
-// `account_of(replica)` gives the memory account the replica's output is charged to.
-// With `group_mask`, only the groups marked non-zero are planned, and all their work is done right away.
+// The round of `requests` (one per replica, all in this process). `account_of(replica)` gives the memory
+// account the replica's output is charged to.
 std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
                                 const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
-                                const Thresholds& sizes, const std::vector<char>* group_mask = nullptr);
+                                const Thresholds& sizes);
 
 // A round whose replicas live in several processes (the hierarchical path, without the agreement check:
-// verify_across_processes first, or a verified planner): replicas of this process are
-// combined in shared memory, one call per group goes over the transport between the processes holding
-// the group's members, and the results fan out to the local members. `requests` holds this process's
-// requests at their global indices; every process of the execution calls this for the same round, in the
-// same order.
+// verify_across_processes first, or a verified planner): groups within this process run in shared memory,
+// groups spanning processes through the HierarchicalCommunicator (hierarchical.cc). `requests` holds this
+// process's requests at their global indices (null elsewhere); every process of the execution calls this for
+// the same round, in the same order; the work is all done when it returns.
 std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& requests,
                                             const std::vector<int>& process_of, transport::Interprocess& job,
                                             const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
                                             const transport::PollContext& poll, const Thresholds& sizes);
-// The processes of `processes` check that they all issue the same collective before any data moves: one
-// all-reduce of the request's fingerprint with the round (collectives/fingerprint.hpp). On a difference every
-// process raises MismatchError naming what each process called.
-void verify_across_processes(const std::vector<const Request*>& requests, transport::Interprocess& job,
-                             const std::vector<int>& processes, const transport::PollContext& poll, std::uint64_t round);
+
+// Replica `replica`'s share of a split plan.
+void execute_part(const Plan& plan, int replica);
+
+// For the two planners: an empty plan for the round of `first`.
+std::shared_ptr<Plan> start_plan(const Request& first, int num_replicas);
+// Group `group`'s buffers in `plan` for the members whose requests are given (this process's): their inputs,
+// and their outputs, freshly allocated, except for a ppermute whose members are all given, whose destinations
+// simply take their sources' (immutable) arrays. Returns the bytes of the group's results.
+std::size_t plan_group(Plan& plan, std::span<const Request* const> requests, int group,
+                       const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of);
+// The poll context of work that waits for nobody (shared memory within one process).
+const transport::PollContext& no_wait();
 
 // How the communicator plans a round whose replicas span processes. hierarchical_planner runs the
 // hierarchical path (plan_across_processes); verified() wraps a planner in the agreement check
 // (verify_across_processes before every round), as a decorator (PyTorch's ProcessGroupWrapper): on by
 // default, dropped with WEFT_VERIFY=0 to save its all-reduce per round (docs/benchmarks.md gives the cost).
+// Both in cross_process_planner.cc.
 class CrossProcessPlanner {
  public:
   virtual ~CrossProcessPlanner() = default;
@@ -81,10 +72,10 @@ std::unique_ptr<CrossProcessPlanner> hierarchical_planner(std::vector<int> proce
                                                           Thresholds sizes);
 std::unique_ptr<CrossProcessPlanner> verified(std::unique_ptr<CrossProcessPlanner> inner, transport::Interprocess& job,
                                               std::vector<int> processes);
-
-// Cache-line aligned share [begin, end) of `count` elements for part k of `parts`.
-std::pair<std::int64_t, std::int64_t> share_of(std::int64_t count, int k, int parts);
-// Replica `replica`'s share of a split plan.
-void execute_part(const Plan& plan, int replica);
+// The processes of `processes` check that they all issue the same collective before any data moves: one
+// all-reduce of the request's fingerprint with the round (collectives/fingerprint.hpp). On a difference every
+// process raises MismatchError naming what each process called.
+void verify_across_processes(const std::vector<const Request*>& requests, transport::Interprocess& job,
+                             const std::vector<int>& processes, const transport::PollContext& poll, std::uint64_t round);
 
 }  // namespace weft::collectives
