@@ -121,7 +121,12 @@ class MpiInterprocess final : public Interprocess {
     std::unique_lock lock(mpi_);
     poll_side();
     // MPI_Finalize would wait for instances that may be blocked on us inside a collective.
-    if (failed_ || !peer_abort_.empty() || !depart(lock)) {
+    if (failed_) {
+      let_others_finish(lock);
+      MPI_Abort(world_, 1);
+      return;
+    }
+    if (!peer_abort_.empty() || !depart(lock)) {
       MPI_Abort(world_, 1);
       return;
     }
@@ -590,6 +595,29 @@ class MpiInterprocess final : public Interprocess {
   }
 
   // ---- the end -------------------------------------------------------------------------------------------
+
+  // This process failed and its exit ends the job (MPI_Abort, or mpirun on a non-zero exit), which kills
+  // the others wherever they are. They learned of the failure at once (mark_failed) and are ending their
+  // own programs, writing what they report on the way (their replicas' errors, WEFT_DUMP's flight
+  // records): say that this program ended, and wait for theirs to end too, at most kAbortGrace (a process
+  // stuck in user code does not hold the job). Caller holds mpi_ through `lock`.
+  void let_others_finish(std::unique_lock<std::mutex>& lock) {
+    if (size_ <= 1) return;
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) send_side(p, kDepartTag, "");
+    const Clock::time_point until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                       std::chrono::duration<double>(kAbortGrace));
+    while (Clock::now() < until) {
+      poll_side();
+      bool all_ended = true;
+      for (int p = 0; p < size_; ++p)
+        if (p != rank_ && !departed_[static_cast<std::size_t>(p)]) all_ended = false;
+      if (all_ended) return;
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      lock.lock();
+    }
+  }
 
   // This process's program ended: tell the others, so a collective that needs it fails naming it instead
   // of waiting for it, and wait until every other process has ended too: only then is MPI_Finalize (which
