@@ -5,7 +5,10 @@
 // collective deadlines). The same slices stop the replicas still in Python once another has failed.
 #include <Python.h>
 
+#include <unistd.h>
+
 #include <exception>
+#include <memory>
 #include <optional>
 
 #include "bindings.hpp"
@@ -20,7 +23,16 @@ void run_interruptibly(CallState& call, const std::function<void()>& work) {
   ActiveCall active(call);
   std::exception_ptr failure;
   std::optional<py::error_already_set> interrupt;
-  thread_local Waiter waiter;  // one per calling thread, kept (a thread per call costs ~50 us)
+  // One per calling thread, kept (a thread per call costs ~50 us). A forked child inherits the object but not
+  // its thread: it leaves that one be (freeing it would join a thread that is not there) and makes its own.
+  thread_local std::unique_ptr<Waiter> kept;
+  thread_local int kept_by = 0;
+  if (!kept || kept_by != getpid()) {
+    if (kept) static_cast<void>(kept.release());
+    kept = std::make_unique<Waiter>();
+    kept_by = getpid();
+  }
+  Waiter& waiter = *kept;
   {
     py::gil_scoped_release nogil;
     waiter.start([&] {

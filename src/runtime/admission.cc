@@ -13,6 +13,7 @@
 namespace weft::detail {
 
 Admitted::Admitted(Runtime::Impl& rt, const std::string& name) : rt_(rt) {
+  refuse_if_forked(rt.made_in, name);  // its workers are gone: nothing would run the replicas
   using Clock = std::chrono::steady_clock;
   auto& a = rt.admission;
   std::unique_lock lock(a.mutex);

@@ -2,7 +2,7 @@
 // workers that run replicas, the diagnostics it keeps) that the runtime's files share. Each concern's code is
 // in its own file: the bring-up and accessors (runtime.cc), options (runtime_options.cc), devices (device.cc),
 // workers (device_workers.*), the job (job.*, launcher_records.*), the trace (tracer.*), the registry
-// (runtime_registry.*), admission (admission.*), executions (execution.*, group_cache.*).
+// (runtime_registry.*), fork() (fork_guard.*), admission (admission.*), executions (execution.*, group_cache.*).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -16,6 +16,7 @@
 #include "runtime/fault.hpp"
 #include "runtime/fiber_scheduler.hpp"
 #include "runtime/flight_recorder.hpp"
+#include "runtime/fork_guard.hpp"
 #include "runtime/tracer.hpp"
 #include "transport/interprocess.hpp"
 #include "weft/runtime.hpp"
@@ -31,6 +32,8 @@ struct RuntimeCounters {
 
 struct Runtime::Impl {
   RuntimeOptions options;
+  // Where it was made: a forked child refuses to run on it (fork_guard.hpp).
+  detail::ProcessStamp made_in = detail::this_process();
   std::unique_ptr<Tracer> tracer;
   std::unique_ptr<detail::FaultPlan> faults;  // WEFT_FAULT; null (the usual case) when no plan is set
   std::unique_ptr<detail::FlightRecorder> flight;  // WEFT_FLIGHT_RECORDER; null when 0

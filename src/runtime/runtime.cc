@@ -70,6 +70,12 @@ Runtime::Runtime(RuntimeOptions options) : impl_((isa::check_cpu(), std::make_un
 
 Runtime::~Runtime() {
   detail::unregister_runtime(this);
+  if (detail::forked_since(impl_->made_in)) {
+    // A child forked since it was made: its threads are not here to be joined, and their locks may be held
+    // for good. Free nothing (fork_guard.hpp).
+    static_cast<void>(impl_.release());
+    return;
+  }
   if (impl_->tracer->enabled()) impl_->tracer->write();
 }
 

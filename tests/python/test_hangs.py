@@ -189,3 +189,33 @@ def test_exit_while_a_thread_is_inside_a_pmap():
     # Said once, at exit (the daemon thread itself may be stopped by the interpreter before it can report).
     assert "weft: the interpreter is exiting: stopping 1 call(s) still running in other threads (pmap(f))" \
         in done.stderr, done.stderr
+
+
+def test_a_forked_child_runs_pmap_on_a_fresh_runtime():
+    # Python 3.11's multiprocessing forks by default: the child inherits a runtime whose worker threads (a
+    # thread per device in Python) are gone. Its pmap runs on a runtime made afresh with the same settings
+    # (4 devices), and returns; before, it never returned and printed nothing.
+    done, seconds = child("""
+        import multiprocessing as mp
+        f = weft.pmap(lambda v: lax.psum(v, 'i'), axis_name='i')
+        print('parent', np.asarray(f(x))[0])
+        def work(q):
+            q.put((weft.device_count(), np.asarray(f(x))[0].tolist(),
+                   np.asarray(weft.pmap(lambda v: lax.pmax(v, 'i'), axis_name='i')(x))[0].tolist()))
+        ctx = mp.get_context('fork')
+        q = ctx.Queue()
+        p = ctx.Process(target=work, args=(q,))
+        p.start()
+        p.join(30)
+        print('child exit', p.exitcode)
+        if p.exitcode == 0:
+            print('child', q.get(timeout=5))
+        else:
+            p.kill()
+        print('parent again', np.asarray(f(x))[0])
+    """)
+    assert done.returncode == 0, done.stderr
+    assert "child exit 0" in done.stdout, done.stdout + done.stderr
+    assert "child (4, [12.0, 16.0], [6.0, 7.0])" in done.stdout
+    assert "parent [12. 16.]" in done.stdout and "parent again [12. 16.]" in done.stdout
+    assert seconds < 30, f"took {seconds:.1f} s"
