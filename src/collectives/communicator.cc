@@ -22,6 +22,7 @@ Communicator::Communicator(Participants participants, transport::Deadlines deadl
                   participants_.local_replicas),
       history_(participants_.local_replicas.size()),
       completed_(participants_.local_replicas.size(), 0) {
+  if (participants_.absence_note) rendezvous_.set_absence_note(participants_.absence_note);
   std::sort(processes_.begin(), processes_.end());
   processes_.erase(std::unique(processes_.begin(), processes_.end()), processes_.end());
   if (spans_processes()) {

@@ -49,6 +49,9 @@ struct Participants {
   std::vector<int> process_of;                   // global replica -> the process holding it
   std::function<std::string(int replica)> name;  // "replica 3 (CpuDevice(id=3, process=0))"
   std::function<std::shared_ptr<MemoryAccount>(int replica)> account_of;  // where a replica's output is charged
+  // Why replicas may be missing besides their own code (the runtime's scheduler: a replica holding the worker
+  // its partners share), for timeout and stall reports; may be empty.
+  std::function<std::string()> absence_note;
 };
 
 // One completed collective of a participant (reliability R12: mismatch reports show the recent ones).

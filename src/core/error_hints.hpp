@@ -12,6 +12,12 @@ inline constexpr const char* kCollectiveTimeout =
     "something outside weft) or took a path without this collective; if they are only slow, raise "
     "WEFT_COLLECTIVE_TIMEOUT (seconds; 0 = never)";
 
+// TimeoutError at a collective whose missing replicas share a fiber worker with one that holds it.
+inline constexpr const char* kWorkerHeld =
+    "\n  hint: under WEFT_SCHEDULER=fibers the replicas of a worker thread take turns, so one that blocks in its "
+    "own code (a lock held across a collective, a sleep, a blocking call) stops the others of its worker; "
+    "synchronise replicas with collectives, not locks, or run them with WEFT_SCHEDULER=threads";
+
 // PeerLostError: a replica returned from its function while others wait for it at a collective.
 inline constexpr const char* kReturnedEarly =
     "\n  hint: the replicas took different paths: every replica must issue the same collectives in the same "

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error_hints.hpp"
 #include "core/log.hpp"
 #include "runtime/admission.hpp"
 #include "runtime/execution.hpp"
@@ -33,6 +34,18 @@ collectives::Participants participants_of(const Execution& ex, const Runtime::Im
   for (const Device& d : ex.devices) p.process_of.push_back(d.process_index);
   p.name = [&ex](int replica) { return ex.replica_name(replica); };
   p.account_of = [&rt, &ex](int replica) { return rt.accounts[ex.devices[replica].id]; };
+  if (rt.fibers) {
+    // A replica that holds its fiber worker starves the others of that worker: timeout and stall reports say
+    // so instead of blaming them (fiber_scheduler.hpp).
+    const double held_s = std::min(1.0, rt.options.collective_timeout_s > 0 ? rt.options.collective_timeout_s / 2 : 1.0);
+    p.absence_note = [&rt, &ex, held_s] {
+      std::string note;
+      for (const detail::Hold& hold : rt.fibers->holds(held_s))
+        note += (note.empty() ? "" : "; ") +
+                detail::describe_hold(hold, [&ex](int task) { return ex.replica_name(ex.local_replicas[task]); });
+      return note;
+    };
+  }
   return p;
 }
 
@@ -103,7 +116,13 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   tasks.reserve(n);
   for (int li = 0; li < n; ++li) tasks.emplace_back([this, li, &body] { run_replica(li, body); });
   if (runtime.fibers) {
-    runtime.fibers->run(tasks);  // returns once every replica has
+    // The watchdog reports a replica that holds its worker from outside (fiber_scheduler.hpp).
+    detail::Watch watch{runtime.options.collective_warn_s, runtime.options.collective_timeout_s,
+                        [this](int task) { return replica_name(local_replicas[task]); }, name,
+                        [this](int task, const std::string& report) {
+                          fail_from_outside(task, {ErrorKind::timeout, report + hints::kWorkerHeld});
+                        }};
+    runtime.fibers->run(tasks, watch);  // returns once every replica has
   } else {
     for (int li = 0; li < n; ++li) runtime.workers[devices[local_replicas[li]].id]->submit(tasks[li]);
   }
@@ -152,8 +171,18 @@ void Execution::record_failure(int li, FlightRing* flight, ErrorRecord error) {
     flight->dump(runtime.options.dump_dir, {runtime.process_index, runtime.process_count, r, devices[r].id,
                                             serial, name, num_replicas(), error.message});
   std::lock_guard lock(mutex_);
-  errors_[li] = std::move(error);
+  if (!errors_[li]) errors_[li] = std::move(error);  // (fail_from_outside may have said it first)
   if (first) root_cause_ = li;
+}
+
+void Execution::fail_from_outside(int li, ErrorRecord error) {
+  const bool first = communicator.abort(li, error.message);
+  if (first && runtime.process_count > 1)
+    report_to_launcher(runtime, name + ": " + replica_name(local_replicas[li]) + " failed: " + error.message);
+  std::lock_guard lock(mutex_);
+  if (!first) return;
+  errors_[li] = std::move(error);
+  root_cause_ = li;
 }
 
 void Execution::throw_root_cause() const {

@@ -52,6 +52,10 @@ class Execution {
   // A replica's failure: aborts the execution (the first one is the root cause), tells the launcher and dumps
   // the flight recorder's ring (`flight`, null when off).
   void record_failure(int local, FlightRing* flight, ErrorRecord error);
+  // Local replica `local` failed, as seen from outside it (the fiber watchdog: it holds its worker past the
+  // timeout): the execution is aborted with `error` as the root cause, which the replica's own later error
+  // (an AbortedError once it runs again) does not replace.
+  void fail_from_outside(int local, ErrorRecord error);
   // The error run() throws: the root cause's, naming its replica, then one line per other failed replica.
   [[noreturn]] void throw_root_cause() const;
 

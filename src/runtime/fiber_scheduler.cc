@@ -10,6 +10,13 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
 #if defined(WEFT_FIBER_ASAN)
 #include <sanitizer/common_interface_defs.h>
 #endif
@@ -17,6 +24,7 @@
 #include "core/log.hpp"
 #include "runtime/execution.hpp"
 #include "runtime/fiber_placement.hpp"
+#include "transport/rendezvous.hpp"  // seconds_str
 #include "transport/wait_queue.hpp"
 #include "weft/memory.hpp"
 
@@ -47,6 +55,30 @@ constexpr std::size_t kStackBytes = std::size_t{8} << 20;
 // calls without a futex round trip, and is short enough to cost nothing measurable when the program does
 // something else. Only when the workers do not outnumber the cores.
 constexpr std::chrono::microseconds kSpin{50};
+
+// How often the watchdog looks at the workers while a watched run is in flight.
+constexpr std::chrono::milliseconds kWatchEvery{100};
+
+// What a worker does now, for the watchdog and holds(): the fiber it runs (-1 between fibers) since when,
+// the block of tasks it runs, and its thread (to read its state from /proc).
+struct WorkerState {
+  std::atomic<int> task{-1};
+  std::atomic<std::int64_t> since_ns{0};
+  std::atomic<int> begin{0}, end{0};
+  std::atomic<int> tid{0};
+};
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(WaitClock::now().time_since_epoch()).count();
+}
+
+// True when thread `tid` of this process sleeps in a futex (a mutex or a condition variable): the first
+// field of /proc/self/task/<tid>/syscall is the system call it blocks in.
+bool sleeps_in_futex(int tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  long number = -1;
+  return in >> number && number == SYS_futex;
+}
 
 // Stacks are kept for the next run: mapping and unmapping 8 MiB per replica per pmap call would cost more
 // than the call.
@@ -138,9 +170,13 @@ struct Fiber {
 // One worker's turn at a block of fibers.
 class Worker final : public transport::FiberSuspender {
  public:
-  Worker(StackCache& stacks, bool spin) : stacks_(stacks), spin_(spin) {}
+  Worker(StackCache& stacks, bool spin, WorkerState& state) : stacks_(stacks), spin_(spin), state_(state) {}
 
-  WorkerStats run(const std::function<void()>* const* tasks, int count) {
+  // Tasks [base, base + count) of the run; done[i] is set once task i has returned.
+  WorkerStats run(const std::function<void()>* const* tasks, int count, int base, std::atomic<char>* done) {
+    base_ = base;
+    done_ = done;
+    state_.tid.store(static_cast<int>(::gettid()), std::memory_order_relaxed);
     stats_ = {};
     fibers_.clear();
     fibers_.resize(count);
@@ -213,7 +249,12 @@ class Worker final : public transport::FiberSuspender {
     asan_start(&save, fiber_stack);
     const std::int64_t waited_before = transport::interprocess_wait_ns();
     const WaitClock::time_point start = WaitClock::now();
+    state_.since_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count(),
+                          std::memory_order_relaxed);
+    state_.task.store(base_ + static_cast<int>(&f - fibers_.data()), std::memory_order_release);
     f.self = std::move(f.self).resume();
+    state_.task.store(-1, std::memory_order_release);
+    if (f.done && done_) done_[base_ + (&f - fibers_.data())].store(1, std::memory_order_release);
     // Waits on other processes are not work (transport::interprocess_wait_ns).
     stats_.busy_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(WaitClock::now() - start).count() -
                       (transport::interprocess_wait_ns() - waited_before);
@@ -226,6 +267,9 @@ class Worker final : public transport::FiberSuspender {
 
   StackCache& stacks_;
   const bool spin_;
+  WorkerState& state_;
+  int base_ = 0;
+  std::atomic<char>* done_ = nullptr;
   std::vector<Fiber> fibers_;
   Fiber* running_ = nullptr;
   WorkerStats stats_;
@@ -251,10 +295,104 @@ struct FiberScheduler::Impl {
   std::atomic<int> job_remaining{0};
   std::atomic<bool> stopping{false};
 
+  // What each worker does (holds(), the watchdog); the run's task-returned flags (grown, never shrunk, only
+  // between runs: holds() reads them during one).
+  std::unique_ptr<WorkerState[]> states;
+  std::unique_ptr<std::atomic<char>[]> done;
+  int done_capacity = 0;
+  std::atomic<int> run_workers{0};  // workers of the run in flight; 0 between runs
+
+  // The watchdog (fiber_scheduler.hpp): asleep unless a watched run is in flight.
+  std::mutex watch_mutex;
+  std::condition_variable watch_cv;
+  const Watch* watch = nullptr;  // the run's, while it is in flight
+  bool watch_stopping = false;
+  std::thread watchdog;
+
   explicit Impl(int n)
       : threads(std::max(1, n)),
         spin(threads <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
-        job_stats(threads) {}
+        job_stats(threads),
+        states(new WorkerState[static_cast<std::size_t>(threads)]) {}
+
+  std::vector<Hold> holds(double min_s) const {
+    std::vector<Hold> out;
+    const int workers = run_workers.load(std::memory_order_acquire);
+    const std::int64_t now = steady_ns();
+    for (int w = 0; w < workers; ++w) {
+      const WorkerState& st = states[w];
+      const int task = st.task.load(std::memory_order_acquire);
+      if (task < 0) continue;
+      const double held_s = static_cast<double>(now - st.since_ns.load(std::memory_order_relaxed)) * 1e-9;
+      if (held_s < min_s) continue;
+      Hold hold{w, task, held_s, {}};
+      for (int t = st.begin.load(); t < st.end.load(); ++t)
+        if (t != task && !done[t].load(std::memory_order_acquire)) hold.starved.push_back(t);
+      if (!hold.starved.empty()) out.push_back(std::move(hold));
+    }
+    return out;
+  }
+
+  // One look at the workers of a watched run (watch_mutex held, so the run and its Watch stay): a warning
+  // once per hold, the abort once per run, the end of the process for a deadlock.
+  void check_holds(std::vector<std::int64_t>& warned_since, bool& aborted) {
+    const Watch& w = *watch;
+    for (const Hold& hold : holds(0.0)) {
+      const std::int64_t since = states[hold.worker].since_ns.load(std::memory_order_relaxed);
+      const std::string what = w.execution + ": " + describe_hold(hold, w.name);
+      if (w.warn_s > 0 && hold.held_s >= w.warn_s && warned_since[hold.worker] != since) {
+        warned_since[hold.worker] = since;
+        log(LogLevel::warn, what + " (WEFT_COLLECTIVE_WARN)");
+      }
+      if (w.timeout_s <= 0 || hold.held_s < w.timeout_s) continue;
+      if (!aborted) {
+        aborted = true;
+        const std::string report = describe_hold(hold, w.name) + ", past the collective timeout (" +
+                                   transport::seconds_str(w.timeout_s) + ", WEFT_COLLECTIVE_TIMEOUT)";
+        log(LogLevel::error, w.execution + ": " + report);
+        if (w.abort) w.abort(hold.task, report);
+      }
+      if (hold.held_s >= 2 * w.timeout_s && sleeps_in_futex(states[hold.worker].tid.load())) {
+        // Asleep on a lock or condition variable for twice the timeout, after the abort: the one who would
+        // wake it is a fiber of its own worker, which cannot run. Nothing will ever end this run.
+        log(LogLevel::error, what + "; it sleeps on a lock or condition variable that only a replica of its own "
+                                    "worker could release: a deadlock (a lock held across a collective?). "
+                                    "Ending the process: its run can never return (WEFT_SCHEDULER=threads gives "
+                                    "each replica its own thread)");
+        std::fflush(nullptr);
+        std::_Exit(70);
+      }
+    }
+  }
+
+  void watchdog_loop() {
+    std::unique_lock lock(watch_mutex);
+    std::vector<std::int64_t> warned_since(static_cast<std::size_t>(threads), -1);
+    bool aborted = false;
+    const Watch* seen = nullptr;
+    while (!watch_stopping) {
+      if (!watch) {
+        watch_cv.wait(lock, [&] { return watch || watch_stopping; });
+        continue;
+      }
+      if (watch != seen) {  // a new run
+        seen = watch;
+        aborted = false;
+        std::fill(warned_since.begin(), warned_since.end(), -1);
+      }
+      watch_cv.wait_for(lock, kWatchEvery);
+      if (watch && !watch_stopping) check_holds(warned_since, aborted);
+    }
+  }
+
+  void watch_run(const Watch* w) {
+    {
+      std::lock_guard lock(watch_mutex);
+      watch = w;
+      if (w && !watchdog.joinable()) watchdog = std::thread([this] { watchdog_loop(); });
+    }
+    watch_cv.notify_all();
+  }
 
   // The next job's serial once it differs from `done` (or stopping): a brief poll of the serial alone (no
   // other thread writes it meanwhile), then sleep.
@@ -287,16 +425,22 @@ struct FiberScheduler::Impl {
     }
     job_cv.notify_all();
     for (std::thread& t : helpers) t.join();
+    {
+      std::lock_guard lock(watch_mutex);
+      watch_stopping = true;
+    }
+    watch_cv.notify_all();
+    if (watchdog.joinable()) watchdog.join();
   }
 
   void helper_loop(int h) {
-    Worker worker(stacks, spin);
+    Worker worker(stacks, spin, states[h + 1]);
     std::uint64_t done_serial = 0;
     for (;;) {
       done_serial = wait_for_job(done_serial);
       if (stopping.load(std::memory_order_acquire)) return;
       const int begin = job_begin[h + 1], end = job_begin[h + 2];
-      job_stats[h + 1] = end > begin ? worker.run(job_tasks + begin, end - begin) : WorkerStats{};
+      job_stats[h + 1] = end > begin ? worker.run(job_tasks + begin, end - begin, begin, done.get()) : WorkerStats{};
       job_remaining.fetch_sub(1, std::memory_order_acq_rel);
       transport::signal_wake();
     }
@@ -314,10 +458,29 @@ FiberScheduler::FiberScheduler(int threads) : impl_(std::make_unique<Impl>(threa
 
 FiberScheduler::~FiberScheduler() { impl_->stop(); }
 
-void FiberScheduler::run(const std::vector<std::function<void()>>& tasks) {
+std::string describe_hold(const Hold& hold, const std::function<std::string(int task)>& name) {
+  auto who = [&](int task) { return name ? name(task) : "task " + std::to_string(task); };
+  std::string starved;
+  for (int t : hold.starved) starved += (starved.empty() ? "" : ", ") + who(t);
+  return who(hold.task) + " has held fiber worker " + std::to_string(hold.worker) + " for " +
+         transport::seconds_str(hold.held_s) +
+         " without reaching a collective or returning (blocked in its own code: a lock, a sleep, a blocking "
+         "call?); " + starved + (hold.starved.size() == 1 ? " shares" : " share") +
+         " that worker (WEFT_SCHEDULER=fibers) and " + (hold.starved.size() == 1 ? "has" : "have") +
+         " not run since";
+}
+
+std::vector<Hold> FiberScheduler::holds(double min_s) const { return impl_->holds(min_s); }
+
+void FiberScheduler::run(const std::vector<std::function<void()>>& tasks, const Watch& watch) {
   Impl& s = *impl_;
   const int n = static_cast<int>(tasks.size());
   if (n == 0) return;
+  if (n > s.done_capacity) {
+    s.done.reset(new std::atomic<char>[static_cast<std::size_t>(n)]);
+    s.done_capacity = n;
+  }
+  for (int i = 0; i < n; ++i) s.done[i].store(0, std::memory_order_relaxed);
   const WaitClock::time_point start = WaitClock::now();
   std::vector<const std::function<void()>*> order(n);
   for (int i = 0; i < n; ++i) order[i] = &tasks[i];
@@ -325,20 +488,29 @@ void FiberScheduler::run(const std::vector<std::function<void()>>& tasks) {
   // Worker w takes tasks [begin[w], begin[w+1]): contiguous, as even as the division allows.
   std::vector<int> begin(s.threads + 1, n);
   for (int w = 0; w <= workers; ++w) begin[w] = static_cast<int>(static_cast<long long>(w) * n / workers);
+  for (int w = 0; w < workers; ++w) {
+    s.states[w].begin.store(begin[w], std::memory_order_relaxed);
+    s.states[w].end.store(begin[w + 1], std::memory_order_relaxed);
+  }
+  s.run_workers.store(workers, std::memory_order_release);
+  const bool watched = watch.warn_s > 0 || watch.timeout_s > 0;
+  if (watched) s.watch_run(&watch);
   if (workers > 1) {
     s.job_tasks = order.data();
     s.job_begin = begin;
     s.job_remaining.store(s.threads - 1, std::memory_order_relaxed);
     s.post_job();
   }
-  Worker own(s.stacks, s.spin);
-  s.job_stats[0] = own.run(order.data() + begin[0], begin[1] - begin[0]);
+  Worker own(s.stacks, s.spin, s.states[0]);
+  s.job_stats[0] = own.run(order.data() + begin[0], begin[1] - begin[0], begin[0], s.done.get());
   while (workers > 1 && s.job_remaining.load(std::memory_order_acquire) > 0) {
     const std::uint64_t seen = transport::wake_epoch();
     if (s.job_remaining.load(std::memory_order_acquire) == 0) break;
     transport::wait_for_wake(seen, WaitClock::time_point::max(),
                              s.spin ? std::chrono::nanoseconds(kSpin) : std::chrono::nanoseconds(0));
   }
+  if (watched) s.watch_run(nullptr);
+  s.run_workers.store(0, std::memory_order_release);
   const double wall_ns = std::chrono::duration<double, std::nano>(WaitClock::now() - start).count();
   s.placement.learn(workers, n, wall_ns, s.job_stats);
 }

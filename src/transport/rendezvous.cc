@@ -174,19 +174,23 @@ void RendezvousCore::wait_for(std::unique_lock<std::mutex>& lock, int rank, Phas
       if (timeout_round_ != generation + 1) {
         timeout_round_ = generation + 1;
         timeout_report_ = missing_report(phase);
+        timeout_note_ = absence_note_ ? absence_note_() : std::string();
       }
       const std::string report = timeout_report_;
       leave(TimeoutError(execution_name_ + ": " + participant_name_(rank) + " timed out after " +
                          seconds_str(deadlines_.timeout_s) + " (WEFT_COLLECTIVE_TIMEOUT) at " + describe() +
-                         ", seq " + std::to_string(generation) + "; " + report + hints::kCollectiveTimeout));
+                         ", seq " + std::to_string(generation) + "; " + report +
+                         (timeout_note_.empty() ? std::string(hints::kCollectiveTimeout)
+                                                : "; " + timeout_note_ + hints::kWorkerHeld)));
     }
     // While the last arriver completes the round with the other processes, the transport warns (it knows
     // which processes are missing); every local replica is here.
     if (!aborted_ && !completing_ && now >= warn_at && !warned_) {
       warned_ = true;
+      const std::string note = absence_note_ ? absence_note_() : std::string();
       log(LogLevel::warn, execution_name_ + ": stalled for " + seconds_str(deadlines_.warn_s) +
                               " (WEFT_COLLECTIVE_WARN) at " + describe() + ", seq " + std::to_string(generation) +
-                              "; " + missing_report(phase));
+                              "; " + missing_report(phase) + (note.empty() ? "" : "; " + note));
     }
     Clock::time_point next = aborted_ ? now + std::chrono::milliseconds(50) : fail_at;
     if (!warned_ && !aborted_) next = std::min(next, warn_at);

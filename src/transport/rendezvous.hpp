@@ -65,6 +65,10 @@ class RendezvousCore {
   void depart(int rank);
 
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+  // Why participants may be missing besides their own code, asked when a wait times out or warns (the
+  // scheduler: a replica that holds the worker thread its partners share). Empty: nothing to add. Set before
+  // any round.
+  void set_absence_note(std::function<std::string()> note) { absence_note_ = std::move(note); }
   std::uint64_t completed_rounds(int rank) const;
   // The same, without the lock, for participant `rank`'s own thread only (it alone changes its count): the
   // sequence number of the collective it is entering, read by the flight recorder on every collective.
@@ -106,6 +110,7 @@ class RendezvousCore {
   const std::string execution_name_;
   const std::function<std::string(int)> participant_name_;
   const std::vector<int> participant_ids_;
+  std::function<std::string()> absence_note_;
 
   WaitQueue cv_;  // a condition variable that fibers can wait on too (wait_queue.hpp)
   std::atomic<std::uint64_t> arrive_generation_{0};  // rounds fully gathered
@@ -122,6 +127,7 @@ class RendezvousCore {
   // The report of the first timeout of round timeout_round_ - 1, which every later timeout of it repeats.
   std::uint64_t timeout_round_ = 0;
   std::string timeout_report_;
+  std::string timeout_note_;  // the absence note at that timeout
   bool warned_ = false;
   std::atomic<bool> aborted_{false};
   int abort_rank_ = -1;

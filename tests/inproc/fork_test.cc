@@ -3,52 +3,21 @@
 // forks after real pmaps ran (so the runtime's threads or fiber helpers exist), runs the child's part with
 // a time bound enforced by the parent, and checks what the child reported through its exit status.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
-#include <functional>
 #include <string>
-#include <thread>
 
+#include "../support/forked_child.hpp"
 #include "weft/weft.hpp"
 
 using namespace weft;
 
 namespace {
 
-constexpr int kChildTimedOut = -1;
-
-// Runs `child` in a forked child, which exits with its return value (a throw: 100); waits at most `bound`,
-// then kills it. Returns the exit status, or kChildTimedOut.
-int RunInForkedChild(const std::function<int()>& child, std::chrono::seconds bound) {
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return -2;
-  if (pid == 0) {
-    int code = 100;
-    try {
-      code = child();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: unexpected %s\n", e.what());
-    }
-    std::fflush(nullptr);
-    ::_exit(code);
-  }
-  const auto until = std::chrono::steady_clock::now() + bound;
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > until) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return kChildTimedOut;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 200 + WTERMSIG(status);
-}
+using weft::testing::ChildResult;
+using weft::testing::RunInForkedChild;
 
 Array Normalized(const ShardedArray& y) { return y.to_host(); }
 
@@ -87,7 +56,7 @@ TEST(Fork, AChildRefusesTheParentsRuntimeAtOnceNamingTheFork) {
           }
           return 1;  // ran on a runtime without workers?
         },
-        std::chrono::seconds(30));
+        std::chrono::seconds(30)).status;
     EXPECT_EQ(status, 0) << "(1: no error, 2: the message did not name the fork, -1: the child hung)";
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
     EXPECT_TRUE(AllSixes(Normalized(f(Array::arange(4))))) << "the parent's runtime still works";
@@ -106,7 +75,7 @@ TEST(Fork, TheCurrentRuntimeIsMadeAfreshInAChildWithTheSameOptions) {
           if (Runtime::current().device_count() != 4 || Runtime::current().options().scheduler != scheduler) return 4;
           return AllSixes(Normalized(f(Array::arange(4)))) ? 0 : 5;
         },
-        std::chrono::seconds(30));
+        std::chrono::seconds(30)).status;
     EXPECT_EQ(status, 0) << "(3: the inherited runtime, 4: other options, 5: a wrong result, -1: the child hung)";
     EXPECT_EQ(&Runtime::current(), &rt) << "the parent keeps its own";
   }
