@@ -48,6 +48,8 @@ struct RuntimeOptions {
                                         // ring, default 4 MiB (K/M/G)
   int verify = -1;                      // WEFT_VERIFY: 1 = the processes of a job agree on every collective before
                                         // data moves (a mismatch names each call), 0 = skip that check; default 1
+  std::int64_t fiber_stack_bytes = -1;  // WEFT_FIBER_STACK: each replica's stack under fibers (K/M/G), default
+                                        // 8 MiB, at least 64 KiB; an overflow is a fatal error naming the replica
 
   // Fills every unset field from the environment or the default, and validates (throws InvalidArgument).
   RuntimeOptions resolved() const;

@@ -69,6 +69,8 @@ void log_configuration(const RuntimeOptions& given, const Runtime::Impl& rt) {
       source(given.flight_recorder >= 0, "WEFT_FLIGHT_RECORDER", "flight_recorder"));
   add("WEFT_DUMP", o.dump_dir.empty() ? "none" : o.dump_dir, source(!given.dump_dir.empty(), "WEFT_DUMP", "dump_dir"));
   add("WEFT_SCHEDULER", o.scheduler, source(!given.scheduler.empty(), "WEFT_SCHEDULER", "scheduler"));
+  add("WEFT_FIBER_STACK", std::to_string(o.fiber_stack_bytes) + " bytes",
+      source(given.fiber_stack_bytes >= 0, "WEFT_FIBER_STACK", "fiber_stack_bytes"));
   add("WEFT_SPLIT_BYTES", std::to_string(o.split_bytes) + " bytes", source(given.split_bytes >= 0, "WEFT_SPLIT_BYTES", "split_bytes"));
   add("WEFT_RING_BYTES", std::to_string(o.ring_bytes) + " bytes", source(given.ring_bytes >= 0, "WEFT_RING_BYTES", "ring_bytes"));
   add("WEFT_VERIFY", o.verify ? "1 (on)" : "0 (off)", source(given.verify >= 0, "WEFT_VERIFY", "verify"));

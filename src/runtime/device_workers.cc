@@ -7,6 +7,7 @@
 
 #include "runtime/device_workers.hpp"
 #include "runtime/internal.hpp"
+#include "runtime/stack_guard.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
@@ -32,8 +33,10 @@ void DeviceWorker::submit(std::function<void()> task) {
 }
 
 void DeviceWorker::loop() {
-  // Arrays computed on this thread are charged to this device.
+  // Arrays computed on this thread are charged to this device; an overflow of its stack names the replica.
   ScopedMemoryAccount on_device(account_);
+  detail::prepare_overflow_reports();
+  detail::enter_own_thread_stack();
   for (;;) {
     std::function<void()> task;
     {
@@ -55,7 +58,7 @@ void start_workers(Runtime::Impl& rt) {
     // One worker per core at most (the caller of a run is one of them); a device needs no thread of its own.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     try {
-      rt.fibers = std::make_unique<FiberScheduler>(std::min(local, cores));
+      rt.fibers = std::make_unique<FiberScheduler>(std::min(local, cores), static_cast<std::size_t>(rt.options.fiber_stack_bytes));
     } catch (const std::system_error& e) {
       throw Error(std::string("cannot start the fiber scheduler's worker threads: ") + e.what() +
                   " (raise the process's thread limit, or WEFT_SCHEDULER=threads)");

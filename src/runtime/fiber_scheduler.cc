@@ -24,6 +24,7 @@
 #include "core/log.hpp"
 #include "runtime/execution.hpp"
 #include "runtime/fiber_placement.hpp"
+#include "runtime/stack_guard.hpp"
 #include "transport/rendezvous.hpp"  // seconds_str
 #include "transport/wait_queue.hpp"
 #include "weft/memory.hpp"
@@ -48,9 +49,9 @@ namespace {
 namespace ctx = boost::context;
 using transport::WaitClock;
 
-// A replica's stack. As large as a thread's default (8 MiB): only the pages it touches are ever backed, and a
-// guard page below it turns an overflow into a fault rather than silent corruption.
-constexpr std::size_t kStackBytes = std::size_t{8} << 20;
+// A replica's stack (WEFT_FIBER_STACK, default 8 MiB, as a thread's): only the pages it touches are ever
+// backed, and a guard page below it turns an overflow into a fault, reported naming the replica
+// (stack_guard.hpp), rather than silent corruption.
 // How long an idle worker polls before it sleeps: covers the gap between back-to-back collectives and pmap
 // calls without a futex round trip, and is short enough to cost nothing measurable when the program does
 // something else. Only when the workers do not outnumber the cores.
@@ -58,6 +59,7 @@ constexpr std::chrono::microseconds kSpin{50};
 
 // How often the watchdog looks at the workers while a watched run is in flight.
 constexpr std::chrono::milliseconds kWatchEvery{100};
+const std::size_t kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
 // What a worker does now, for the watchdog and holds(): the fiber it runs (-1 between fibers) since when,
 // the block of tasks it runs, and its thread (to read its state from /proc).
@@ -84,6 +86,8 @@ bool sleeps_in_futex(int tid) {
 // than the call.
 class StackCache {
  public:
+  explicit StackCache(std::size_t bytes) : allocator_(bytes) {}
+
   ctx::stack_context allocate() {
     {
       std::lock_guard lock(mutex_);
@@ -104,7 +108,7 @@ class StackCache {
   }
 
  private:
-  ctx::protected_fixedsize_stack allocator_{kStackBytes};
+  ctx::protected_fixedsize_stack allocator_;
   std::mutex mutex_;
   std::vector<ctx::stack_context> free_;
 };
@@ -177,6 +181,7 @@ class Worker final : public transport::FiberSuspender {
     base_ = base;
     done_ = done;
     state_.tid.store(static_cast<int>(::gettid()), std::memory_order_relaxed);
+    prepare_overflow_reports();
     stats_ = {};
     fibers_.clear();
     fibers_.resize(count);
@@ -252,7 +257,11 @@ class Worker final : public transport::FiberSuspender {
     state_.since_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count(),
                           std::memory_order_relaxed);
     state_.task.store(base_ + static_cast<int>(&f - fibers_.data()), std::memory_order_release);
+    // The lowest page of a fiber's stack mapping is its guard (Boost's protected_fixedsize_stack).
+    const char* mapping = static_cast<const char*>(f.stack.sp) - f.stack.size;
+    enter_replica_stack(mapping, mapping + kPage, f.stack.size - kPage, true);
     f.self = std::move(f.self).resume();
+    leave_replica_stack();
     state_.task.store(-1, std::memory_order_release);
     if (f.done && done_) done_[base_ + (&f - fibers_.data())].store(1, std::memory_order_release);
     // Waits on other processes are not work (transport::interprocess_wait_ns).
@@ -309,9 +318,10 @@ struct FiberScheduler::Impl {
   bool watch_stopping = false;
   std::thread watchdog;
 
-  explicit Impl(int n)
+  Impl(int n, std::size_t stack_bytes)
       : threads(std::max(1, n)),
         spin(threads <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+        stacks(stack_bytes),
         job_stats(threads),
         states(new WorkerState[static_cast<std::size_t>(threads)]) {}
 
@@ -447,7 +457,7 @@ struct FiberScheduler::Impl {
   }
 };
 
-FiberScheduler::FiberScheduler(int threads) : impl_(std::make_unique<Impl>(threads)) {
+FiberScheduler::FiberScheduler(int threads, std::size_t stack_bytes) : impl_(std::make_unique<Impl>(threads, stack_bytes)) {
   try {
     for (int h = 0; h + 1 < impl_->threads; ++h) impl_->helpers.emplace_back([this, h] { impl_->helper_loop(h); });
   } catch (...) {

@@ -24,6 +24,7 @@
 // still asleep in a futex at twice the timeout (a deadlock: nothing will ever wake it), a fatal error and the
 // end of the process instead of a hang that prints nothing.
 #pragma once
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,7 +58,8 @@ std::string describe_hold(const Hold& hold, const std::function<std::string(int 
 class FiberScheduler {
  public:
   // `threads` workers in all: the caller of run() and threads - 1 helpers started here.
-  explicit FiberScheduler(int threads);
+  // `stack_bytes`: each fiber's stack (WEFT_FIBER_STACK).
+  FiberScheduler(int threads, std::size_t stack_bytes);
   ~FiberScheduler();
   FiberScheduler(const FiberScheduler&) = delete;
   FiberScheduler& operator=(const FiberScheduler&) = delete;

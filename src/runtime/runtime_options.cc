@@ -198,7 +198,8 @@ void resolve_flight_recorder(RuntimeOptions& o, const RuntimeOptions& given) {
   }
 }
 
-// Where replicas run (runtime/fiber_scheduler.hpp).
+// Where replicas run (runtime/fiber_scheduler.hpp), and the stack of a fiber: as large as a thread's default.
+constexpr std::int64_t kDefaultFiberStack = std::int64_t{8} << 20, kMinFiberStack = 64 << 10;
 void resolve_scheduler(RuntimeOptions& o) {
   const bool scheduler_given = !o.scheduler.empty();
   if (o.scheduler.empty()) o.scheduler = env("WEFT_SCHEDULER") ? env("WEFT_SCHEDULER") : "fibers";
@@ -206,6 +207,18 @@ void resolve_scheduler(RuntimeOptions& o) {
     throw InvalidArgument((scheduler_given ? "RuntimeOptions::scheduler = " : "WEFT_SCHEDULER=") + o.scheduler +
                           " is not a scheduler: use threads (an OS thread per device) or fibers (replicas as fibers on "
                           "one thread per core)");
+  if (o.fiber_stack_bytes < -1 || (o.fiber_stack_bytes >= 0 && o.fiber_stack_bytes < kMinFiberStack))
+    throw InvalidArgument("RuntimeOptions::fiber_stack_bytes = " + std::to_string(o.fiber_stack_bytes) +
+                          " is not a stack size of at least 64 KiB (-1 takes WEFT_FIBER_STACK)");
+  if (o.fiber_stack_bytes < 0) {
+    o.fiber_stack_bytes = kDefaultFiberStack;
+    if (const char* text = env("WEFT_FIBER_STACK")) {
+      o.fiber_stack_bytes = parse_bytes("WEFT_FIBER_STACK", text, "a stack of at least 64 KiB", "at most 2^63 - 1 bytes");
+      if (o.fiber_stack_bytes < kMinFiberStack)
+        throw InvalidArgument(std::string("WEFT_FIBER_STACK=") + text +
+                              " is not a stack size of at least 64 KiB (bytes, K/M/G suffixes; default 8M)");
+    }
+  }
 }
 
 // A size at which the collectives change algorithm (collectives::Thresholds): the field, else the variable,
