@@ -57,7 +57,8 @@ class _Pmapped:
             raise ValueError(f"{self._name}: pmap in_axes specification must be a tree prefix of the corresponding "
                              f"value, got specification {self._in_axes!r} for {len(args)} arguments")
         if all(isinstance(a, (np.ndarray, ShardedArray)) for a in args) and (
-                in_axes is None or isinstance(in_axes, int) or all(a is None or isinstance(a, int) for a in in_axes)):
+                in_axes is None or isinstance(in_axes, int)
+                or (isinstance(in_axes, tuple) and all(a is None or isinstance(a, int) for a in in_axes))):
             # Every argument an array (the common case): no pytree walk.
             leaves, treedef = list(args), _flat_treedef(len(args))
             leaf_axes = list(in_axes) if isinstance(in_axes, tuple) else [in_axes] * len(args)
@@ -91,6 +92,7 @@ class _Pmapped:
         with self._lock:
             program = self._programs.get(key)
             if program is None:
+                _check_in_axes(leaf_axes, self._name)
                 program = _weft.PmapProgram(_replica_function(fun, treedef, self._record), axis, mesh,
                                             list(leaf_axes), [], self._devices or [], self._name)
                 self._programs[key] = program
@@ -170,11 +172,26 @@ def _flat_treedef(n):
     return ("tuple", (_tree.LEAF,) * n)
 
 
+def _is_axis(axis):
+    """An int the engine can take (C++ int), bool excepted; ranks are checked against the arrays."""
+    return isinstance(axis, int) and not isinstance(axis, bool) and -2**31 <= axis < 2**31
+
+
+def _check_in_axes(leaf_axes, name):
+    for index, axis in enumerate(leaf_axes):
+        if axis is not None and not _is_axis(axis):
+            raise _weft.InvalidArgument(f"{name}: in_axes {axis!r} of argument {index} is not an axis (an int, "
+                                        "negative from the end) or None (broadcast)")
+
+
 def _apply_out_axis(sharded, axis, name, index):
-    if axis == 0:
-        return sharded
     if axis is None:  # JAX: the value is the same on every replica; return one copy
         return DeviceArray(sharded.shards[0], sharded.shards[0].device())
+    if not _is_axis(axis):
+        raise _weft.InvalidArgument(f"{name}: out_axes {axis!r} of output {index} is not an axis (an int, negative "
+                                    "from the end) or None (replicated)")
+    if axis == 0:
+        return sharded
     # The result has the output's axes and the mapped one; a negative axis counts from its end (JAX).
     rank = sharded.ndim - 1
     if not -rank - 1 <= axis <= rank:

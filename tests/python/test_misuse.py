@@ -142,3 +142,18 @@ def test_python_ints_at_int32s_bounds_are_int32():
 def test_session_refuses_a_negative_replication_factor(factor):
     with pytest.raises(weft.InvalidArgument, match=rf"replication_factor = {factor} is not a number of replicas"):
         weft.Session(replication_factor=factor)
+
+
+@pytest.mark.parametrize("axis", [1.5, "a", 2**40])
+def test_in_axes_that_are_not_axes_are_refused_naming_them(axis):
+    # Before: pybind11's "incompatible constructor arguments" or "'float' object is not iterable".
+    with pytest.raises(weft.InvalidArgument, match=rf"in_axes {axis!r} of argument 0 is not an axis"):
+        weft.pmap(lambda v: v, in_axes=axis)(np.zeros(8, np.float32))
+    with pytest.raises(weft.InvalidArgument, match=rf"in_axes {axis!r} of argument 1 is not an axis"):
+        weft.pmap(lambda a, b: a, in_axes=(0, axis))(np.zeros(8, np.float32), np.zeros(8, np.float32))
+
+
+@pytest.mark.parametrize("axis", [1.5, "a"])
+def test_out_axes_that_are_not_axes_are_refused_naming_them(axis):
+    with pytest.raises(weft.InvalidArgument, match=rf"out_axes {axis!r} of output 0 is not an axis"):
+        weft.pmap(lambda v: v, out_axes=axis)(np.zeros((8, 2), np.float32))
