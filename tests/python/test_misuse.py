@@ -157,3 +157,23 @@ def test_in_axes_that_are_not_axes_are_refused_naming_them(axis):
 def test_out_axes_that_are_not_axes_are_refused_naming_them(axis):
     with pytest.raises(weft.InvalidArgument, match=rf"out_axes {axis!r} of output 0 is not an axis"):
         weft.pmap(lambda v: v, out_axes=axis)(np.zeros((8, 2), np.float32))
+
+
+@pytest.mark.parametrize("call,text", [
+    (lambda: weft.ops.sum(np.ones(3, np.float32), axis=2**40), "sum: axis 1099511627776 is not an axis"),
+    (lambda: weft.ops.mean(np.ones(3, np.float32), axis=(0, "a")), "mean: axis 'a' is not an axis"),
+    (lambda: weft.ops.argmax(np.ones(3, np.float32), axis=1.5), "argmax: axis 1.5 is not an axis"),
+    (lambda: weft.ops.take(np.ones(3, np.float32), np.zeros(1, np.int32), axis=-2**40),
+     "take: axis -1099511627776 is not an axis"),
+])
+def test_array_ops_name_an_axis_that_is_not_one(call, text):
+    # Before: pybind11's "Unable to cast Python instance to C++ type".
+    with pytest.raises(weft.InvalidArgument, match=text):
+        call()
+
+
+def test_array_ops_take_numpy_integer_axes():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(weft.ops.sum(x, axis=np.int64(1)), x.sum(1))
+    np.testing.assert_array_equal(weft.ops.sum(x, axis=(np.int32(0), -1)), x.sum((0, 1)))
+    np.testing.assert_array_equal(weft.ops.argmax(x, axis=np.int64(-1)), x.argmax(-1))
