@@ -35,8 +35,12 @@ struct PmapOptions {
   std::string axis{};                        // 1-d pmap: the axis name (JAX's axis_name); may be empty
   std::vector<MeshAxis> mesh{};              // several axes = nested pmap, outermost first
   std::vector<Device> devices{};             // explicit devices (default: the first ones of the runtime)
-  std::vector<std::optional<int>> in_axes{}; // per argument: mapped axis, or nullopt = broadcast; empty = all 0
-  std::vector<std::optional<int>> out_axes{};  // per output: where the mapped axis goes, nullopt = replicated
+  // Per argument: the axis it is mapped along, or std::nullopt = broadcast (JAX's None); empty = all 0. A
+  // negative axis counts from the end, as in JAX: -1 is the last axis of the argument.
+  std::vector<std::optional<int>> in_axes{};
+  // Per output: where the mapped axis goes in the result, or std::nullopt = replicated; empty = all 0. A
+  // negative axis counts from the end of the result (which has the output's axes and the mapped one).
+  std::vector<std::optional<int>> out_axes{};
   Runtime* runtime = nullptr;                // default Runtime::current()
   std::string name = "pmap";                 // used in error messages
 };

@@ -24,8 +24,9 @@ std::ostream& operator<<(std::ostream& os, const Device& device);
 std::ostream& operator<<(std::ostream& os, const std::vector<Device>& devices);
 
 // Every knob has an environment twin (WEFT_*), a unit and a default; see docs/settings.md.
-// A negative / zero "unset" value means: take the environment variable, else the default. Every value is
-// validated when a Runtime is made: a bad one is an InvalidArgument naming the setting.
+// A field's "unset" value (0 for device_count and trace_events, -1 for the other numbers, empty for strings)
+// means: take the environment variable, else the default; any other negative value is refused. Every value
+// is validated when a Runtime is made: a bad one is an InvalidArgument naming the setting.
 struct RuntimeOptions {
   int device_count = 0;                 // WEFT_DEVICE_COUNT, default 8
   std::int64_t device_memory = -1;      // WEFT_DEVICE_MEMORY bytes (K/M/G), default 0 = unlimited

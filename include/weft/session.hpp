@@ -79,7 +79,7 @@ class HostStream {
 };
 
 struct SessionOptions {
-  int replicas = 0;             // 0 = every device of the runtime
+  int replicas = 0;             // 0 = every device of the runtime; negative is an InvalidArgument
   int num_host_transfers = 1;   // host_load / host_store calls per stream per run()
   Runtime* runtime = nullptr;   // default Runtime::current()
   std::string name = "session";

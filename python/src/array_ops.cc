@@ -2,6 +2,7 @@
 // indexing) for Python: numpy in, numpy out, computed by weft's Eigen kernels with the GIL released, so the
 // replicas of a pmap that call them compute at the same time. The Python names and defaults are in
 // python/weft/ops.py (PopXL's ops module) and python/weft/nn.py (jax.nn's).
+#include <cstdint>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -31,15 +32,34 @@ py::array compute_released(F&& compute) {
   return to_numpy(out);
 }
 
-ReduceAxes reduce_axes(py::handle axis) {
-  if (axis.is_none()) return ReduceAxes();
-  if (py::isinstance<py::int_>(axis)) return ReduceAxes(axis.cast<int>());
-  return ReduceAxes(axis.cast<std::vector<int>>());
+// An axis argument as a C++ int, or an InvalidArgument naming the op and the value (pybind11's cast would
+// say only "Unable to cast Python instance to C++ type"; issue 21, item 12). Ranks are the ops' to check.
+int python_axis(py::handle axis, const char* op) {
+  // An int, or anything with __index__ (numpy's integer scalars), bools excepted.
+  if (!py::isinstance<py::bool_>(axis) && PyIndex_Check(axis.ptr())) {
+    auto index = py::reinterpret_steal<py::object>(PyNumber_Index(axis.ptr()));
+    if (!index) throw py::error_already_set();
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (overflow == 0 && v >= INT32_MIN && v <= INT32_MAX) return static_cast<int>(v);
+  }
+  throw InvalidArgument(std::string(op) + ": axis " + py::repr(axis).cast<std::string>() +
+                        " is not an axis (an int, negative from the end)");
 }
 
-std::optional<int> optional_axis(py::handle axis) {
+ReduceAxes reduce_axes(py::handle axis, const char* op) {
+  if (axis.is_none()) return ReduceAxes();
+  if (!py::isinstance<py::sequence>(axis) || py::isinstance<py::str>(axis) || PyIndex_Check(axis.ptr()))
+    return ReduceAxes(python_axis(axis, op));
+  std::vector<int> axes;
+  for (py::handle a : axis) axes.push_back(python_axis(a, op));
+  return ReduceAxes(std::move(axes));
+}
+
+std::optional<int> optional_axis(py::handle axis, const char* op) {
   if (axis.is_none()) return std::nullopt;
-  return axis.cast<int>();
+  return python_axis(axis, op);
 }
 
 using Unary = Array (*)(const Array&);
@@ -127,7 +147,7 @@ void init_array_ops(py::module_& parent) {
   auto reduction = [&m](const char* name, Reduction op) {
     m.def(name, [name, op](py::handle x, py::handle axis, bool keepdims) {
       const Array a = to_array(x, name);
-      const ReduceAxes axes = reduce_axes(axis);
+      const ReduceAxes axes = reduce_axes(axis, name);
       return compute_released([&] { return op(a, axes, keepdims); });
     }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
   };
@@ -140,7 +160,7 @@ void init_array_ops(py::module_& parent) {
   auto arg_reduction = [&m](const char* name, ArgReduction op) {
     m.def(name, [name, op](py::handle x, py::handle axis, bool keepdims) {
       const Array a = to_array(x, name);
-      const std::optional<int> ax = optional_axis(axis);
+      const std::optional<int> ax = optional_axis(axis, name);
       return compute_released([&] { return op(a, ax, keepdims); });
     }, py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false);
   };
@@ -154,7 +174,7 @@ void init_array_ops(py::module_& parent) {
   }, py::arg("labels"), py::arg("num_classes"), py::arg("dtype") = py::none());
   m.def("take", [](py::handle x, py::handle indices, py::handle axis) {
     const Array a = to_array(x, "take: x"), i = to_array(indices, "take: indices");
-    const std::optional<int> ax = optional_axis(axis);
+    const std::optional<int> ax = optional_axis(axis, "take");
     return compute_released([&] { return take(a, i, ax); });
   }, py::arg("x"), py::arg("indices"), py::arg("axis") = py::none());
 }

@@ -7,6 +7,7 @@
 // result passed to the next psum, or returned from a replica, moves no bytes.
 #include <Python.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -25,6 +26,30 @@ std::vector<py::ssize_t> numpy_shape(const Shape& shape) { return {shape.begin()
 
 // numpy's PyArray_BASE without numpy's C headers: pybind11's proxy of the array object.
 PyObject* PyArray_BASE_ptr(const py::array& array) { return py::detail::array_proxy(array.ptr())->base; }
+
+// np.ascontiguousarray(value). Not py::array::ensure, which clears the Python error it fails with: the
+// user's own exception (numpy's ValueError for a ragged list, MemoryError for a huge broadcast view, or
+// whatever their __array__ raised) must reach them, not pybind11's "error indicator not set".
+py::array contiguous_array(py::handle value) {
+  auto& api = py::detail::npy_api::get();
+  PyObject* array = api.PyArray_FromAny_(value.ptr(), nullptr, 0, 0,
+                                         static_cast<int>(py::detail::npy_api::NPY_ARRAY_ENSUREARRAY_) | py::array::c_style,
+                                         nullptr);
+  if (!array) throw py::error_already_set();
+  return py::reinterpret_steal<py::array>(array);
+}
+
+// A Python int as int32 (JAX's default integer type), or an InvalidArgument naming it and the range.
+std::int32_t python_int32(py::handle value, const char* what) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow != 0 || v < INT32_MIN || v > INT32_MAX)
+    throw InvalidArgument(std::string(what) + ": the Python int " + py::str(value).cast<std::string>() +
+                          " is outside int32's range [-2147483648, 2147483647] (weft takes a Python int as int32, "
+                          "as JAX does; pass np.int64(...) for a 64-bit integer)");
+  return static_cast<std::int32_t>(v);
+}
 
 }  // namespace
 
@@ -98,10 +123,9 @@ Array to_array(py::handle value, const char* what) {
     *static_cast<float*>(array.mutable_data()) = static_cast<float>(value.cast<double>());
   } else if (PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
     array = py::array_t<std::int32_t>(std::vector<py::ssize_t>{}, std::vector<py::ssize_t>{});
-    *static_cast<std::int32_t*>(array.mutable_data()) = value.cast<std::int32_t>();
+    *static_cast<std::int32_t*>(array.mutable_data()) = python_int32(value, what);
   } else {
-    array = py::array::ensure(value, py::array::c_style);
-    if (!array) throw py::error_already_set();
+    array = contiguous_array(value);
   }
   const DType dtype = weft_dtype(array.dtype(), what);
   Shape shape(array.shape(), array.shape() + array.ndim());

@@ -1,9 +1,14 @@
 // weft.pmap's C++ side: a Python function as a weft pmap program (weft._weft.PmapProgram). Each replica runs
 // the function on its device's worker thread with the GIL (run_python_replica, bindings.hpp); the caller
 // waits interruptibly (interrupt.cc). The collectives the function calls are weft.lax (lax.cc).
+//
+// A PmapProgram holds its Python function, and the function may hold what holds the program (a model that
+// keeps a pmap of its own method): the type takes part in garbage collection (tp_traverse / tp_clear), so
+// such a cycle is collected instead of leaking with everything it holds (issue 21, item 10).
 #include <Python.h>
 
 #include <mutex>
+#include <utility>
 
 #include "bindings.hpp"
 
@@ -44,6 +49,7 @@ class PythonPmap {
     program_ = std::make_shared<PmapProgram>(
         [state](Replica& r, std::span<const Array> inputs) -> std::vector<Array> {
           return run_python_replica(r, *state->call, [&] {
+            if (!state->fn) throw weft::Error(state->name + ": the pmapped function was collected");
             py::tuple args(inputs.size());
             for (std::size_t i = 0; i < inputs.size(); ++i) args[i] = to_numpy(inputs[i]);
             py::object out = (*state->fn)(*args);
@@ -54,6 +60,16 @@ class PythonPmap {
         },
         std::move(options));
   }
+
+  // The function goes first, with every member intact: dropping it runs Python code (its closure's
+  // destructors), during which the garbage collector may traverse this object.
+  ~PythonPmap() { clear_function(); }
+  PythonPmap(const PythonPmap&) = delete;
+  PythonPmap& operator=(const PythonPmap&) = delete;
+
+  // The garbage collector's view (needs the GIL, as do the replicas that call the function).
+  PyObject* function() const { return state_->fn ? state_->fn->ptr() : nullptr; }
+  void clear_function() { std::exchange(state_->fn, nullptr).reset(); }
 
   py::list call(py::sequence args, py::handle sharded_type) {
     std::vector<PmapArg> arguments;
@@ -95,10 +111,31 @@ class PythonPmap {
   std::shared_ptr<PmapProgram> program_;
 };
 
+// The PythonPmap of a PmapProgram instance; nullptr before its constructor ran or after its destructor.
+PythonPmap* pmap_of(PyObject* self) {
+  auto* instance = reinterpret_cast<py::detail::instance*>(self);
+  py::detail::value_and_holder held = instance->get_value_and_holder(nullptr, false);
+  return held && held.holder_constructed() ? held.value_ptr<PythonPmap>() : nullptr;
+}
+
+void enable_garbage_collection(PyHeapTypeObject* heap_type) {
+  PyTypeObject* type = &heap_type->ht_type;
+  type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+  type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
+    Py_VISIT(Py_TYPE(self));  // a heap type's instances own a reference to it
+    if (PythonPmap* pmap = pmap_of(self)) Py_VISIT(pmap->function());
+    return 0;
+  };
+  type->tp_clear = [](PyObject* self) {
+    if (PythonPmap* pmap = pmap_of(self)) pmap->clear_function();
+    return 0;
+  };
+}
+
 }  // namespace
 
 void init_pmap(py::module_& m) {
-  py::class_<PythonPmap>(m, "PmapProgram")
+  py::class_<PythonPmap>(m, "PmapProgram", py::custom_type_setup(enable_garbage_collection))
       .def(py::init<py::object, std::string, std::vector<std::pair<std::string, int>>, std::vector<std::optional<int>>,
                     std::vector<std::optional<int>>, std::vector<Device>, std::string>(),
            py::arg("fn"), py::arg("axis"), py::arg("mesh"), py::arg("in_axes"), py::arg("out_axes"),

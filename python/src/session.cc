@@ -111,6 +111,9 @@ void init_session_handles(py::module_& m) {
 void init_session_class(py::module_& m) {
   py::class_<Session, std::shared_ptr<Session>>(m, "Session")
       .def(py::init([](int replicas, int num_host_transfers, std::string name) {
+             if (replicas < 0)
+               throw InvalidArgument(name + ": replication_factor = " + std::to_string(replicas) +
+                                     " is not a number of replicas >= 1 (0 = every device)");
              SessionOptions options;
              options.replicas = replicas;
              options.num_host_transfers = num_host_transfers;

@@ -28,9 +28,9 @@ class _Pmapped:
         self._programs = {}
         self._lock = threading.Lock()
         # Calls take turns (the engine runs one execution at a time anyway): the replicas report the output
-        # structure of the call in flight through _out_def.
+        # structure of the call in flight through _record.
         self._call_lock = threading.Lock()
-        self._out_def = None
+        self._record = _CallRecord()
         functools.update_wrapper(self, fun, updated=())
 
     # The levels of a nest of pmaps, outermost first: (axis_name, in_axes, out_axes) each, and the innermost
@@ -57,7 +57,8 @@ class _Pmapped:
             raise ValueError(f"{self._name}: pmap in_axes specification must be a tree prefix of the corresponding "
                              f"value, got specification {self._in_axes!r} for {len(args)} arguments")
         if all(isinstance(a, (np.ndarray, ShardedArray)) for a in args) and (
-                in_axes is None or isinstance(in_axes, int) or all(a is None or isinstance(a, int) for a in in_axes)):
+                in_axes is None or isinstance(in_axes, int)
+                or (isinstance(in_axes, tuple) and all(a is None or isinstance(a, int) for a in in_axes))):
             # Every argument an array (the common case): no pytree walk.
             leaves, treedef = list(args), _flat_treedef(len(args))
             leaf_axes = list(in_axes) if isinstance(in_axes, tuple) else [in_axes] * len(args)
@@ -91,13 +92,22 @@ class _Pmapped:
         with self._lock:
             program = self._programs.get(key)
             if program is None:
-                program = _weft.PmapProgram(self._replica_function(fun, treedef), axis, mesh, list(leaf_axes), [],
-                                            self._devices or [], self._name)
+                _check_in_axes(leaf_axes, self._name)
+                program = _weft.PmapProgram(_replica_function(fun, treedef, self._record), axis, mesh,
+                                            list(leaf_axes), [], self._devices or [], self._name)
                 self._programs[key] = program
         with self._call_lock:
-            self._out_def = None
-            results = program(impl_leaves, _weft.ShardedArray)
-            out_def = self._out_def
+            record = self._record
+            record.out_defs = {}
+            try:
+                results = program(impl_leaves, _weft.ShardedArray)
+            except _weft.InvalidArgument as error:
+                # Replicas that returned different numbers of leaves: the engine names the counts, but the
+                # cause is the structures (when they differ, say so).
+                _common_structure(record.out_defs, self._name, error)
+                raise
+            out_def = _common_structure(record.out_defs, self._name)
+            record.out_defs = {}
         outs = [ShardedArray(r) for r in results]
         if out_def == _tree.LEAF and out_axes == 0:
             return outs[0]
@@ -105,24 +115,55 @@ class _Pmapped:
             return outs
         out_leaves = outs
         if out_axes != 0:
-            out_leaves = [_apply_out_axis(o, ax, self._name)
-                          for o, ax in zip(outs, _tree.broadcast_prefix(out_axes, _tree.unflatten(out_def, outs),
-                                                                          "pmap out_axes"))]
+            axes = _tree.broadcast_prefix(out_axes, _tree.unflatten(out_def, outs), "pmap out_axes")
+            out_leaves = [_apply_out_axis(o, ax, self._name, i) for i, (o, ax) in enumerate(zip(outs, axes))]
         return _tree.unflatten(out_def, out_leaves)
 
-    def _replica_function(self, fun, treedef):
-        flat = treedef == _flat_treedef(len(treedef[1])) if treedef[0] == "tuple" else False
 
-        def replica(*leaves):
-            out = fun(*leaves) if flat else fun(*_tree.unflatten(treedef, list(leaves)))
-            if isinstance(out, np.ndarray):  # one array: no pytree walk
-                self._out_def = _tree.LEAF
-                return [out]
-            out_leaves, out_def = _tree.flatten(out)
-            self._out_def = out_def  # the same on every replica (the engine checks their outputs agree)
-            return out_leaves
+class _CallRecord:
+    """What the replicas of the call in flight report: each one's result structure, by replica index.
 
-        return replica
+    The pmap and its replica functions share it; a replica function never holds the pmap itself. It would
+    make a reference cycle through the C++ program, which the garbage collector cannot see into: every called
+    pmap would leak with everything its function holds (issue 21, item 10)."""
+
+    __slots__ = ("out_defs",)
+
+    def __init__(self):
+        self.out_defs = {}
+
+
+def _replica_function(fun, treedef, record):
+    """The function each replica runs: the user's, on the unflattened arguments, returning the flat leaves of
+    its result and recording the result's structure in `record`."""
+    flat = treedef == _flat_treedef(len(treedef[1])) if treedef[0] == "tuple" else False
+
+    def replica(*leaves):
+        out = fun(*leaves) if flat else fun(*_tree.unflatten(treedef, list(leaves)))
+        if isinstance(out, np.ndarray):  # one array: no pytree walk
+            record.out_defs[_weft.replica_index()] = _tree.LEAF
+            return [out]
+        out_leaves, out_def = _tree.flatten(out)
+        record.out_defs[_weft.replica_index()] = out_def
+        return out_leaves
+
+    return replica
+
+
+def _common_structure(out_defs, name, cause=None):
+    """The result structure every replica of this process returned (None when it runs none), or an
+    InvalidArgument naming the first replica whose structure differs from the lowest one's, and both
+    structures (as jax.pmap, which traces the function once, every replica must return the same pytree)."""
+    if not out_defs:
+        return None
+    first = min(out_defs)
+    for index in sorted(out_defs):
+        if out_defs[index] != out_defs[first]:
+            raise _weft.InvalidArgument(
+                f"{name}: replica {index} returned a result of structure {_tree.describe(out_defs[index])} but "
+                f"replica {first} returned {_tree.describe(out_defs[first])}; every replica must return the same "
+                "pytree (the same containers, dict keys and nesting)") from cause
+    return out_defs[first]
 
 
 @functools.lru_cache(maxsize=None)
@@ -131,11 +172,32 @@ def _flat_treedef(n):
     return ("tuple", (_tree.LEAF,) * n)
 
 
-def _apply_out_axis(sharded, axis, name):
-    if axis == 0:
-        return sharded
+def _is_axis(axis):
+    """An int the engine can take (C++ int), bool excepted; ranks are checked against the arrays."""
+    return isinstance(axis, int) and not isinstance(axis, bool) and -2**31 <= axis < 2**31
+
+
+def _check_in_axes(leaf_axes, name):
+    for index, axis in enumerate(leaf_axes):
+        if axis is not None and not _is_axis(axis):
+            raise _weft.InvalidArgument(f"{name}: in_axes {axis!r} of argument {index} is not an axis (an int, "
+                                        "negative from the end) or None (broadcast)")
+
+
+def _apply_out_axis(sharded, axis, name, index):
     if axis is None:  # JAX: the value is the same on every replica; return one copy
         return DeviceArray(sharded.shards[0], sharded.shards[0].device())
+    if not _is_axis(axis):
+        raise _weft.InvalidArgument(f"{name}: out_axes {axis!r} of output {index} is not an axis (an int, negative "
+                                    "from the end) or None (replicated)")
+    if axis == 0:
+        return sharded
+    # The result has the output's axes and the mapped one; a negative axis counts from its end (JAX).
+    rank = sharded.ndim - 1
+    if not -rank - 1 <= axis <= rank:
+        raise _weft.InvalidArgument(
+            f"{name}: out_axes {axis} is out of range for output {index} of rank {rank} (its result has rank "
+            f"{rank + 1}: an axis in [{-rank - 1}, {rank}])")
     return DeviceArray(np.moveaxis(np.asarray(sharded), 0, axis))
 
 

@@ -45,6 +45,24 @@ def unflatten(treedef, leaves):
     return build(treedef)
 
 
+def describe(treedef):
+    """`treedef` as JAX prints a PyTreeDef: PyTreeDef({'a': *, 'b': (*, [*])}), for error messages."""
+
+    def text(node):
+        if node == _LEAF:
+            return "*"
+        if node == _NONE:
+            return "None"
+        if node[0] == "dict":
+            return "{" + ", ".join(f"{k!r}: {text(child)}" for k, child in zip(node[1], node[2])) + "}"
+        children = [text(child) for child in node[1]]
+        if node[0] == "list":
+            return "[" + ", ".join(children) + "]"
+        return "(" + ", ".join(children) + ("," if len(children) == 1 else "") + ")"
+
+    return f"PyTreeDef({text(treedef)})"
+
+
 def tree_map(fn, tree):
     leaves, treedef = flatten(tree)
     return unflatten(treedef, [fn(leaf) for leaf in leaves])

@@ -173,7 +173,7 @@ Isa cpu_isa(const std::function<bool(std::string_view)>& supported) {
 }
 
 Mode parse_mode(const char* value) {
-  if (value == nullptr) return Mode::automatic;
+  if (value == nullptr || *value == '\0') return Mode::automatic;  // empty means unset, as every WEFT_* variable
   const std::string v = value;
   if (v == "auto") return Mode::automatic;
   if (v == "eigen") return Mode::eigen;

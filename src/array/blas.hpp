@@ -51,7 +51,7 @@ Isa cpu_isa(const std::function<bool(std::string_view)>& supported);
 
 // What WEFT_GEMM asks for.
 enum class Mode { automatic, eigen, openblas, onednn };
-// Parses a WEFT_GEMM value (unset = nullptr = automatic); anything else is an InvalidArgument naming it.
+// Parses a WEFT_GEMM value (unset or empty = automatic, as every WEFT_* variable); anything else is an InvalidArgument naming it.
 Mode parse_mode(const char* value);
 
 // The decision, as a pure function of its inputs so tests can inject them: whether matmul uses a loaded

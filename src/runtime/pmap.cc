@@ -17,7 +17,7 @@ namespace {
 struct Prepared {
   Mesh mesh;
   std::vector<Device> devices;
-  std::vector<int> in_axes;  // per argument; -1 = broadcast
+  std::vector<std::optional<int>> in_axes;  // per argument: the mapped axis (>= 0), or nullopt = broadcast
   // In a job of several processes, JAX's convention: each process passes arrays whose mapped size is its
   // local device count, and the global mapped size is that times the process count.
   bool process_local_args = false;
@@ -66,17 +66,14 @@ PmapProgram::PmapProgram(ReplicaFunction fn, PmapOptions options) : impl_(std::m
 
 namespace {
 
-// Per argument, the axis it is mapped along; -1 = broadcast.
-std::vector<int> resolve_in_axes(const PmapOptions& options, int nargs) {
+// Per argument, the axis it is mapped along as given (negative: from the end), or nullopt = broadcast.
+std::vector<std::optional<int>> resolve_in_axes(const PmapOptions& options, int nargs) {
   const std::string& name = options.name;
-  std::vector<int> in_axes(nargs, 0);
-  if (!options.in_axes.empty()) {
-    if (static_cast<int>(options.in_axes.size()) != nargs)
-      throw InvalidArgument(name + ": in_axes has " + std::to_string(options.in_axes.size()) + " entries but the function was called with " +
-                            std::to_string(nargs) + " arguments");
-    for (int i = 0; i < nargs; ++i) in_axes[i] = options.in_axes[i] ? *options.in_axes[i] : -1;
-  }
-  return in_axes;
+  if (options.in_axes.empty()) return std::vector<std::optional<int>>(nargs, 0);
+  if (static_cast<int>(options.in_axes.size()) != nargs)
+    throw InvalidArgument(name + ": in_axes has " + std::to_string(options.in_axes.size()) + " entries but the function was called with " +
+                          std::to_string(nargs) + " arguments");
+  return options.in_axes;
 }
 
 // Signature: what a cached preparation depends on.
@@ -90,19 +87,24 @@ std::string signature_of(const std::vector<PmapArg>& args) {
   return key.str();
 }
 
-// Every mapped argument has the axis it is mapped along, and at least one argument is mapped.
-void check_mapped_arguments(const std::string& name, const std::vector<PmapArg>& args, const std::vector<int>& in_axes) {
+// Every mapped argument has the axis it is mapped along, and at least one argument is mapped. Negative axes
+// count from the end, as in JAX (axis a of a rank-n argument is n + a): the result holds them as such.
+std::vector<std::optional<int>> check_mapped_arguments(const std::string& name, const std::vector<PmapArg>& args,
+                                                       std::vector<std::optional<int>> in_axes) {
   Shape scratch;
   bool any_mapped = false;
   for (int i = 0; i < static_cast<int>(args.size()); ++i) {
-    if (in_axes[i] < 0) continue;
+    if (!in_axes[i]) continue;
     any_mapped = true;
     const Shape& s = arg_shape(args[i], scratch);
-    if (in_axes[i] >= static_cast<int>(s.size()))
+    const int axis = *in_axes[i], rank = static_cast<int>(s.size());
+    const int needed = axis < 0 ? -axis : axis + 1;  // the rank that has this axis
+    if (rank < needed)
       throw InvalidArgument(name + ": pmap was requested to map its argument " + std::to_string(i) + " along axis " +
-                            std::to_string(in_axes[i]) + ", which implies that its rank should be at least " +
-                            std::to_string(in_axes[i] + 1) + ", but is only " + std::to_string(s.size()) +
-                            " (its shape is " + shape_str(s) + ")");
+                            std::to_string(axis) + ", which implies that its rank should be at least " +
+                            std::to_string(needed) + ", but is only " + std::to_string(rank) + " (its shape is " +
+                            shape_str(s) + ")");
+    if (axis < 0) in_axes[i] = rank + axis;
   }
   // JAX refuses this too (same words): with every argument broadcast nothing gives the number of replicas.
   // The message shows the two idioms that say it (issue 10; docs/using-weft.md).
@@ -112,20 +114,22 @@ void check_mapped_arguments(const std::string& name, const std::vector<PmapArg>&
                           "too). To give each of N replicas the whole of x, map a replicated copy: "
                           "f(device_put_replicated(x, devices)) with in_axes 0, or map a dummy argument: "
                           "in_axes {0, std::nullopt} and f(Array::arange(N), x)");
+  return in_axes;
 }
 
 // A nested pmap (PmapOptions::mesh): every mapped argument's leading dimensions are the mesh's shape.
-Mesh mesh_of_nested(const PmapOptions& options, const std::vector<PmapArg>& args, const std::vector<int>& in_axes) {
+Mesh mesh_of_nested(const PmapOptions& options, const std::vector<PmapArg>& args,
+                    const std::vector<std::optional<int>>& in_axes) {
   const std::string& name = options.name;
   Mesh mesh(options.mesh);
   const Shape mesh_shape = mesh.shape();
   Shape scratch;
   for (int i = 0; i < static_cast<int>(args.size()); ++i) {
-    if (in_axes[i] < 0) continue;
-    if (in_axes[i] != 0)
+    if (!in_axes[i]) continue;
+    if (*in_axes[i] != 0)
       throw InvalidArgument(name + ": with a multi-axis mesh " + mesh.to_string() +
                             " arguments are mapped along their leading dimensions; in_axes[" + std::to_string(i) +
-                            "] = " + std::to_string(in_axes[i]) + " is not supported (use 0 or broadcast)");
+                            "] = " + std::to_string(*in_axes[i]) + " is not supported (use 0 or broadcast)");
     const Shape& s = arg_shape(args[i], scratch);
     if (s.size() < mesh_shape.size() || !std::equal(mesh_shape.begin(), mesh_shape.end(), s.begin()))
       throw InvalidArgument(name + ": argument " + std::to_string(i) + " has shape " + shape_str(s) +
@@ -138,17 +142,17 @@ Mesh mesh_of_nested(const PmapOptions& options, const std::vector<PmapArg>& args
 // A 1-d pmap: the mapped arguments agree on the size of their mapped axis, which (times the process count
 // when each process passes its local share) is the number of replicas. Sets p.mesh and p.process_local_args.
 void map_one_axis(Prepared& p, Runtime& rt, const PmapOptions& options, const std::vector<PmapArg>& args,
-                  const std::vector<int>& in_axes) {
+                  const std::vector<std::optional<int>>& in_axes) {
   const std::string& name = options.name;
   Shape scratch;
   int size = -1;
   std::string sizes;
   bool consistent = true;
   for (int i = 0; i < static_cast<int>(args.size()); ++i) {
-    if (in_axes[i] < 0) continue;
-    const int s = static_cast<int>(arg_shape(args[i], scratch)[in_axes[i]]);
+    if (!in_axes[i]) continue;
+    const int s = static_cast<int>(arg_shape(args[i], scratch)[*in_axes[i]]);
     sizes += "\n  argument " + std::to_string(i) + " of shape " + shape_str(arg_shape(args[i], scratch)) +
-             " has size " + std::to_string(s) + " along axis " + std::to_string(in_axes[i]);
+             " has size " + std::to_string(s) + " along axis " + std::to_string(*in_axes[i]);
     if (size < 0) {
       size = s;
     } else if (s != size) {
@@ -196,7 +200,7 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
   const int nargs = static_cast<int>(args.size());
   if (nargs == 0)
     throw InvalidArgument(options.name + ": a pmapped function must be passed at least one argument containing an array");
-  const std::vector<int> in_axes = resolve_in_axes(options, nargs);
+  const std::vector<std::optional<int>> given_axes = resolve_in_axes(options, nargs);
   const std::string key = signature_of(args);
   // Preparing is cheap (no data moves) and is done under the lock, so that concurrent first calls with one
   // signature prepare it once.
@@ -205,8 +209,8 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
   if (it != cache.end()) return it->second;
 
   auto p = std::make_shared<Prepared>();
-  p->in_axes = in_axes;
-  check_mapped_arguments(options.name, args, in_axes);
+  p->in_axes = check_mapped_arguments(options.name, args, given_axes);  // the axes, counted from the front
+  const std::vector<std::optional<int>>& in_axes = p->in_axes;
   if (!options.mesh.empty()) {
     p->mesh = mesh_of_nested(options, args, in_axes);
   } else {
@@ -230,7 +234,7 @@ std::vector<Array> PmapProgram::Impl::replica_inputs(Runtime& rt, const Prepared
   std::vector<Array> inputs;
   inputs.reserve(args.size());
   for (std::size_t i = 0; i < args.size(); ++i) {
-    const int axis = p.in_axes[i];
+    const std::optional<int> axis = p.in_axes[i];
     if (const ShardedArray* s = std::get_if<ShardedArray>(&args[i])) {
       // Already on the right device: reuse the shard as is, nothing moves.
       if (axis == 0 && s->mapped_axis() == 0 && s->mesh_shape() == p.mesh.shape() &&
@@ -241,10 +245,10 @@ std::vector<Array> PmapProgram::Impl::replica_inputs(Runtime& rt, const Prepared
     }
     Array host = std::holds_alternative<Array>(args[i]) ? std::get<Array>(args[i]) : std::get<ShardedArray>(args[i]).to_host();
     Array slice;
-    if (axis < 0) {
+    if (!axis) {
       slice = host;  // broadcast: every replica reads the same immutable value
     } else {
-      if (axis != 0) host = host.moveaxis(axis, 0);
+      if (*axis != 0) host = host.moveaxis(*axis, 0);
       if (k > 1) {
         Shape flat{p.mesh.size()};
         flat.insert(flat.end(), host.shape().begin() + k, host.shape().end());
@@ -304,13 +308,18 @@ std::vector<ShardedArray> PmapProgram::operator()(std::vector<PmapArg> args) con
       result.emplace_back(std::move(shards), Shape{}, &rt, 0);
       continue;
     }
+    // The result has the output's axes and the mapped one: a negative out_axes counts from its end (JAX).
     const int local_rank = outputs[r0][j].ndim();
-    if (*out_axis < 0 || *out_axis > local_rank || (*out_axis != 0 && p->mesh.num_axes() > 1))
+    const int axis = *out_axis < 0 ? *out_axis + local_rank + 1 : *out_axis;
+    if (axis < 0 || axis > local_rank || (axis != 0 && p->mesh.num_axes() > 1))
       throw InvalidArgument(name + ": out_axes[" + std::to_string(j) + "] = " + std::to_string(*out_axis) +
                             " is out of range for an output of rank " + std::to_string(local_rank) +
-                            (p->mesh.num_axes() > 1 ? " (a multi-axis mesh supports only 0)" : ""));
+                            (p->mesh.num_axes() > 1 ? " (a multi-axis mesh supports only 0)"
+                                                    : " (its result has rank " + std::to_string(local_rank + 1) +
+                                                          ": an axis in [" + std::to_string(-local_rank - 1) + ", " +
+                                                          std::to_string(local_rank) + "])"));
     result.emplace_back(std::move(shards), all_local ? p->mesh.shape() : Shape{static_cast<std::int64_t>(local.size())}, &rt,
-                        *out_axis);
+                        axis);
   }
   return result;
 }

@@ -24,19 +24,33 @@ const char* env(const char* name) {
   return (v && *v) ? v : nullptr;
 }
 
-double parse_seconds(const char* name, const char* text) {
+// The one rule for whitespace in every WEFT_* number: around the number it is ignored (a value pasted with a
+// trailing newline is the number), inside it is a mistake. strtod and strtoll skip leading whitespace only,
+// so before this rule " 8" was a count and "8 " was not.
+std::string trimmed(const char* text) {
+  std::string s = text;
+  const char* space = " \t\n\r\f\v";
+  const std::size_t first = s.find_first_not_of(space);
+  if (first == std::string::npos) return {};
+  return s.substr(first, s.find_last_not_of(space) - first + 1);
+}
+
+double parse_seconds(const char* name, const char* given) {
+  const std::string text = trimmed(given);
   char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(v >= 0) || std::isinf(v))
-    throw InvalidArgument(std::string(name) + "=" + text + " is not a number of seconds >= 0");
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(v >= 0) || std::isinf(v))
+    throw InvalidArgument(std::string(name) + "=" + given + " is not a number of seconds >= 0");
   return v;
 }
 
 // A byte count with an optional binary suffix; whole bytes only, and representable: "1e30" or "inf" must not
 // quietly become "unlimited" (0) or wrap.
-std::int64_t parse_bytes(const char* name, const char* text, const char* zero = "0 = unlimited",
+std::int64_t parse_bytes(const char* name, const char* given, const char* zero = "0 = unlimited",
                          const char* limit = "a device holds at most 2^63 - 1 bytes") {
-  const std::string what = std::string(name) + "=" + text;
+  const std::string what = std::string(name) + "=" + given;
+  const std::string trimmed_text = trimmed(given);
+  const char* text = trimmed_text.c_str();
   char* end = nullptr;
   const double v = std::strtod(text, &end);
   const std::string suffix = end;
@@ -55,12 +69,13 @@ std::int64_t parse_bytes(const char* name, const char* text, const char* zero = 
 }
 
 // A whole number in [low, high], or an InvalidArgument "NAME=text is not <what>".
-long long parse_count(const char* name, const char* text, long long low, long long high, const std::string& what) {
+long long parse_count(const char* name, const char* given, long long low, long long high, const std::string& what) {
+  const std::string text = trimmed(given);
   char* end = nullptr;
   errno = 0;
-  const long long n = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || errno == ERANGE || n < low || n > high)
-    throw InvalidArgument(std::string(name) + "=" + text + " is not " + what);
+  const long long n = std::strtoll(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || errno == ERANGE || n < low || n > high)
+    throw InvalidArgument(std::string(name) + "=" + given + " is not " + what);
   return n;
 }
 
@@ -70,11 +85,12 @@ std::string number_str(double v) {
   return os.str();
 }
 
-// A RuntimeOptions field in seconds: negative means unset; NaN and infinity are mistakes (0 means never).
+// A RuntimeOptions field in seconds: -1 means unset; NaN, infinity and other negatives are mistakes (0 means
+// never).
 void check_seconds_option(const char* field, double v) {
-  if (std::isnan(v) || std::isinf(v))
+  if (std::isnan(v) || std::isinf(v) || (v < 0 && v != -1))
     throw InvalidArgument(std::string("RuntimeOptions::") + field + " = " + number_str(v) +
-                          " is not a number of seconds >= 0 (0 disables it, a negative value takes the environment)");
+                          " is not a number of seconds >= 0 (0 disables it, -1 takes the environment)");
 }
 
 constexpr int kMaxDevices = 4096;  // per process (WEFT_SCHEDULER=threads starts a thread for each)
@@ -100,13 +116,16 @@ namespace {
 
 void resolve_devices(RuntimeOptions& o) {
   const std::string devices_rule = "a device count between 1 and " + std::to_string(kMaxDevices);
-  if (o.device_count > kMaxDevices)
+  if (o.device_count > kMaxDevices || o.device_count < 0)
     throw InvalidArgument("RuntimeOptions::device_count = " + std::to_string(o.device_count) + " is not " + devices_rule +
                           " (0 takes WEFT_DEVICE_COUNT)");
-  if (o.device_count <= 0)
+  if (o.device_count == 0)
     o.device_count = env("WEFT_DEVICE_COUNT")
                          ? static_cast<int>(parse_count("WEFT_DEVICE_COUNT", env("WEFT_DEVICE_COUNT"), 1, kMaxDevices, devices_rule))
                          : 8;
+  if (o.device_memory < -1)
+    throw InvalidArgument("RuntimeOptions::device_memory = " + std::to_string(o.device_memory) +
+                          " is not a byte count >= 0 (0 = unlimited, -1 takes WEFT_DEVICE_MEMORY)");
   if (o.device_memory < 0) o.device_memory = env("WEFT_DEVICE_MEMORY") ? parse_bytes("WEFT_DEVICE_MEMORY", env("WEFT_DEVICE_MEMORY")) : 0;
 }
 

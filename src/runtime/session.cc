@@ -77,6 +77,9 @@ Session::Session(SessionOptions options) : state(std::make_shared<SessionState>(
   SessionState& s = *state;
   s.runtime = options.runtime ? options.runtime : &Runtime::current();
   s.options = options;
+  if (options.replicas < 0)
+    throw InvalidArgument(options.name + ": SessionOptions::replicas = " + std::to_string(options.replicas) +
+                          " is not a number of replicas >= 1 (0 = every device)");
   s.replicas = options.replicas > 0 ? options.replicas : s.runtime->device_count();
   if (s.replicas > s.runtime->device_count())
     throw InvalidArgument(options.name + ": " + std::to_string(s.replicas) + " replicas need as many devices, but the runtime has " +

@@ -172,6 +172,44 @@ TEST(PmapAxes, MultipleOutputsAsTupleAndVector) {
   EXPECT_EQ(outs[2].to_host().to_doubles(), (Values{0, 0, 0, 0}));
 }
 
+// Negative axes count from the end, as in JAX: in_axes a of a rank-n argument is axis n + a; out_axes a of a
+// rank-n output is axis n + 1 + a of the result (which has the mapped axis too). Issue 21, item 4: -1 meant
+// "broadcast" before.
+TEST(PmapAxes, NegativeInAxesCountFromTheEnd) {
+  Runtime rt({.device_count = 4});
+  const Array x = Iota({3, 4});
+  auto last = pmap([](const Array& c) { return c; }, {.axis = "i", .in_axes = {-1}, .runtime = &rt});
+  const ShardedArray t = last(x);  // as in_axes {1}: column i goes to replica i
+  EXPECT_EQ(t.shape(), (Shape{4, 3}));
+  EXPECT_EQ(t.to_host().to_doubles(), (Values{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+  auto first = pmap([](const Array& a, const Array& b) { return a + b; },
+                    {.axis = "i", .in_axes = {-2, std::nullopt}, .runtime = &rt});
+  const ShardedArray u = first(Iota({4, 2}), Array::from_list<float>({10, 20}));  // -2 of rank 2 is axis 0
+  EXPECT_EQ(u.to_host().to_doubles(), (Values{10, 21, 12, 23, 14, 25, 16, 27}));
+}
+
+TEST(PmapAxes, NegativeOutAxesCountFromTheEndOfTheResult) {
+  Runtime rt({.device_count = 4});
+  auto twice = pmap([](const Array& v) { return v * 2.0; }, {.axis = "i", .out_axes = {-1}, .runtime = &rt});
+  const ShardedArray out = twice(Iota({4, 2}));  // as out_axes {1}
+  EXPECT_EQ(out.shape(), (Shape{2, 4}));
+  EXPECT_EQ(out.mapped_axis(), 1);
+  EXPECT_EQ(out.to_host().to_doubles(), (Values{0, 4, 8, 12, 2, 6, 10, 14}));
+  auto front = pmap([](const Array& v) { return v * 2.0; }, {.axis = "i", .out_axes = {-2}, .runtime = &rt});
+  EXPECT_EQ(front(Iota({4, 2})).mapped_axis(), 0);
+}
+
+TEST(PmapAxes, OutOfRangeNegativeAxesNameTheArgument) {
+  Runtime rt({.device_count = 4});
+  auto f = pmap([](const Array& a, const Array& b) { return a + b; }, {.axis = "i", .in_axes = {0, -3}, .runtime = &rt});
+  ExpectInvalid([&] { f(Iota({4, 3}), Iota({3, 4})); },
+                {"pmap was requested to map its argument 1 along axis -3, which implies that its rank should be at "
+                 "least 3, but is only 2 (its shape is (3, 4))"});
+  auto g = pmap([](const Array& v) { return v; }, {.axis = "i", .out_axes = {-3}, .runtime = &rt});
+  ExpectInvalid([&] { g(Iota({4, 2})); },
+                {"out_axes[0] = -3 is out of range for an output of rank 1", "an axis in [-2, 1]"});
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Nested meshes (spec 2.8, notebook cell 19)
 

@@ -101,6 +101,9 @@ TEST(SessionTest, ReplicationFactorsInOneProcess) {
                  {"big", "9 replicas need as many devices", "the runtime has 8"});
   ExpectContains(ErrorOf<InvalidArgument>([&] { Session s({.replicas = 2, .num_host_transfers = 0, .runtime = &rt}); }),
                  {"num_host_transfers must be >= 1, got 0"});
+  // Issue 21, item 14: a negative count was taken as 0 (every device).
+  ExpectContains(ErrorOf<InvalidArgument>([&] { Session s({.replicas = -1, .runtime = &rt, .name = "neg"}); }),
+                 {"neg", "SessionOptions::replicas = -1 is not a number of replicas >= 1 (0 = every device)"});
 }
 
 // Spec section 1.3's table for R = 8, plus the defaults.

@@ -152,6 +152,73 @@ TEST(Settings, GoodValuesAreReadExactly) {
   EXPECT_EQ(rt.device_count(), 3);
 }
 
+// Issue 21, item 14: one rule for negative fields. Each field's "unset" is 0 (device_count, trace_events) or
+// -1 (the others, documented in runtime.hpp); every other negative value is refused naming the field, where
+// before some fields took any negative as unset and others refused it.
+TEST(Settings, NegativeFieldsOtherThanTheUnsetValueAreRefused) {
+  CleanEnvironment clean;
+  const std::vector<std::pair<RuntimeOptions, std::string>> cases = {
+      {{.device_count = -1}, "RuntimeOptions::device_count = -1 is not a device count between 1 and 4096"},
+      {{.device_count = 2, .device_memory = -2}, "RuntimeOptions::device_memory = -2 is not a byte count"},
+      {{.device_count = 2, .collective_warn_s = -2}, "RuntimeOptions::collective_warn_s = -2 is not a number of seconds"},
+      {{.device_count = 2, .collective_timeout_s = -0.5},
+       "RuntimeOptions::collective_timeout_s = -0.5 is not a number of seconds"},
+      {{.device_count = 2, .trace_events = -1}, "RuntimeOptions::trace_events = -1"},
+      {{.device_count = 2, .flight_recorder = -2}, "RuntimeOptions::flight_recorder = -2"},
+  };
+  for (const auto& [options, expected] : cases) {
+    SCOPED_TRACE(expected);
+    const Outcome o = MakeRuntime(options);
+    ASSERT_TRUE(o.threw) << "accepted";
+    EXPECT_EQ(o.type, "InvalidArgument") << o.message;
+    ExpectContains(o.message, {expected});
+  }
+  // The unset values still take the environment.
+  ScopedEnv memory("WEFT_DEVICE_MEMORY", "1K"), warn("WEFT_COLLECTIVE_WARN", "7"), timeout("WEFT_COLLECTIVE_TIMEOUT", "9");
+  Runtime rt({.device_count = 1, .device_memory = -1, .collective_warn_s = -1, .collective_timeout_s = -1});
+  EXPECT_EQ(rt.options().device_memory, 1024);
+  EXPECT_EQ(rt.options().collective_warn_s, 7);
+  EXPECT_EQ(rt.options().collective_timeout_s, 9);
+}
+
+// Issue 21, item 14: surrounding whitespace around a number is ignored in every WEFT_* variable (before, a
+// leading space was skipped and a trailing one refused).
+TEST(Settings, SurroundingWhitespaceIsIgnoredInEveryNumber) {
+  CleanEnvironment clean;
+  ScopedEnv flight_clean("WEFT_FLIGHT_RECORDER", nullptr);
+  for (const std::string& pad : {std::string(" %s"), std::string("%s "), std::string(" \t%s\n ")}) {
+    auto padded = [&](const char* v) {
+      std::string out = pad;
+      out.replace(out.find("%s"), 2, v);
+      return out;
+    };
+    SCOPED_TRACE("'" + padded("N") + "'");
+    const std::string count = padded("3"), memory = padded("2K"), warn = padded("20"), timeout = padded("40"),
+                      events = padded("10"), split = padded("1K"), ring = padded("8K"), verify = padded("0"),
+                      flight = padded("5"), instances = padded("1"), replicas = padded("3");
+    ScopedEnv a("WEFT_DEVICE_COUNT", count.c_str()), b("WEFT_DEVICE_MEMORY", memory.c_str()),
+        c("WEFT_COLLECTIVE_WARN", warn.c_str()), d("WEFT_COLLECTIVE_TIMEOUT", timeout.c_str()),
+        e("WEFT_TRACE_EVENTS", events.c_str()), f("WEFT_SPLIT_BYTES", split.c_str()),
+        g("WEFT_RING_BYTES", ring.c_str()), h("WEFT_VERIFY", verify.c_str()), i("WEFT_FLIGHT_RECORDER", flight.c_str()),
+        j("WEFT_NUM_INSTANCES", instances.c_str()), k("WEFT_NUM_REPLICAS", replicas.c_str());
+    const RuntimeOptions o = RuntimeOptions{}.resolved();
+    EXPECT_EQ(o.device_count, 3);
+    EXPECT_EQ(o.device_memory, 2048);
+    EXPECT_EQ(o.collective_warn_s, 20);
+    EXPECT_EQ(o.collective_timeout_s, 40);
+    EXPECT_EQ(o.trace_events, 10);
+    EXPECT_EQ(o.split_bytes, 1024);
+    EXPECT_EQ(o.ring_bytes, 8192);
+    EXPECT_EQ(o.verify, 0);
+    EXPECT_EQ(o.flight_recorder, 5);
+  }
+  // Whitespace inside a number is still a mistake.
+  ScopedEnv inside("WEFT_DEVICE_MEMORY", "2 K");
+  const Outcome o = MakeRuntime({.device_count = 1});
+  ASSERT_TRUE(o.threw) << "accepted";
+  ExpectContains(o.message, {"WEFT_DEVICE_MEMORY=2 K is not a byte count"});
+}
+
 // ---------------------------------------------------------------------------------------------------
 // The timeout and the warning.
 

@@ -306,7 +306,11 @@ case "$CASE" in
     expect_text "$ERR" "--only-output-from-instance 2 is not an instance of this job"
     run --timeout abc true
     expect_rc 2
-    expect_text "$ERR" "--timeout expects a positive number of seconds"
+    expect_text "$ERR" "--timeout expects a number of seconds > 0 and at most 1e+09 (about 31 years), got 'abc'"
+    # A huge timeout is named with the real limit, not called "not positive" (issue 21, item 14).
+    run --timeout 1e30 true
+    expect_rc 2
+    expect_text "$ERR" "--timeout expects a number of seconds > 0 and at most 1e+09 (about 31 years), got '1e30'"
     # A hostfile that cannot be read is named, before mpirun starts (which would bury it in a help text).
     run --hostfile "$TMP/no-such-hostfile" --num-instances 2 -- true
     expect_rc 2

@@ -95,8 +95,8 @@ TEST(MatmulBackend, SettingParsesOrNamesTheRule) {
   EXPECT_EQ(blas::parse_mode("onednn"), Mode::onednn);
   EXPECT_EQ(ErrorOf<InvalidArgument>([] { blas::parse_mode("OpenBLAS"); }),
             "WEFT_GEMM=OpenBLAS: expected auto, eigen, openblas or onednn");
-  EXPECT_EQ(ErrorOf<InvalidArgument>([] { blas::parse_mode(""); }),
-            "WEFT_GEMM=: expected auto, eigen, openblas or onednn");
+  // Empty means unset, as for every WEFT_* variable (issue 21, item 14).
+  EXPECT_EQ(blas::parse_mode(""), Mode::automatic);
 }
 
 TEST(MatmulBackend, OnlyProductsOfBlockedSizeGoToTheBlas) {

@@ -33,12 +33,14 @@ int parse_int(const std::string& option, const std::string& value, int min) {
   return v;
 }
 
+// At most 1e9 s: a deadline further off would overflow the clock's count (steady_clock's nanoseconds reach
+// 292 years), and the message says so rather than calling 1e30 "not positive".
 double parse_seconds(const std::string& option, const std::string& value) {
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
   if (value.empty() || *end != '\0' || !(v > 0) || v > 1e9) {
     std::string m = option;
-    m += " expects a positive number of seconds, got '";
+    m += " expects a number of seconds > 0 and at most 1e+09 (about 31 years), got '";
     m += value;
     m += "'";
     usage_error(m);

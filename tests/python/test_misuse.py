@@ -1,0 +1,179 @@
+"""Python misuse (issue 21, items 3, 4, 12 and 14): what weft.pmap, the conversions and Session do with
+input JAX would refuse or read differently. Replicas that disagree about their result's pytree are refused
+naming both; negative in_axes / out_axes count from the end, as in JAX (`ndim + axis`), and out-of-range
+ones are refused naming the argument; a conversion that fails raises the user's own exception (numpy's,
+or the one their `__array__` raised), or an InvalidArgument naming the value; Session's replication_factor
+is a number of replicas. Expected values come from numpy and from JAX's documented rules.
+"""
+import numpy as np
+import pytest
+
+import weft
+from weft import lax
+
+
+@pytest.fixture(scope="module", autouse=True)
+def runtime():
+    return weft.init(device_count=8)
+
+
+# ---- item 3: every replica returns the same pytree -----------------------------------------------------------
+
+def _odd_replica_returns(odd, other):
+    """A function whose replica 3 returns odd(v) and every other replica other(v)."""
+    return lambda v: odd(v) if lax.axis_index("i") == 3 else other(v)
+
+
+@pytest.mark.parametrize("odd,other,odd_text,other_text", [
+    # the same number of leaves: before, replica 3's data landed under replica 0's keys
+    (lambda v: {"b": v, "c": v}, lambda v: {"a": v, "b": v}, "{'b': *, 'c': *}", "{'a': *, 'b': *}"),
+    (lambda v: [v, v], lambda v: (v, v), "[*, *]", "(*, *)"),
+    (lambda v: (v, (v, v)), lambda v: ((v, v), v), "(*, (*, *))", "((*, *), *)"),
+    (lambda v: (v,), lambda v: v, "(*,)", "*"),
+    # a different number of leaves: before, only the counts were named
+    (lambda v: {"a": v}, lambda v: {"a": v, "b": v}, "{'a': *}", "{'a': *, 'b': *}"),
+])
+def test_replicas_must_return_the_same_structure(odd, other, odd_text, other_text):
+    f = weft.pmap(_odd_replica_returns(odd, other), axis_name="i")
+    with pytest.raises(weft.InvalidArgument) as error:
+        f(np.arange(8, dtype=np.float32))
+    message = str(error.value)
+    assert "replica 3" in message and "replica 0" in message, message
+    assert f"PyTreeDef({odd_text})" in message and f"PyTreeDef({other_text})" in message, message
+    # Every call fails the same way (the structure does not depend on which replica finished last).
+    for _ in range(5):
+        with pytest.raises(weft.InvalidArgument, match="replica 3"):
+            f(np.arange(8, dtype=np.float32))
+
+
+def test_replicas_agreeing_on_the_structure_still_map():
+    out = weft.pmap(lambda v: {"b": (v, v * 2), "a": [v + 1]}, axis_name="i")(np.arange(8, dtype=np.float32))
+    assert sorted(out) == ["a", "b"] and isinstance(out["b"], tuple) and isinstance(out["a"], list)
+    np.testing.assert_array_equal(np.asarray(out["b"][1]), np.arange(8) * 2)
+    np.testing.assert_array_equal(np.asarray(out["a"][0]), np.arange(8) + 1)
+
+
+# ---- item 4: negative axes count from the end (JAX: ndim + axis) ---------------------------------------------
+
+def test_negative_in_axes_count_from_the_end():
+    x = np.arange(24, dtype=np.float32).reshape(3, 8)
+    # -1 of a rank-2 argument is its axis 1: column i goes to replica i.
+    np.testing.assert_array_equal(np.asarray(weft.pmap(lambda c: c * 2, in_axes=-1)(x)), (x * 2).T)
+    y = np.arange(8, dtype=np.float32)
+    out = weft.pmap(lambda c, v: c + v, in_axes=(-1, -1))(x, y)
+    np.testing.assert_array_equal(np.asarray(out), x.T + y[:, None])
+    # -2 of a rank-2 argument is axis 0.
+    np.testing.assert_array_equal(np.asarray(weft.pmap(lambda r: r + 1, in_axes=-2)(x.T)), x.T + 1)
+
+
+def test_out_of_range_in_axes_name_the_argument():
+    x = np.zeros((3, 8), np.float32)
+    with pytest.raises(weft.InvalidArgument, match=r"argument 0 along axis -3.*rank should be at least 3, but is only 2"):
+        weft.pmap(lambda c: c, in_axes=-3)(x)
+    with pytest.raises(weft.InvalidArgument, match=r"argument 1 along axis 2.*at least 3, but is only 2"):
+        weft.pmap(lambda a, b: a, in_axes=(0, 2))(x.T, x)
+
+
+def test_negative_out_axes_count_from_the_end():
+    x = np.arange(24, dtype=np.float32).reshape(8, 3)
+    # The result of a rank-1 output has rank 2: out_axes -1 puts the mapped axis last, -2 first.
+    np.testing.assert_array_equal(np.asarray(weft.pmap(lambda v: v * 2, out_axes=-1)(x)), (x * 2).T)
+    np.testing.assert_array_equal(np.asarray(weft.pmap(lambda v: v * 2, out_axes=-2)(x)), x * 2)
+
+
+@pytest.mark.parametrize("axis", [2, -3, 5])
+def test_out_of_range_out_axes_name_the_output(axis):
+    with pytest.raises(weft.InvalidArgument,
+                       match=rf"out_axes {axis} is out of range for output 0 .*rank 1.*\[-2, 1\]"):
+        weft.pmap(lambda v: v, out_axes=axis)(np.zeros((8, 3), np.float32))
+
+
+# ---- item 12: a failed conversion raises the user's own error ------------------------------------------------
+
+def test_a_ragged_list_raises_numpys_error():
+    # (A list passed to pmap is a pytree, as in JAX; device_put_replicated and Session.variable convert it.)
+    ragged = [[1.0, 2.0], [3.0]]
+    with pytest.raises(ValueError, match="inhomogeneous") as error:
+        weft.device_put_replicated(ragged, weft.devices()[:2])
+    assert "pybind11" not in str(error.value)
+    with pytest.raises(ValueError, match="inhomogeneous"):
+        weft.Session(replication_factor=2).variable(ragged)
+
+
+def test_an_array_method_that_raises_raises_its_own_exception():
+    class NoArray:
+        def __array__(self, dtype=None, copy=None):
+            raise KeyError("this object has no array")
+
+    with pytest.raises(KeyError, match="this object has no array"):
+        weft.pmap(lambda v: v)(NoArray())
+    with pytest.raises(KeyError, match="this object has no array"):
+        weft.device_put(NoArray(), weft.devices()[0])
+    # From a replica's output too: the caller gets the replica's own exception.
+    with pytest.raises(KeyError, match="this object has no array"):
+        weft.pmap(lambda v: NoArray())(np.zeros(8, np.float32))
+
+
+def test_a_huge_broadcast_view_raises_numpys_memory_error():
+    huge = np.broadcast_to(np.float64(0), (1 << 24, 1 << 24))  # 2 PiB if made contiguous
+    with pytest.raises(MemoryError, match="Unable to allocate") as error:
+        weft.pmap(lambda v: v)(huge)
+    assert "pybind11" not in str(error.value)
+
+
+@pytest.mark.parametrize("value", [2**31, -2**31 - 1, 2**70])
+def test_a_python_int_outside_int32_is_refused_naming_it(value):
+    x = np.zeros(8, np.int32)
+    with pytest.raises(weft.InvalidArgument, match=rf"a pmap argument: the Python int {value} is outside int32"):
+        weft.pmap(lambda v, s: v + s, in_axes=(0, None))(x, value)
+    with pytest.raises(weft.InvalidArgument, match=rf"device_put: the Python int {value} is outside int32"):
+        weft.device_put(value, weft.devices()[0])
+
+
+def test_python_ints_at_int32s_bounds_are_int32():
+    for value in (2**31 - 1, -2**31):
+        got = np.asarray(weft.pmap(lambda v, s: s, in_axes=(0, None))(np.zeros(8, np.int32), value))
+        assert got.dtype == np.int32 and (got == value).all()
+
+
+# ---- item 14: Session's replication_factor -------------------------------------------------------------------
+
+@pytest.mark.parametrize("factor", [-1, -8])
+def test_session_refuses_a_negative_replication_factor(factor):
+    with pytest.raises(weft.InvalidArgument, match=rf"replication_factor = {factor} is not a number of replicas"):
+        weft.Session(replication_factor=factor)
+
+
+@pytest.mark.parametrize("axis", [1.5, "a", 2**40])
+def test_in_axes_that_are_not_axes_are_refused_naming_them(axis):
+    # Before: pybind11's "incompatible constructor arguments" or "'float' object is not iterable".
+    with pytest.raises(weft.InvalidArgument, match=rf"in_axes {axis!r} of argument 0 is not an axis"):
+        weft.pmap(lambda v: v, in_axes=axis)(np.zeros(8, np.float32))
+    with pytest.raises(weft.InvalidArgument, match=rf"in_axes {axis!r} of argument 1 is not an axis"):
+        weft.pmap(lambda a, b: a, in_axes=(0, axis))(np.zeros(8, np.float32), np.zeros(8, np.float32))
+
+
+@pytest.mark.parametrize("axis", [1.5, "a"])
+def test_out_axes_that_are_not_axes_are_refused_naming_them(axis):
+    with pytest.raises(weft.InvalidArgument, match=rf"out_axes {axis!r} of output 0 is not an axis"):
+        weft.pmap(lambda v: v, out_axes=axis)(np.zeros((8, 2), np.float32))
+
+
+@pytest.mark.parametrize("call,text", [
+    (lambda: weft.ops.sum(np.ones(3, np.float32), axis=2**40), "sum: axis 1099511627776 is not an axis"),
+    (lambda: weft.ops.mean(np.ones(3, np.float32), axis=(0, "a")), "mean: axis 'a' is not an axis"),
+    (lambda: weft.ops.argmax(np.ones(3, np.float32), axis=1.5), "argmax: axis 1.5 is not an axis"),
+    (lambda: weft.ops.take(np.ones(3, np.float32), np.zeros(1, np.int32), axis=-2**40),
+     "take: axis -1099511627776 is not an axis"),
+])
+def test_array_ops_name_an_axis_that_is_not_one(call, text):
+    # Before: pybind11's "Unable to cast Python instance to C++ type".
+    with pytest.raises(weft.InvalidArgument, match=text):
+        call()
+
+
+def test_array_ops_take_numpy_integer_axes():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(weft.ops.sum(x, axis=np.int64(1)), x.sum(1))
+    np.testing.assert_array_equal(weft.ops.sum(x, axis=(np.int32(0), -1)), x.sum((0, 1)))
+    np.testing.assert_array_equal(weft.ops.argmax(x, axis=np.int64(-1)), x.argmax(-1))
