@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -115,11 +116,13 @@ void prepare_overflow_reports() {
     has_signal_stack = true;  // the thread has one already (the embedder's)
     return;
   }
-  // Kept for the thread's life (and freed never: a signal may come at any time until then).
+  // Kept for the thread's life (and unmapped never: a signal may come at any time until then). Mapped, not
+  // malloc'ed: a thread's first malloc makes it an arena, reserving 64 MiB of address space, which a process
+  // near its address-space limit (thousands of device threads) does not have. Without one, no report.
   stack_t stack{};
-  stack.ss_sp = std::malloc(kSignalStack);
+  stack.ss_sp = ::mmap(nullptr, kSignalStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   stack.ss_size = kSignalStack;
-  if (stack.ss_sp && sigaltstack(&stack, nullptr) == 0) has_signal_stack = true;
+  if (stack.ss_sp != MAP_FAILED && sigaltstack(&stack, nullptr) == 0) has_signal_stack = true;
   t_stack = {};  // touched now, not first in the handler
   (void)log_replica();
 #endif
