@@ -5,9 +5,9 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +27,10 @@ namespace {
 // A frame larger than a page can step over the guard page into whatever lies below: faults this far below the
 // guard still count as the overflow.
 constexpr std::uintptr_t kBelowGuard = 64 * 1024;
-constexpr std::size_t kSignalStack = 64 * 1024;
+// The handler's frame is small, but the kernel's signal frame holds the CPU's vector state (AMX: ~11 KiB).
+constexpr std::size_t kSignalStack = 32 * 1024;
+constexpr unsigned kSignalStacks = 16;
+alignas(64) char g_signal_stacks[kSignalStacks][kSignalStack];
 
 struct ReplicaStack {
   std::uintptr_t guard_begin = 0, guard_end = 0;
@@ -116,13 +119,15 @@ void prepare_overflow_reports() {
     has_signal_stack = true;  // the thread has one already (the embedder's)
     return;
   }
-  // Kept for the thread's life (and unmapped never: a signal may come at any time until then). Mapped, not
-  // malloc'ed: a thread's first malloc makes it an arena, reserving 64 MiB of address space, which a process
-  // near its address-space limit (thousands of device threads) does not have. Without one, no report.
+  // One of a few static signal stacks, dealt round-robin: a thread allocates nothing (a thread's first
+  // malloc reserves a 64 MiB arena, which a process near its address-space limit, with thousands of device
+  // threads, does not have). Two threads share a stack only if they overflow at the same moment, among
+  // kSignalStacks or more.
+  static std::atomic<unsigned> next{0};
   stack_t stack{};
-  stack.ss_sp = ::mmap(nullptr, kSignalStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  stack.ss_sp = g_signal_stacks[next.fetch_add(1, std::memory_order_relaxed) % kSignalStacks];
   stack.ss_size = kSignalStack;
-  if (stack.ss_sp != MAP_FAILED && sigaltstack(&stack, nullptr) == 0) has_signal_stack = true;
+  if (sigaltstack(&stack, nullptr) == 0) has_signal_stack = true;
   t_stack = {};  // touched now, not first in the handler
   (void)log_replica();
 #endif
