@@ -62,6 +62,7 @@ TEST(FiberHold, ASleepingReplicaTimesTheExecutionOutNamingItAndItsCoTenants) {
 TEST(FiberHold, ALockHeldAcrossACollectiveEndsTheProcessWithTheReportInsteadOfHanging) {
   // Replica 0 holds a std::mutex across a psum; replica 1, on the same worker, blocks on it: the worker can
   // never run replica 0 again. Before, this hung forever without a word (the child is killed at 60 s).
+  if (!weft::testing::kChildrenMayStartThreads) GTEST_SKIP() << "ThreadSanitizer: no threads after a fork";
   weft::testing::TempDir dir;
   const weft::testing::ChildResult child = RunInForkedChild(
       [] {

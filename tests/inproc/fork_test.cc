@@ -64,6 +64,7 @@ TEST(Fork, AChildRefusesTheParentsRuntimeAtOnceNamingTheFork) {
 }
 
 TEST(Fork, TheCurrentRuntimeIsMadeAfreshInAChildWithTheSameOptions) {
+  if (!weft::testing::kChildrenMayStartThreads) GTEST_SKIP() << "ThreadSanitizer: no threads after a fork";
   for (const char* scheduler : {"fibers", "threads"}) {
     SCOPED_TRACE(scheduler);
     Runtime rt({.device_count = 4, .scheduler = scheduler});

@@ -16,6 +16,14 @@
 
 namespace weft::testing {
 
+// ThreadSanitizer cannot start threads in a child forked from a multi-threaded process (its own background
+// thread counts), so a child that makes a runtime dies: such tests skip under it.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kChildrenMayStartThreads = false;
+#else
+inline constexpr bool kChildrenMayStartThreads = true;
+#endif
+
 struct ChildResult {
   static constexpr int kTimedOut = -1;
   int status = kTimedOut;  // the exit status; kTimedOut when killed at the bound; 200 + N for signal N
