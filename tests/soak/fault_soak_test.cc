@@ -350,6 +350,17 @@ int CountFromEnvironment(const char* name, int fallback) {
   return v ? std::atoi(v) : fallback;
 }
 
+// What starting the instances costs here before any of weft runs (a job of `true` under weftrun): the runs'
+// bounds count from the instances' start, not the launcher's, so a machine whose launches are slow (a host
+// name that does not resolve: Open MPI waits ~5 s for the resolver at every launch) does not fail them.
+double LaunchSeconds(const Setup& s, const fs::path& work) {
+  if (!s.weftrun) return 0;
+  const Run run = Spawn({WEFTRUN, "--num-instances", std::to_string(s.instances), "true"},
+                        {"TMPDIR=" + work.string()}, 60);
+  EXPECT_EQ(run.exit_status, 0) << "weftrun cannot start a job of `true`:\n" << run.output;
+  return run.seconds;
+}
+
 void Soak(const Setup& s, int runs, const char* label) {
   const std::uint64_t seed = SeedFromEnvironment();
   std::printf("fault soak (%s): seed %llu, %d runs; rerun these plans with WEFT_SOAK_SEED=%llu\n", label,
@@ -358,6 +369,8 @@ void Soak(const Setup& s, int runs, const char* label) {
   std::mt19937_64 rng(seed + (s.weftrun ? 1 : 0));
   const fs::path work = fs::absolute(fs::path("fault_soak") / label);
   fs::create_directories(work);
+  const double launch_s = LaunchSeconds(s, work);
+  if (s.weftrun) std::printf("  starting %d instances of `true` takes %.2f s here: added to every bound\n", s.instances, launch_s);
   const auto start = Clock::now();
   for (int i = 0; i < runs; ++i) {
     const Plan p = RandomPlan(rng, s);
@@ -378,7 +391,8 @@ void Soak(const Setup& s, int runs, const char* label) {
     }
     // A hang or a stop lasts the timeout (and across processes up to 1 s more for the missing one to speak); the
     // rest end at once. Start-up under load (2 busy cores) is the slack.
-    const double bound = (p.action == "hang" || p.action == "stop" ? 2 * s.timeout_s : 0) + (s.weftrun ? 10 : 5);
+    const double bound =
+        (p.action == "hang" || p.action == "stop" ? 2 * s.timeout_s : 0) + (s.weftrun ? 10 : 5) + launch_s;
     const Run run = Spawn(argv, env, bound);
     std::printf("  run %2d  WEFT_FAULT=%-34s %5.2f s  %s\n", i, p.text.c_str(), run.seconds,
                 run.signal ? ("signal " + std::to_string(run.signal)).c_str() : ("exit " + std::to_string(run.exit_status)).c_str());

@@ -4,6 +4,7 @@
 // and clean up.
 #include <sys/prctl.h>
 
+#include "host_check.hpp"
 #include "job.hpp"
 #include "processes.hpp"
 #include "signal_relay.hpp"
@@ -27,6 +28,7 @@ int Job::run() {
   const std::vector<std::string> env = build_environment();
   const std::vector<std::string> command = build_command(env);
   say_command(command, env);
+  const HostNameCheck host_name;  // beside the launch; says at the end what it found, if anything
   int status = 1;
   if (start(command, env)) {
     std::string mpirun_pid = "m";  // built in steps: GCC 12's -Wrestrict misreads "m" + std::to_string(...)
