@@ -22,6 +22,7 @@
 #endif
 
 namespace weft::detail {
+#if WEFT_STACK_GUARD
 namespace {
 
 // A frame larger than a page can step over the guard page into whatever lies below: faults this far below the
@@ -103,7 +104,6 @@ void on_fault(int signal, siginfo_t* info, void* context) {
 }  // namespace
 
 void prepare_overflow_reports() {
-#if WEFT_STACK_GUARD
   static std::once_flag installed;
   std::call_once(installed, [] {
     struct sigaction action {};
@@ -130,7 +130,6 @@ void prepare_overflow_reports() {
   if (sigaltstack(&stack, nullptr) == 0) has_signal_stack = true;
   t_stack = {};  // touched now, not first in the handler
   (void)log_replica();
-#endif
 }
 
 void enter_replica_stack(const void* guard_begin, const void* guard_end, std::size_t bytes, bool fiber) {
@@ -151,4 +150,12 @@ void enter_own_thread_stack() {
   pthread_attr_destroy(&attr);
 }
 
+#else  // the sanitizers' runtimes handle SIGSEGV and report overflows themselves
+
+void prepare_overflow_reports() {}
+void enter_replica_stack(const void*, const void*, std::size_t, bool) {}
+void leave_replica_stack() {}
+void enter_own_thread_stack() {}
+
+#endif
 }  // namespace weft::detail
