@@ -60,14 +60,17 @@ AtomicFile::AtomicFile(std::string path, std::string op, bool durable)
   if (path_.empty() || path_.back() == '/')
     throw InvalidArgument(op_ + ": '" + path_ + "' is not a file name");
   const std::string dir = directory_of(path_);
-  // A device, FIFO or directory at the target is refused: the rename would replace it (as root, /dev/full
-  // itself), not write into it.
+  // A device, FIFO or directory at the target, or a symlink to one (/dev/stdout), is refused: the rename
+  // would replace it (as root, /dev/full itself), not write into it. A symlink to a regular file is replaced
+  // by the new file, its target left alone.
+  struct stat seen {};
+  if (::stat(path_.c_str(), &seen) == 0 && !S_ISREG(seen.st_mode)) {
+    if (S_ISDIR(seen.st_mode)) throw InvalidArgument(op_ + ": cannot write '" + path_ + "': it is a directory");
+    throw InvalidArgument(op_ + ": cannot write '" + path_ + "': it is not a regular file (" + kind_of(seen.st_mode) +
+                          "); weft writes a file by renaming a new one into its place");
+  }
   struct stat old {};
   const bool replaces = ::lstat(path_.c_str(), &old) == 0;
-  if (replaces && S_ISDIR(old.st_mode)) throw InvalidArgument(op_ + ": cannot write '" + path_ + "': it is a directory");
-  if (replaces && !S_ISREG(old.st_mode) && !S_ISLNK(old.st_mode))
-    throw InvalidArgument(op_ + ": cannot write '" + path_ + "': it is not a regular file (" + kind_of(old.st_mode) +
-                          "); weft writes a file by renaming a new one into its place");
   for (int attempt = 0;; ++attempt) {
     temp_ = dir + "/." + base_of(path_) + ".tmp-" + random_suffix();
     fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);

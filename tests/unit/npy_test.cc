@@ -382,6 +382,17 @@ TEST(NpyTest, FilesOtherUsersCanTouch) {
   unblock.join();
   EXPECT_LT(seconds, 1.0);
   EXPECT_EQ(error, "load_npy: cannot open '" + fifo + "': it is not a regular file (a FIFO)");
+  // Nor is a FIFO (or a symlink to one) replaced by a save: renamed over, it would be gone.
+  const std::string link_to_fifo = dir.file("fifo-link.npy");
+  ASSERT_EQ(::symlink(fifo.c_str(), link_to_fifo.c_str()), 0);
+  for (const std::string& target : {fifo, link_to_fifo})
+    EXPECT_EQ(ErrorOf<InvalidArgument>([&] { save_npy(target, Array::arange(3)); }),
+              "save_npy: cannot write '" + target + "': it is not a regular file (a FIFO); weft writes a file by renaming a new one "
+              "into its place");
+  struct stat fifo_st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &fifo_st), 0);
+  EXPECT_TRUE(S_ISFIFO(fifo_st.st_mode));
+  ::unlink(link_to_fifo.c_str());
 
   const std::string path = dir.file("w.npy");
   auto mode = [&] {
