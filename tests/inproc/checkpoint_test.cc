@@ -546,6 +546,27 @@ TEST(CheckpointTest, RefusesWhatTheFormatForbids) {
   EXPECT_EQ(load_checkpoint(s, good_path), (std::map<std::string, std::string>{{"step", "1"}}));
 }
 
+// The fuzz corpus's regression files (tests/data/fuzz/checkpoint/regress-*, the cases above as edits of the
+// seed, written by checkpoint_regressions.py) are each refused with an InvalidArgument naming the file: the
+// fuzz target replays them but cannot tell a refusal from a load.
+TEST(CheckpointTest, TheFuzzCorpusRegressionsAreRefused) {
+  Runtime rt({.device_count = 8});
+  Session s({.runtime = &rt});
+  const CheckpointModel m(s);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(WEFT_TEST_DATA) + "/fuzz/checkpoint")) {
+    const std::string path = e.path().string();
+    if (e.path().filename().string().rfind("regress-", 0) != 0) continue;
+    SCOPED_TRACE(path);
+    ++files;
+    ExpectContains(ErrorOf<InvalidArgument>([&] { load_checkpoint(s, path); }), {"load_checkpoint: '" + path + "': "});
+  }
+  EXPECT_GE(files, 13);
+  // The seed itself loads: the regressions are refused for their edit, not for being another model's.
+  EXPECT_EQ(load_checkpoint(s, std::string(WEFT_TEST_DATA) + "/fuzz/checkpoint/seed-model.safetensors"),
+            (std::map<std::string, std::string>{{"step", "7"}}));
+}
+
 // A save keeps the permissions the user gave the file (and its owner where allowed); a new file follows the
 // umask (issue 21, item 9). Before, every save made a new file of mode 0644 and renamed it over the old one.
 TEST(CheckpointTest, ASaveKeepsTheFilesMode) {
