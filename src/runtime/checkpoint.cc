@@ -111,7 +111,7 @@ std::string placement_str(const VariableLayout& v) {
 std::string sharding_str(int shard_over) { return shard_over == 0 ? "no sharding" : "shard_over " + std::to_string(shard_over); }
 
 std::string buffer_str(const BufferLayout& b) {
-  std::string out = std::to_string(b.entries) + (b.entries == 1 ? " entry" : " entries") + " of " + b.dtype + " " + shape_str(b.shape);
+  std::string out = std::to_string(b.entries) + (b.entries == 1 ? " entry" : " entries") + " of " + io::printable(b.dtype) + " " + shape_str(b.shape);
   if (b.shard_over > 0) out += ", replica-sharded over " + std::to_string(b.shard_over) + " for " + shape_str(b.meta_shape);
   return out;
 }
@@ -347,12 +347,12 @@ std::optional<std::string> first_difference(const Layout& file, const Layout& se
       return who + what + " " + in_file + " in the checkpoint but " + in_session + " in the session";
     };
     if (f.name != s.name)
-      return op + "variable " + std::to_string(i) + " is named '" + f.name + "' in the checkpoint but '" + s.name + "' in the session";
+      return op + "variable " + std::to_string(i) + " is named '" + io::printable(f.name, 200) + "' in the checkpoint but '" + s.name + "' in the session";
     if (f.shape != s.shape) return differs("has shape", shape_str(f.shape), shape_str(s.shape));
-    if (f.dtype != s.dtype) return differs("has dtype", f.dtype, s.dtype);
+    if (f.dtype != s.dtype) return differs("has dtype", io::printable(f.dtype), s.dtype);
     if (f.stride != s.stride || f.group_size != s.group_size || f.groups != s.groups)
       return differs("has grouping", grouping_str(f), grouping_str(s));
-    if (f.retrieval != s.retrieval) return differs("has retrieval", f.retrieval, s.retrieval);
+    if (f.retrieval != s.retrieval) return differs("has retrieval", io::printable(f.retrieval), s.retrieval);
     if (f.buffer != s.buffer || f.entry != s.entry) return differs("lives", placement_str(f), placement_str(s));
     if (f.shard_over != s.shard_over) return differs("has", sharding_str(f.shard_over), sharding_str(s.shard_over));
   }
@@ -361,7 +361,7 @@ std::optional<std::string> first_difference(const Layout& file, const Layout& se
     const VariableLayout& first = more ? file.variables[common] : session.variables[common];
     return op + "the checkpoint has " + std::to_string(file.variables.size()) + " variables but the session has " +
            std::to_string(session.variables.size()) + " (the first " + (more ? "one missing from the session" : "one missing from the checkpoint") +
-           " is variable " + std::to_string(common) + " '" + first.name + "')";
+           " is variable " + std::to_string(common) + " '" + io::printable(first.name, 200) + "')";
   }
   const std::size_t common_buffers = std::min(file.buffers.size(), session.buffers.size());
   for (std::size_t i = 0; i < common_buffers; ++i) {
