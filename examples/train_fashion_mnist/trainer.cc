@@ -1,8 +1,15 @@
 // The training loop and the session programs behind Trainer (see trainer.hpp for the layouts).
 #include "trainer.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -47,6 +54,33 @@ std::vector<std::int64_t> epoch_order(const weft::random::Key& data_key, int epo
   const Array order = weft::random::permutation(weft::random::fold_in(data_key, static_cast<std::uint32_t>(epoch)), n);
   const std::vector<double> values = order.to_doubles();
   return {values.begin(), values.end()};
+}
+
+// Untrusted metadata text in a message: quoted, control and non-ASCII bytes as \xNN, at most 40 of them.
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (std::size_t i = 0; i < text.size() && i < 40; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out + (text.size() > 40 ? "...\"" : "\"");
+}
+
+// A non-negative decimal integer of at most 18 digits (so it fits in int64_t), else nullopt.
+std::optional<std::int64_t> decimal(const std::string& text) {
+  if (text.empty() || text.size() > 18) return std::nullopt;
+  std::int64_t v = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
 }
 
 }  // namespace
@@ -312,6 +346,12 @@ struct Trainer::Impl {
                            {"layout", layout_text()}, {"global_batch", std::to_string(config.global_batch)}});
   }
 
+  std::int64_t total_steps() const {
+    return config.steps > 0 ? config.steps : config.epochs * (train_size / config.global_batch);
+  }
+
+  // The checkpoint is untrusted input: its step must be one this run can resume at, [0, total), written as
+  // save() writes it (decimal digits); anything else is refused with the file, the field and its text.
   void resume() {
     const auto meta = weft::load_checkpoint(*session, config.resume_path);
     auto field = [&](const std::string& key) -> std::string {
@@ -320,13 +360,39 @@ struct Trainer::Impl {
       return it->second;
     };
     if (field("seed") != std::to_string(config.seed) || field("global_batch") != std::to_string(config.global_batch))
-      throw std::runtime_error(config.resume_path + ": written with seed " + field("seed") + " and global batch " +
-                               field("global_batch") + "; resume with the same --seed and batch");
-    next_step = std::stoll(field("step"));
+      throw std::runtime_error(config.resume_path + ": written with seed " + quoted(field("seed")) + " and global batch " +
+                               quoted(field("global_batch")) + "; resume with the same --seed and batch");
+    const std::string text = field("step");
+    const std::int64_t total = total_steps();
+    const std::optional<std::int64_t> step = decimal(text);
+    if (step && *step == total)
+      throw std::runtime_error(config.resume_path + ": it was saved after step " + text + " of " + std::to_string(total) +
+                               ": this run has nothing left to train (raise --epochs or --steps)");
+    if (!step || *step > total)
+      throw std::runtime_error(config.resume_path + ": metadata \"step\" = " + quoted(text) +
+                               " is not a step of this run (an integer from 0 to " + std::to_string(total - 1) + ")");
+    next_step = *step;
+  }
+
+  // Instance 0 writes the checkpoints: find out now, not after the first epoch, that it cannot.
+  void check_checkpoint_path() const {
+    const std::string& path = config.checkpoint_path;
+    if (path.empty() || runtime.process_index() != 0) return;
+    const std::string what = "--checkpoint '" + path + "'";
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw std::invalid_argument(what + " is a directory");
+    const std::size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    std::string probe = dir + "/.train_fashion_mnist-probe-XXXXXX";
+    const int fd = ::mkstemp(probe.data());
+    if (fd < 0) throw std::invalid_argument(what + ": cannot write in '" + dir + "': " + std::strerror(errno));
+    ::close(fd);
+    ::unlink(probe.c_str());
   }
 };
 
 Trainer::Trainer(TrainConfig config, const Dataset& data) : impl_(std::make_unique<Impl>(std::move(config), data)) {
+  impl_->check_checkpoint_path();
   if (!impl_->config.resume_path.empty()) impl_->resume();
 }
 

@@ -18,13 +18,18 @@
 //    count; per variable its name, tensor, shape, dtype, grouping (stride, group size), retrieval mode,
 //    placement (on the devices, or remote buffer id + entry) and shard_over; per remote buffer its entry
 //    type, entry count and sharding.
-// A checkpoint is restored only into a session of the same layout; the error names the first difference
-// ("load_checkpoint: variable 2 'w1' has grouping (stride 2, size 4) in the checkpoint but (stride 1, size 8)
-// in the session"). A load checks the whole file first and then changes the session, or changes nothing.
+// A checkpoint is restored only into a session of the same layout; the error names the file and the first
+// difference ("load_checkpoint: 'ck.safetensors': variable 2 'w1' has grouping (stride 2, size 4) in the
+// checkpoint but (stride 1, size 8) in the session"). A load checks the whole file first and then changes the
+// session, or changes nothing. The file is untrusted input (docs/reliability.md, "Files"): the header's JSON
+// is parsed within bounds (100 MiB, 64 levels, 2^20 values) and may not repeat a key; the tensors'
+// data_offsets must cover the data exactly (contiguous, no overlap, no trailing bytes); the layout must name
+// each tensor once and every tensor of the file; only a regular file is opened (a FIFO is refused at once).
 //
-// Written atomically: a temporary file in the same directory, flushed to disk, then renamed over the target,
-// so a crash mid-write never leaves a truncated checkpoint under the target's name (a killed writer may leave
-// its temporary file, ".<name>.tmp-<pid>-<n>", behind).
+// Written atomically: a temporary file in the same directory (an unpredictable name, created
+// O_EXCL|O_NOFOLLOW), flushed to disk, then renamed over the target, so a crash mid-write never leaves a
+// truncated checkpoint under the target's name (a killed writer may leave its temporary file,
+// ".<name>.tmp-<16 hex digits>", behind). A file that is replaced keeps its mode (and owner where allowed).
 #pragma once
 #include <map>
 #include <string>

@@ -8,10 +8,12 @@
 // int8/32/64, uint8 and bool. Anything else (complex, strings, objects, uint16/32/64, structured) is refused
 // with the descr named. Written: version 1.0 (2.0 when the header needs it), little-endian, C order. bfloat16
 // has no numpy dtype: it is written as float32 (every bfloat16 value is exactly a float32). Files are written
-// atomically (a temporary file in the same directory, flushed, renamed over the target): a crash mid-write
-// never leaves a truncated file under the target's name. A malformed or truncated file is an InvalidArgument
-// naming the file and what is wrong, never a crash; so is a file with bytes after the array's data (a file
-// holds one array).
+// atomically (a temporary file in the same directory, of an unpredictable name created O_EXCL|O_NOFOLLOW,
+// flushed, renamed over the target): a crash mid-write never leaves a truncated file under the target's name,
+// and a name planted in a shared directory is never written through. A file that is replaced keeps its mode
+// (and owner where allowed); a new one gets 0666 less the umask. A malformed or truncated file is an
+// InvalidArgument naming the file and what is wrong, never a crash; so is a file with bytes after the array's
+// data (a file holds one array), and anything that is not a regular file (a FIFO is refused, not waited on).
 #pragma once
 #include <string>
 

@@ -1,11 +1,14 @@
-// Atomic file writes and bounded reads (see file_io.hpp for why the write goes through a renamed temporary).
+// Atomic file writes and bounded reads (see file_io.hpp for why the write goes through a renamed temporary,
+// under an unpredictable name, keeping the replaced file's mode).
 #include "array/file_io.hpp"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <ctime>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -29,24 +32,65 @@ std::string base_of(const std::string& path) {
 
 std::string reason(int error) { return std::strerror(error); }
 
+// 16 hex digits from the kernel's random source: a temporary name nobody can plant in advance.
+std::string random_suffix() {
+  std::uint64_t bits = 0;
+  static std::atomic<std::uint64_t> fallback{0};
+  if (::getrandom(&bits, sizeof bits, 0) != static_cast<ssize_t>(sizeof bits))
+    bits = (static_cast<std::uint64_t>(::getpid()) << 32) ^ fallback.fetch_add(0x9e3779b97f4a7c15ull) ^
+           static_cast<std::uint64_t>(::time(nullptr));
+  static const char* hex = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int k = 0; k < 16; ++k) out[k] = hex[(bits >> (4 * k)) & 15];
+  return out;
+}
+
+const char* kind_of(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a plain file";
+}
+
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path, std::string op) : path_(std::move(path)), op_(std::move(op)) {
+AtomicFile::AtomicFile(std::string path, std::string op, bool durable)
+    : path_(std::move(path)), op_(std::move(op)), durable_(durable) {
   if (path_.empty() || path_.back() == '/')
     throw InvalidArgument(op_ + ": '" + path_ + "' is not a file name");
   const std::string dir = directory_of(path_);
-  // Unique per process and per writer; O_EXCL guards against a leftover of a killed process whose pid
-  // was reused.
-  static std::atomic<std::uint64_t> counter{0};
+  // A device, FIFO or directory at the target, or a symlink to one (/dev/stdout), is refused: the rename
+  // would replace it (as root, /dev/full itself), not write into it. A symlink to a regular file is replaced
+  // by the new file, its target left alone.
+  struct stat seen {};
+  if (::stat(path_.c_str(), &seen) == 0 && !S_ISREG(seen.st_mode)) {
+    if (S_ISDIR(seen.st_mode)) throw InvalidArgument(op_ + ": cannot write '" + path_ + "': it is a directory");
+    throw InvalidArgument(op_ + ": cannot write '" + path_ + "': it is not a regular file (" + kind_of(seen.st_mode) +
+                          "); weft writes a file by renaming a new one into its place");
+  }
+  struct stat old {};
+  const bool replaces = ::lstat(path_.c_str(), &old) == 0;
   for (int attempt = 0;; ++attempt) {
-    temp_ = dir + "/." + base_of(path_) + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ >= 0) return;
+    temp_ = dir + "/." + base_of(path_) + ".tmp-" + random_suffix();
+    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd_ >= 0) break;
     const int error = errno;
-    if (error == EEXIST && attempt < 100) continue;
-    if (error == EINTR) continue;
+    if ((error == EEXIST || error == EINTR) && attempt < 100) continue;
     throw InvalidArgument(op_ + ": cannot create a temporary file in '" + dir + "' to write '" + path_ +
                           "': " + reason(error));
+  }
+  // The file it replaces keeps its permissions (item 9): owner and group first (chown clears the set-id
+  // bits), where allowed; then the mode.
+  if (replaces && S_ISREG(old.st_mode)) {
+    [[maybe_unused]] const int owned = ::fchown(fd_, old.st_uid, old.st_gid);  // EPERM: another owner; keep ours
+    if (::fchmod(fd_, old.st_mode & 07777) != 0) {
+      const int error = errno;
+      ::close(fd_);
+      fd_ = -1;
+      ::unlink(temp_.c_str());
+      throw InvalidArgument(op_ + ": cannot give the new '" + path_ + "' the old one's mode: " + reason(error));
+    }
   }
 }
 
@@ -77,12 +121,13 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
 void AtomicFile::commit() {
   if (fd_ < 0) throw Error(op_ + ": '" + path_ + "' was already committed");
   // Data first, then the name: after a crash the target is the old file or the complete new one.
-  if (::fsync(fd_) != 0) fail("fsync", errno);
+  if (durable_ && ::fsync(fd_) != 0) fail("fsync", errno);
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail("close", errno);
   if (::rename(temp_.c_str(), path_.c_str()) != 0) fail("rename from '" + temp_ + "'", errno);
   committed_ = true;
+  if (!durable_) return;
   // The rename itself is durable only once the directory is.
   const int dir = ::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) fail("opening its directory to sync it", errno);
@@ -93,20 +138,27 @@ void AtomicFile::commit() {
   if (synced != 0 && error != EINVAL) fail("fsync of its directory", error);
 }
 
+void write_file(const std::string& path, std::string_view text, const std::string& op, bool durable) {
+  AtomicFile file(path, op, durable);
+  file.write(text);
+  file.commit();
+}
+
 InputFile::InputFile(std::string path, std::string op) : path_(std::move(path)), op_(std::move(op)) {
+  // Non-blocking: opening a FIFO for reading would otherwise wait for a writer, forever (item 2).
   do {
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   } while (fd_ < 0 && errno == EINTR);
   if (fd_ < 0) throw InvalidArgument(op_ + ": cannot open '" + path_ + "': " + reason(errno));
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) {
-    const int error = errno;
+  std::string refusal;
+  if (::fstat(fd_, &st) != 0) refusal = reason(errno);
+  else if (S_ISDIR(st.st_mode)) refusal = "it is a directory";
+  else if (!S_ISREG(st.st_mode)) refusal = std::string("it is not a regular file (") + kind_of(st.st_mode) + ")";
+  if (!refusal.empty()) {
     ::close(fd_);
-    throw InvalidArgument(op_ + ": cannot open '" + path_ + "': " + reason(error));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ::close(fd_);
-    throw InvalidArgument(op_ + ": cannot open '" + path_ + "': it is a directory");
+    fd_ = -1;
+    throw InvalidArgument(op_ + ": cannot open '" + path_ + "': " + refusal);
   }
   size_ = static_cast<std::uint64_t>(st.st_size);
 }
@@ -134,6 +186,23 @@ void InputFile::read(std::uint64_t offset, void* out, std::size_t bytes, std::st
     offset += static_cast<std::uint64_t>(n);
     bytes -= static_cast<std::size_t>(n);
   }
+}
+
+std::string printable(std::string_view text, std::size_t max) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (i == max) return out + "...";
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
 }
 
 }  // namespace weft::io

@@ -1,11 +1,19 @@
 // Files for the array and checkpoint formats (npy.cc, runtime/checkpoint.cc): an atomic writer and a bounded
 // reader. Internal: never included by a public header.
 //
-// AtomicFile writes a temporary file next to the target (same directory, so the rename cannot cross file
-// systems), fsyncs it, renames it over the target and fsyncs the directory: readers, and whoever looks after
-// a crash, see the old file or the complete new one, never a truncated one. A writer that is destroyed
-// without commit() (an exception, a failed write) removes its temporary file; a process killed mid-write
-// leaves it behind under a hidden name (".<target>.tmp-<pid>-<n>"), never under the target's name.
+// AtomicFile is how weft writes every file (checkpoints, npy, flight-recorder dumps, traces, launcher
+// records): a temporary file next to the target (same directory, so the rename cannot cross file systems),
+// fsynced, renamed over the target, the directory fsynced: readers, and whoever looks after a crash, see the
+// old file or the complete new one, never a truncated one. A writer destroyed without commit() (an exception,
+// a failed write) removes its temporary file; a process killed mid-write leaves it behind under a hidden name
+// (".<target>.tmp-<16 random hex digits>"), never under the target's name.
+//
+// Files other users can touch (issue 21, items 8 and 9): the target's directory may be shared (/tmp, a
+// WEFT_DUMP directory). The temporary name is unpredictable and created O_EXCL|O_NOFOLLOW, so a name planted
+// there in advance (a symlink to a victim file) is never written through, and two jobs never share a
+// temporary; the rename replaces a symlink at the target itself, never its target. A file that is replaced
+// keeps its mode (and its owner and group where the process may set them); a new file gets 0666 less the
+// umask, as open() gives.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +26,8 @@ class AtomicFile {
  public:
   // `op` prefixes error messages ("save_npy"). Creating the temporary file fails with InvalidArgument
   // (the path is unusable: no such directory, no permission); later I/O errors are weft::Error.
-  AtomicFile(std::string path, std::string op);
+  // `durable` = false skips the fsyncs (a diagnostic dump must not wait on a slow disk).
+  AtomicFile(std::string path, std::string op, bool durable = true);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -33,13 +42,19 @@ class AtomicFile {
   [[noreturn]] void fail(const std::string& what, int error) const;
   std::string path_, op_, temp_;
   int fd_ = -1;
+  bool durable_ = true;
   bool committed_ = false;
 };
+
+// Writes `text` to `path` through an AtomicFile (`op` prefixes its errors).
+void write_file(const std::string& path, std::string_view text, const std::string& op, bool durable = true);
 
 // A file opened for reading at given offsets; every read is bounds-checked against the size seen at open.
 class InputFile {
  public:
-  // Fails with InvalidArgument "<op>: cannot open '<path>': <reason>" (also for directories).
+  // Fails with InvalidArgument "<op>: cannot open '<path>': <reason>", also for a directory and for anything
+  // that is not a regular file (a FIFO would block open() until a writer came; it is opened non-blocking
+  // and refused).
   InputFile(std::string path, std::string op);
   ~InputFile();
   InputFile(const InputFile&) = delete;
@@ -55,5 +70,9 @@ class InputFile {
   int fd_ = -1;
   std::uint64_t size_ = 0;
 };
+
+// Untrusted text for a message: printable ASCII as is, anything else (a control character, a byte of a
+// UTF-8 sequence, a backslash) as \xNN, at most `max` characters of it (then "...").
+std::string printable(std::string_view text, std::size_t max = 40);
 
 }  // namespace weft::io

@@ -31,23 +31,7 @@ struct Context {
   [[noreturn]] void fail(const std::string& what) const { throw InvalidArgument(op + ": '" + name + "': " + what); }
 };
 
-// Untrusted text for a message: printable ASCII as is, anything else as \xNN, at most 40 characters.
-std::string printable(std::string_view text) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (i == 40) return out + "...";
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
+using io::printable;  // untrusted text in messages: \xNN escapes, at most 40 characters
 
 // ---- dtypes ------------------------------------------------------------------------------------------
 

@@ -3,9 +3,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <limits>
 #include <span>
+#include <tuple>
 
+#include "array/bounded_json.hpp"
 #include "weft/error.hpp"
 
 namespace weft::safetensors {
@@ -14,7 +17,7 @@ namespace {
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 
-constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;  // the safetensors library's own limit
+constexpr std::uint64_t kMaxHeaderBytes = io::JsonBounds{}.max_bytes;  // 100 MiB: the safetensors library's own limit
 
 const char* dtype_code(DType dtype) {
   switch (dtype) {
@@ -97,12 +100,12 @@ void write(const std::string& path, const std::vector<std::pair<std::string, std
 namespace {
 
 TensorInfo tensor_info(const std::string& name, const json& j, std::uint64_t data_bytes, const Reader& file) {
-  const std::string who = "tensor '" + name + "'";
+  const std::string who = "tensor '" + io::printable(name, 200) + "'";
   if (!j.is_object()) file.fail(who + " is not a JSON object");
   const auto dtype_it = j.find("dtype");
   if (dtype_it == j.end() || !dtype_it->is_string()) file.fail(who + " has no dtype string");
   const auto dtype = dtype_from_code(dtype_it->get<std::string>());
-  if (!dtype) file.fail(who + " has dtype \"" + dtype_it->get<std::string>() + "\", which weft does not read");
+  if (!dtype) file.fail(who + " has dtype \"" + io::printable(dtype_it->get<std::string>()) + "\", which weft does not read");
   TensorInfo t{*dtype, {}, 0, 0};
   const auto shape_it = j.find("shape");
   if (shape_it == j.end() || !shape_it->is_array()) file.fail(who + " has no shape list");
@@ -129,6 +132,34 @@ TensorInfo tensor_info(const std::string& name, const json& j, std::uint64_t dat
   return t;
 }
 
+// The format's rule for the data section (safetensors' own validation): the tensors' data_offsets, in order,
+// are contiguous and non-overlapping and cover the data exactly, so no byte belongs to two tensors (two
+// variables trained from the same bytes) or to none (trailing bytes, a gap).
+void check_coverage(const std::map<std::string, TensorInfo>& tensors, std::uint64_t data_bytes, const Reader& file) {
+  std::vector<std::pair<const std::string*, const TensorInfo*>> order;
+  for (const auto& [name, t] : tensors) order.emplace_back(&name, &t);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.second->begin, a.second->end, *a.first) < std::tie(b.second->begin, b.second->end, *b.first);
+  });
+  auto range = [](const TensorInfo& t) { return std::to_string(t.begin) + ", " + std::to_string(t.end); };
+  std::uint64_t covered = 0;
+  const std::pair<const std::string*, const TensorInfo*>* previous = nullptr;
+  for (const auto& entry : order) {
+    const auto& [name, t] = entry;
+    if (t->begin < covered)
+      file.fail("tensor '" + io::printable(*name, 200) + "': data_offsets [" + range(*t) + "] overlap tensor '" +
+                io::printable(*previous->first, 200) + "' [" + range(*previous->second) + "]");
+    if (t->begin > covered)
+      file.fail("bytes [" + std::to_string(covered) + ", " + std::to_string(t->begin) +
+                ") of the data belong to no tensor (data_offsets must cover the data without gaps)");
+    covered = t->end;
+    previous = &entry;
+  }
+  if (covered < data_bytes)
+    file.fail(std::to_string(data_bytes - covered) +
+              " bytes after the last tensor's data (the data section must end where the tensors do)");
+}
+
 }  // namespace
 
 void Reader::fail(const std::string& what) const { throw InvalidArgument(op_ + ": '" + path_ + "': " + what); }
@@ -147,12 +178,9 @@ Reader::Reader(const std::string& path, const std::string& op) : path_(path), op
          std::to_string(file_.size() - 8) + " after the length");
   std::string text(static_cast<std::size_t>(header_bytes), '\0');
   file_.read(8, text.data(), text.size(), "the header");
-  json header;
-  try {
-    header = json::parse(text);
-  } catch (const json::exception& e) {
-    fail(std::string("the header is not valid JSON: ") + e.what());
-  }
+  // Bounded (depth, values, bytes) and refusing duplicate keys: a small file must not take gigabytes, and a
+  // key given twice must not silently mean its last value.
+  const json header = io::parse_bounded_json(text, "the header", [this](const std::string& what) { fail(what); });
   if (!header.is_object()) fail("the header is not a JSON object");
   data_start_ = 8 + header_bytes;
   const std::uint64_t data_bytes = file_.size() - data_start_;
@@ -163,10 +191,11 @@ Reader::Reader(const std::string& path, const std::string& op) : path_(path), op
     }
     if (!value.is_object()) fail("__metadata__ is not a JSON object");
     for (const auto& [key, v] : value.items()) {
-      if (!v.is_string()) fail("metadata \"" + key + "\" is not a string");
+      if (!v.is_string()) fail("metadata \"" + io::printable(key, 200) + "\" is not a string");
       metadata_[key] = v.get<std::string>();
     }
   }
+  check_coverage(tensors_, data_bytes, *this);
 }
 
 void Reader::read(const std::string& name, const TensorInfo& t, Array& out) const {

@@ -1,6 +1,7 @@
 #include "core/log.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,6 +112,36 @@ std::string expand_log_file_pattern(std::string_view pattern, int process) {
   return out;
 }
 
+namespace {
+
+// A debug log is appended to (the instances of a job may share one), so it cannot be renamed into place like
+// weft's other files; instead (issue 21, item 8) a symlink at its name is refused (O_NOFOLLOW), as is a FIFO
+// or device (opened non-blocking, so a FIFO cannot hang the runtime) and a file of another user (planted in
+// a shared directory to read the log, or to have weft append to a file it names).
+int open_log_file(const std::string& path) {
+  const int f = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+  if (f < 0) {
+    const int error = errno;
+    throw InvalidArgument("WEFT_DEBUG_FILE: cannot open " + path + ": " +
+                          (error == ELOOP   ? std::string("it is a symbolic link (weft does not write through one)")
+                           : error == ENXIO ? std::string("it is not a regular file")  // a FIFO nobody reads
+                                            : std::string(std::strerror(error))));
+  }
+  struct stat st {};
+  std::string refusal;
+  if (::fstat(f, &st) != 0) refusal = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode)) refusal = "it is not a regular file";
+  else if (st.st_uid != ::geteuid()) refusal = "it belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  if (!refusal.empty()) {
+    ::close(f);
+    throw InvalidArgument("WEFT_DEBUG_FILE: cannot open " + path + ": " + refusal);
+  }
+  ::fcntl(f, F_SETFL, O_APPEND);  // blocking writes from here on
+  return f;
+}
+
+}  // namespace
+
 void configure_log(const LogConfig& config) {
   int fd = 2;
   if (!config.file.empty()) {
@@ -121,9 +152,7 @@ void configure_log(const LogConfig& config) {
     std::lock_guard lock(mutex);
     auto it = open_files.find(config.file);
     if (it == open_files.end()) {
-      const int f = ::open(config.file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      if (f < 0)
-        throw InvalidArgument("WEFT_DEBUG_FILE: cannot open " + config.file + ": " + std::strerror(errno));
+      const int f = open_log_file(config.file);
       it = open_files.emplace(config.file, f).first;
     }
     fd = it->second;

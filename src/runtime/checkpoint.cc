@@ -35,6 +35,8 @@
 #include <vector>
 
 #include "collectives/host_exchange.hpp"
+#include "array/bounded_json.hpp"
+#include "array/file_io.hpp"
 #include "array/safetensors.hpp"
 #include "runtime/session_state.hpp"
 #include "weft/error.hpp"
@@ -109,7 +111,7 @@ std::string placement_str(const VariableLayout& v) {
 std::string sharding_str(int shard_over) { return shard_over == 0 ? "no sharding" : "shard_over " + std::to_string(shard_over); }
 
 std::string buffer_str(const BufferLayout& b) {
-  std::string out = std::to_string(b.entries) + (b.entries == 1 ? " entry" : " entries") + " of " + b.dtype + " " + shape_str(b.shape);
+  std::string out = std::to_string(b.entries) + (b.entries == 1 ? " entry" : " entries") + " of " + io::printable(b.dtype) + " " + shape_str(b.shape);
   if (b.shard_over > 0) out += ", replica-sharded over " + std::to_string(b.shard_over) + " for " + shape_str(b.meta_shape);
   return out;
 }
@@ -224,6 +226,7 @@ class LayoutReader {
       l.entries.push_back({static_cast<int>(integer(e, "buffer", what, 1, std::numeric_limits<int>::max())),
                            static_cast<int>(integer(e, "entry", what, 0, std::numeric_limits<int>::max())), string(e, "tensor", what)});
     }
+    check_distinct(l);
     return l;
   }
 
@@ -304,12 +307,34 @@ class LayoutReader {
     return v;
   }
 
+  // One tensor per variable and per entry, one record per entry: a tensor named twice would load two things
+  // from the same bytes, an entry given twice would keep one of its tensors silently.
+  void check_distinct(const Layout& l) const {
+    std::map<std::string, std::string> owner;  // tensor -> who names it
+    auto claim = [&](const std::string& tensor, const std::string& who) {
+      const auto [it, fresh] = owner.emplace(tensor, who);
+      if (!fresh) bad(who + " names tensor '" + io::printable(tensor, 200) + "', which " + it->second + " already names");
+    };
+    for (std::size_t i = 0; i < l.variables.size(); ++i) claim(l.variables[i].tensor, "variable " + std::to_string(i));
+    std::map<std::pair<int, int>, std::size_t> seen;
+    for (std::size_t i = 0; i < l.entries.size(); ++i) {
+      const EntryLayout& e = l.entries[i];
+      const std::string who = "buffer entry " + std::to_string(i);
+      const auto [it, fresh] = seen.emplace(std::pair{e.buffer, e.entry}, i);
+      if (!fresh)
+        bad(who + " is remote buffer " + std::to_string(e.buffer) + " entry " + std::to_string(e.entry) + " again (buffer entry " +
+            std::to_string(it->second) + ")");
+      claim(e.tensor, who);
+    }
+  }
+
   std::function<void(const std::string&)> corrupt_;
 };
 
 // The first difference between the checkpoint's layout and the session's, as the error message.
+// Without the "load_checkpoint: '<path>': " prefix, which the caller adds.
 std::optional<std::string> first_difference(const Layout& file, const Layout& session) {
-  const std::string op = "load_checkpoint: ";
+  const std::string op;
   if (file.replicas != session.replicas)
     return op + "the checkpoint was saved from a session of " + std::to_string(file.replicas) + " replicas, this session has " +
            std::to_string(session.replicas);
@@ -322,12 +347,12 @@ std::optional<std::string> first_difference(const Layout& file, const Layout& se
       return who + what + " " + in_file + " in the checkpoint but " + in_session + " in the session";
     };
     if (f.name != s.name)
-      return op + "variable " + std::to_string(i) + " is named '" + f.name + "' in the checkpoint but '" + s.name + "' in the session";
+      return op + "variable " + std::to_string(i) + " is named '" + io::printable(f.name, 200) + "' in the checkpoint but '" + s.name + "' in the session";
     if (f.shape != s.shape) return differs("has shape", shape_str(f.shape), shape_str(s.shape));
-    if (f.dtype != s.dtype) return differs("has dtype", f.dtype, s.dtype);
+    if (f.dtype != s.dtype) return differs("has dtype", io::printable(f.dtype), s.dtype);
     if (f.stride != s.stride || f.group_size != s.group_size || f.groups != s.groups)
       return differs("has grouping", grouping_str(f), grouping_str(s));
-    if (f.retrieval != s.retrieval) return differs("has retrieval", f.retrieval, s.retrieval);
+    if (f.retrieval != s.retrieval) return differs("has retrieval", io::printable(f.retrieval), s.retrieval);
     if (f.buffer != s.buffer || f.entry != s.entry) return differs("lives", placement_str(f), placement_str(s));
     if (f.shard_over != s.shard_over) return differs("has", sharding_str(f.shard_over), sharding_str(s.shard_over));
   }
@@ -336,7 +361,7 @@ std::optional<std::string> first_difference(const Layout& file, const Layout& se
     const VariableLayout& first = more ? file.variables[common] : session.variables[common];
     return op + "the checkpoint has " + std::to_string(file.variables.size()) + " variables but the session has " +
            std::to_string(session.variables.size()) + " (the first " + (more ? "one missing from the session" : "one missing from the checkpoint") +
-           " is variable " + std::to_string(common) + " '" + first.name + "')";
+           " is variable " + std::to_string(common) + " '" + io::printable(first.name, 200) + "')";
   }
   const std::size_t common_buffers = std::min(file.buffers.size(), session.buffers.size());
   for (std::size_t i = 0; i < common_buffers; ++i) {
@@ -351,6 +376,25 @@ std::optional<std::string> first_difference(const Layout& file, const Layout& se
     return op + "the checkpoint has " + std::to_string(file.buffers.size()) + " remote buffers but the session has " +
            std::to_string(session.buffers.size());
   return std::nullopt;
+}
+
+// The layout (already equal to the session's) and the file's tensors name each other exactly: the entries
+// it stores are the session's unbound ones, and every tensor of the file is one of the layout's (a tensor no
+// one loads is a file of another layout, or a corrupt one).
+void check_tensors_named(const Layout& stored, const SessionState& s, const safetensors::Reader& file) {
+  std::set<std::pair<int, int>> unbound;
+  for (const auto& [b, e] : unbound_entries(s)) unbound.insert({b->id, e});
+  std::set<std::string> named;
+  for (const VariableLayout& v : stored.variables) named.insert(v.tensor);
+  for (std::size_t i = 0; i < stored.entries.size(); ++i) {
+    const EntryLayout& e = stored.entries[i];
+    if (!unbound.count({e.buffer, e.entry}))
+      file.fail("corrupt session layout: buffer entry " + std::to_string(i) + " is remote buffer " + std::to_string(e.buffer) +
+                " entry " + std::to_string(e.entry) + ", which the session does not hold as an unbound entry");
+    named.insert(e.tensor);
+  }
+  for (const auto& [name, info] : file.tensors())
+    if (!named.count(name)) file.fail("tensor '" + io::printable(name, 200) + "' is not part of the session layout");
 }
 
 // ---- collectives between instances ------------------------------------------------------------------------------
@@ -473,14 +517,9 @@ std::map<std::string, std::string> load_checkpoint(Session& session, const std::
               "\"): it was not written by save_checkpoint");
   const std::string layout_text = layout_it->second;
   user.erase(layout_it);
-  json layout_json;
-  try {
-    layout_json = json::parse(layout_text);
-  } catch (const json::exception& e) {
-    file.fail(std::string("the session layout is not valid JSON: ") + e.what());
-  }
+  const json layout_json = io::parse_bounded_json(layout_text, "the session layout", [&](const std::string& what) { file.fail(what); });
   const Layout stored = LayoutReader([&](const std::string& what) { file.fail("corrupt session layout: " + what); }).read(layout_json);
-  if (auto difference = first_difference(stored, layout_of(s))) throw InvalidArgument(*difference);
+  if (auto difference = first_difference(stored, layout_of(s))) file.fail(*difference);
 
   // Every tensor the layout names, with the type the session needs, read into host memory before anything
   // in the session changes.
@@ -513,6 +552,8 @@ std::map<std::string, std::string> load_checkpoint(Session& session, const std::
     shape.insert(shape.begin(), s.replicas);
     entries.push_back(read_tensor(it->second, b->dtype, shape, what));
   }
+
+  check_tensors_named(stored, s, file);
 
   // Commit: host values, this instance's remote entries, then the devices if they hold the weights.
   for (std::size_t i = 0; i < s.variables.size(); ++i) s.variables[i]->host = values[i];

@@ -1,16 +1,17 @@
 // Flight recorder rings and their JSON dumps (reliability R21; see flight_recorder.hpp for the design).
 #include "runtime/flight_recorder.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
+#include "array/file_io.hpp"
 #include "core/log.hpp"
+#include "weft/error.hpp"
 
 namespace weft::detail {
 namespace {
@@ -74,7 +75,17 @@ void FlightRing::start(std::uint64_t execution, const std::string& execution_nam
                        const char* file, unsigned line, DType dtype, std::int64_t count,
                        const std::shared_ptr<const ReplicaGroups>& groups, int replica, int replicas,
                        bool after_abort) {
-  Record& r = records_[entered_ % records_.size()];
+  if (records_.size() < capacity_) {
+    try {
+      records_.emplace_back();
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemoryError("out of memory growing a flight recorder ring to " + std::to_string(records_.size() + 1) +
+                             " records of " + std::to_string(sizeof(Record)) + " bytes (WEFT_FLIGHT_RECORDER = " +
+                             std::to_string(capacity_) +
+                             " records per device); lower WEFT_FLIGHT_RECORDER (RuntimeOptions::flight_recorder)");
+    }
+  }
+  Record& r = records_[entered_ % capacity_];
   ++entered_;
   open_ = true;
   r.execution = execution;
@@ -129,7 +140,7 @@ std::string FlightRing::to_json(const Context& c) const {
   append_json_string(out, c.execution_name);
   out += ",\n  \"replicas\": " + std::to_string(c.replicas) + ",\n  \"error\": ";
   append_json_string(out, first_line(c.error));
-  out += ",\n  \"dumped_us\": " + std::to_string(now_us()) + ",\n  \"capacity\": " + std::to_string(records_.size()) +
+  out += ",\n  \"dumped_us\": " + std::to_string(now_us()) + ",\n  \"capacity\": " + std::to_string(capacity_) +
          ",\n  \"recorded\": " + std::to_string(entered_) + ",\n  \"records\": [";
   const std::uint64_t n = records_.size();
   const std::uint64_t first = entered_ > n ? entered_ - n : 0;
@@ -164,42 +175,13 @@ std::string FlightRing::to_json(const Context& c) const {
 bool FlightRing::dump(const std::string& dir, const Context& c) const {
   const std::string path =
       dir + "/weft-flight." + std::to_string(c.instance) + "." + std::to_string(c.replica) + ".json";
-  const std::string tmp = path + ".tmp";
-  auto report = [&](const char* what, int err) {
-    log(LogLevel::error, "WEFT_DUMP: " + std::string(what) + " " + path + " failed: " + std::strerror(err) +
-                             " (this replica's flight recorder is not dumped)");
-    return false;
-  };
   try {
-    const std::string text = to_json(c);
     // A local write of a few tens of KiB; no fsync (it could wait on a slow disk for long).
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return report("writing", errno);
-    std::size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        const int err = w < 0 ? errno : EIO;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        return report("writing", err);
-      }
-      done += static_cast<std::size_t>(w);
-    }
-    if (::close(fd) != 0) {
-      const int err = errno;
-      ::unlink(tmp.c_str());
-      return report("writing", err);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      const int err = errno;
-      ::unlink(tmp.c_str());
-      return report("renaming the dump to", err);
-    }
+    io::write_file(path, to_json(c), "WEFT_DUMP", /*durable=*/false);
     return true;
-  } catch (const std::exception&) {
-    return report("writing", ENOMEM);  // out of memory building the text: the dump must not fail the replica
+  } catch (const std::exception& e) {  // out of memory too: the dump must not fail the replica
+    log(LogLevel::error, std::string(e.what()) + " (this replica's flight recorder is not dumped)");
+    return false;
   }
 }
 

@@ -47,9 +47,13 @@ class FlightRing {
     std::string error;  // first line of the failure; empty unless failed (cleared, not freed, on reuse)
   };
 
-  explicit FlightRing(int capacity) : records_(static_cast<std::size_t>(capacity)) {}
+  // The records are allocated as collectives fill them, up to `capacity` (issue 21, item 11: 10^6 records
+  // on 8 devices were 1.4 GB up front); running out of memory growing them is an OutOfMemoryError naming
+  // WEFT_FLIGHT_RECORDER.
+  explicit FlightRing(int capacity) : capacity_(static_cast<std::size_t>(capacity)) {}
 
   // Opens a record for a collective the replica entered; it stays "started" until complete() or fail().
+  // Throws OutOfMemoryError when the ring cannot grow.
   void start(std::uint64_t execution, const std::string& execution_name, std::uint64_t seq, const char* api,
              const char* file, unsigned line, DType dtype, std::int64_t count,
              const std::shared_ptr<const ReplicaGroups>& groups, int replica, int replicas, bool after_abort);
@@ -67,13 +71,15 @@ class FlightRing {
   };
   std::string to_json(const Context& context) const;
 
-  // Writes to_json to <dir>/weft-flight.<instance>.<replica>.json (through a temporary file and a rename,
-  // so a reader never sees half a dump). Never throws: a failure is logged as a "weft: error: WEFT_DUMP:"
+  // Writes to_json to <dir>/weft-flight.<instance>.<replica>.json through io::AtomicFile (a temporary of an
+  // unpredictable name, O_EXCL|O_NOFOLLOW, renamed: a reader never sees half a dump, and a name planted in a
+  // shared directory is never written through); not fsynced. Never throws: a failure is logged as a "weft: error: WEFT_DUMP:"
   // line naming the file and the reason. Returns whether the dump was written.
   bool dump(const std::string& dir, const Context& context) const;
 
  private:
-  std::vector<Record> records_;
+  std::size_t capacity_;
+  std::vector<Record> records_;  // grows to capacity_, then is reused oldest first
   std::uint64_t entered_ = 0;  // records started over the ring's life; the newest is at (entered_ - 1) % N
   bool open_ = false;
 };

@@ -8,6 +8,7 @@
 
 #include "core/launcher_protocol.hpp"
 #include "core/log.hpp"
+#include "core/record_files.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/launcher_records.hpp"
 
@@ -21,10 +22,7 @@ void register_instance() {
   const std::string path = launcher::record_path(launch.job_dir, launch.rank, launcher::kRegistered);
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  if (std::FILE* f = std::fopen(path.c_str(), "w")) {
-    std::fprintf(f, "%d %s\n", static_cast<int>(getpid()), host);
-    std::fclose(f);
-  }
+  launcher::write_record(path, std::to_string(getpid()) + " " + host + "\n");
 }
 
 // In a job of several instances, the launcher shows the root cause first: announce it on stderr and in
@@ -46,10 +44,7 @@ void report_to_launcher(const Runtime::Impl& rt, const std::string& message) {
   if (const std::string& dir = launcher::launch_environment().job_dir; !dir.empty()) {
     const std::string path =
         launcher::record_path(dir, rt.process_index, consequence ? launcher::kAborted : launcher::kError);
-    if (std::FILE* f = std::fopen(path.c_str(), "a")) {
-      std::fprintf(f, "%s\n", line.c_str());
-      std::fclose(f);
-    }
+    launcher::append_record(path, line + "\n");
   }
 }
 

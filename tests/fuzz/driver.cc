@@ -16,10 +16,11 @@
 // it to ./fuzz-crash-<target>-<n>.bin first and says so: copy it into tests/data/fuzz/<target>/ once the bug
 // is fixed, and every later run replays it.
 //
-//   weft_fuzz_npy [--runs N] [--seed S] [--max-len BYTES] [--timeout S] [--dict FILE] CORPUS_DIR_OR_FILE...
+//   weft_fuzz_npy [--runs N] [--seed S] [--max-len BYTES] [--timeout S] [--rss-limit-mb MB] [--dict FILE] CORPUS_DIR_OR_FILE...
 // (defaults: 1000 runs, seed 1, 65536 bytes, 10 s per input)
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,6 +52,7 @@ namespace {
 // ---- the input being run, for the crash report ----------------------------------------------------------
 
 std::string g_target = "target";
+long g_rss_limit_mb = 0;  // 0: no limit
 const std::string* g_current = nullptr;
 std::string g_current_name;
 
@@ -277,7 +279,7 @@ std::vector<std::string> read_dict(const std::string& path) {
 
 int usage(const char* message) {
   std::fprintf(stderr,
-               "weft fuzz: %s\nusage: %s [--runs N] [--seed S] [--max-len BYTES] [--timeout S] [--dict FILE] CORPUS_DIR_OR_FILE...\n",
+               "weft fuzz: %s\nusage: %s [--runs N] [--seed S] [--max-len BYTES] [--timeout S] [--rss-limit-mb MB] [--dict FILE] CORPUS_DIR_OR_FILE...\n",
                message, g_target.c_str());
   return 2;
 }
@@ -292,6 +294,19 @@ void run_one(const std::string& input, const std::string& name) {
   std::vector<std::uint8_t> bytes(input.begin(), input.end());
   LLVMFuzzerTestOneInput(bytes.empty() ? nullptr : bytes.data(), bytes.size());
   if (g_timeout_s > 0) ::alarm(0);
+  // --rss-limit-mb, as libFuzzer's -rss_limit_mb: the input that takes the process's peak resident memory
+  // past the limit fails the run (a small file must not take gigabytes: issue 21, item 2).
+  if (g_rss_limit_mb > 0) {
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    const long peak_mb = usage.ru_maxrss / 1024;
+    if (peak_mb > g_rss_limit_mb) {
+      std::fprintf(stderr, "\nweft fuzz: an input took the peak resident memory to %ld MB, over --rss-limit-mb %ld\n", peak_mb,
+                   g_rss_limit_mb);
+      write_crash_input();
+      std::_Exit(71);
+    }
+  }
   g_current = nullptr;
 }
 
@@ -316,6 +331,7 @@ int main(int argc, char** argv) {
       else if (arg == "--seed") seed = std::stoull(value());
       else if (arg == "--max-len") max_len = std::stoull(value());
       else if (arg == "--timeout") timeout_s = static_cast<unsigned>(std::stoul(value()));
+      else if (arg == "--rss-limit-mb") g_rss_limit_mb = std::stol(value());
       else if (arg == "--dict") dict = read_dict(value());
       else if (arg.starts_with("-")) return usage(("unknown option " + arg).c_str());
       else paths.emplace_back(arg);

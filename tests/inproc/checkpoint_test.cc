@@ -7,7 +7,9 @@
 // corrupt files are refused with their text and leave the session untouched; a writer killed with SIGKILL
 // mid-write never leaves a truncated file under the target name.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,12 +25,14 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <future>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "../checkpoint/model.hpp"
 #include "../support/errors.hpp"
+#include "../support/safetensors_file.hpp"
 #include "../support/temp_dir.hpp"
 #include "weft/checkpoint.hpp"
 #include "weft/weft.hpp"
@@ -59,12 +63,8 @@ void ExpectSameDumps(const std::vector<std::pair<std::string, Array>>& actual,
   for (std::size_t k = 0; k < actual.size(); ++k) ExpectSame(actual[k].second, expected[k].second, what + ": " + expected[k].first);
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteFile(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+std::string ReadFile(const std::string& path) { return testing::ReadBytes(path); }
+void WriteFile(const std::string& path, const std::string& bytes) { testing::WriteBytes(path, bytes); }
 
 // The file as the safetensors description reads it.
 struct SafetensorsFile {
@@ -83,10 +83,11 @@ struct SafetensorsFile {
 };
 
 SafetensorsFile ParseSafetensors(const std::string& bytes) {
+  testing::SafetensorsBytes parsed = testing::ParseSafetensorsBytes(bytes);
   SafetensorsFile f;
-  for (int k = 0; k < 8; ++k) f.header_bytes |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes.at(k))) << (8 * k);
-  f.header = nlohmann::json::parse(bytes.substr(8, f.header_bytes));
-  f.data = bytes.substr(8 + f.header_bytes);
+  f.header = std::move(parsed.header);
+  f.data = std::move(parsed.data);
+  f.header_bytes = parsed.header_bytes;
   return f;
 }
 
@@ -285,29 +286,29 @@ TEST(CheckpointTest, RefusesADifferentLayoutNamingTheFirstDifference) {
   };
   const std::vector<Case> cases = {
       {"replicas", [](Knobs& k) { k.replicas = 4; k.stride2 = 1; },
-       "load_checkpoint: the checkpoint was saved from a session of 8 replicas, this session has 4"},
-      {"name", [](Knobs& k) { k.name1 = "v1"; }, "load_checkpoint: variable 1 is named 'w1' in the checkpoint but 'v1' in the session"},
-      {"shape", [](Knobs& k) { k.shape1 = {5}; }, "load_checkpoint: variable 1 'w1' has shape (4,) in the checkpoint but (5,) in the session"},
+       "the checkpoint was saved from a session of 8 replicas, this session has 4"},
+      {"name", [](Knobs& k) { k.name1 = "v1"; }, "variable 1 is named 'w1' in the checkpoint but 'v1' in the session"},
+      {"shape", [](Knobs& k) { k.shape1 = {5}; }, "variable 1 'w1' has shape (4,) in the checkpoint but (5,) in the session"},
       {"dtype", [](Knobs& k) { k.dtype1 = DType::i32; },
-       "load_checkpoint: variable 1 'w1' has dtype float32 in the checkpoint but int32 in the session"},
+       "variable 1 'w1' has dtype float32 in the checkpoint but int32 in the session"},
       {"grouping", [](Knobs& k) { k.stride2 = 1; k.size2 = 8; },
-       "load_checkpoint: variable 2 'w2' has grouping (stride 2, size 4) in the checkpoint but (stride 1, size 8) in the session"},
+       "variable 2 'w2' has grouping (stride 2, size 4) in the checkpoint but (stride 1, size 8) in the session"},
       {"retrieval", [](Knobs& k) { k.retrieval2 = Retrieval::all_replicas; },
-       "load_checkpoint: variable 2 'w2' has retrieval one_per_group in the checkpoint but all_replicas in the session"},
+       "variable 2 'w2' has retrieval one_per_group in the checkpoint but all_replicas in the session"},
       {"on the devices", [](Knobs& k) { k.remote3 = false; },
-       "load_checkpoint: variable 3 'w3' lives in remote buffer 1 entry 0 in the checkpoint but on the devices in the session"},
+       "variable 3 'w3' lives in remote buffer 1 entry 0 in the checkpoint but on the devices in the session"},
       {"entry", [](Knobs& k) { k.entry3 = 1; },
-       "load_checkpoint: variable 3 'w3' lives in remote buffer 1 entry 0 in the checkpoint but in remote buffer 1 entry 1 in the session"},
+       "variable 3 'w3' lives in remote buffer 1 entry 0 in the checkpoint but in remote buffer 1 entry 1 in the session"},
       {"shard_over", [](Knobs& k) { k.shard_over4 = 4; },
-       "load_checkpoint: variable 4 'w4' has shard_over 2 in the checkpoint but shard_over 4 in the session"},
+       "variable 4 'w4' has shard_over 2 in the checkpoint but shard_over 4 in the session"},
       {"not sharded", [](Knobs& k) { k.shard_over4 = 1; },
-       "load_checkpoint: variable 4 'w4' has shard_over 2 in the checkpoint but shard_over 1 in the session"},
+       "variable 4 'w4' has shard_over 2 in the checkpoint but shard_over 1 in the session"},
       {"extra variable", [](Knobs& k) { k.extra = true; },
-       "load_checkpoint: the checkpoint has 5 variables but the session has 6 (the first one missing from the checkpoint is variable 5 'w5')"},
+       "the checkpoint has 5 variables but the session has 6 (the first one missing from the checkpoint is variable 5 'w5')"},
       {"missing variable", [](Knobs& k) { k.missing = true; },
-       "load_checkpoint: the checkpoint has 5 variables but the session has 4 (the first one missing from the session is variable 4 'w4')"},
+       "the checkpoint has 5 variables but the session has 4 (the first one missing from the session is variable 4 'w4')"},
       {"buffer entries", [](Knobs& k) { k.entries = 3; },
-       "load_checkpoint: remote buffer 1 holds 2 entries of float32 (3,) in the checkpoint but 3 entries of float32 (3,) in the session"},
+       "remote buffer 1 holds 2 entries of float32 (3,) in the checkpoint but 3 entries of float32 (3,) in the session"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -315,7 +316,8 @@ TEST(CheckpointTest, RefusesADifferentLayoutNamingTheFirstDifference) {
     c.change(k);
     Session s({.replicas = k.replicas, .runtime = &rt});
     const std::vector<Variable> vars = Build(s, k);
-    EXPECT_EQ(ErrorOf<InvalidArgument>([&] { load_checkpoint(s, path); }), c.error);
+    // The file is named, then the difference (issue 21, item 1).
+    EXPECT_EQ(ErrorOf<InvalidArgument>([&] { load_checkpoint(s, path); }), "load_checkpoint: '" + path + "': " + c.error);
     // Nothing changed: w0 keeps its own value.
     ExpectSame(s.get_tensor_data(vars[0]), Array::arange(3), "w0 after the refused load");
   }
@@ -385,7 +387,7 @@ TEST(CheckpointTest, RefusesCorruptFilesAndChangesNothing) {
        "the file is truncated"},
       {"offsets not numbers", edited([](nlohmann::json& h) { h["plain"]["data_offsets"] = {"0", "48"}; }),
        "tensor 'plain' has no data_offsets [begin, end]"},
-      {"tensor missing", edited([](nlohmann::json& h) { h.erase("pairs"); }), "the tensor 'pairs' of variable 2 'pairs' is missing"},
+      {"tensor missing", edited([](nlohmann::json& h) { h["pairs_renamed"] = h["pairs"]; h.erase("pairs"); }), "the tensor 'pairs' of variable 2 'pairs' is missing"},
       {"tensor of another type", edited([](nlohmann::json& h) { h["plain"]["dtype"] = "I32"; }),
        "the tensor 'plain' of variable 0 'plain' is int32 (4, 3), the session needs float32 (4, 3)"},
       {"layout not JSON", edited([](nlohmann::json& h) { h["__metadata__"]["weft"] = "{"; }), "the session layout is not valid JSON"},
@@ -421,6 +423,173 @@ TEST(CheckpointTest, RefusesCorruptFilesAndChangesNothing) {
                  {"load_checkpoint: cannot open '" + dir.file("absent.safetensors") + "': No such file or directory"});
   // The intact file still loads into it.
   EXPECT_EQ(load_checkpoint(s, good_path), (std::map<std::string, std::string>{{"step", "1"}}));
+}
+
+// What the safetensors format forbids and the session layout cannot mean is refused before any byte is used,
+// naming the file and the field (issue 21, items 1, 2 and 14): offsets that overlap, leave a gap or stop short
+// of the end of the file, keys given twice, a layout that maps two things to one tensor or leaves a tensor
+// out, JSON nested or sized beyond the bounds, raw bytes of the header in a message, a file that is not a
+// regular one. Each of these loaded (or hung) before.
+TEST(CheckpointTest, RefusesWhatTheFormatForbids) {
+  TempDir dir;
+  Runtime rt({.device_count = 8});
+  const std::string good_path = dir.file("good.safetensors");
+  Session s({.runtime = &rt});
+  const CheckpointModel m(s);
+  m.run_steps(s, 1, 2);
+  save_checkpoint(s, good_path, {{"step", "1"}});
+  const std::string good = ReadFile(good_path);
+  const SafetensorsFile f = ParseSafetensors(good);
+  auto offsets = [&](const std::string& name) {
+    return std::to_string(f.header[name]["data_offsets"][0].get<std::uint64_t>()) + ", " +
+           std::to_string(f.header[name]["data_offsets"][1].get<std::uint64_t>());
+  };
+  auto edited = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& extra_data = "") {
+    nlohmann::json h = f.header;
+    edit(h);
+    return testing::SafetensorsWithHeader(h, f.data + extra_data);
+  };
+  auto edited_layout = [&](const std::function<void(nlohmann::json&)>& edit) {
+    return edited([&](nlohmann::json& h) {
+      nlohmann::json layout = nlohmann::json::parse(h["__metadata__"]["weft"].get<std::string>());
+      edit(layout);
+      h["__metadata__"]["weft"] = layout.dump();
+    });
+  };
+  // The header's text with `addition` spliced in before its closing brace.
+  auto header_plus = [&](const std::string& addition) {
+    std::string text = f.header.dump();
+    text.insert(text.size() - 1, addition);
+    return testing::SafetensorsWithHeaderText(text, f.data);
+  };
+  const std::string e0 = "remote_buffer_1/entry_0", e2 = "remote_buffer_1/entry_2";
+  const std::uint64_t e0_end = f.header[e0]["data_offsets"][1].get<std::uint64_t>();
+  const std::string deep(1 << 20, '[');
+  std::string wide = "{\"x\": [0";
+  for (int i = 0; i < 1100000; ++i) wide += ",0";
+  wide += "]}";
+  struct Case {
+    std::string name;
+    std::string bytes;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"overlapping tensors", edited([&](nlohmann::json& h) { h[e2]["data_offsets"] = h[e0]["data_offsets"]; }),
+       "tensor '" + e2 + "': data_offsets [" + offsets(e0) + "] overlap tensor '" + e0 + "' [" + offsets(e0) + "]"},
+      {"a gap between tensors", edited([&](nlohmann::json& h) { h.erase(e0); }),
+       "bytes [" + std::to_string(f.header[e0]["data_offsets"][0].get<std::uint64_t>()) + ", " + std::to_string(e0_end) +
+           ") of the data belong to no tensor"},
+      {"trailing bytes", good + std::string(4, '\0'),
+       "4 bytes after the last tensor's data (the data section must end where the tensors do)"},
+      {"a key twice", header_plus(",\"plain\":" + f.header["plain"].dump()), "the header: key \"plain\" appears twice"},
+      {"a metadata key twice", edited([](nlohmann::json& h) { h["__metadata__"]["zz"] = "1"; }).replace(
+           edited([](nlohmann::json& h) { h["__metadata__"]["zz"] = "1"; }).find("\"zz\""), 4, "\"step\""),
+       "the header: key \"step\" appears twice"},
+      {"a layout key twice",
+       edited([&](nlohmann::json& h) {
+         std::string text = h["__metadata__"]["weft"].get<std::string>();
+         h["__metadata__"]["weft"] = text.insert(text.size() - 1, ",\"replicas\":4");
+       }),
+       "the session layout: key \"replicas\" appears twice"},
+      {"two entries, one tensor", edited_layout([&](nlohmann::json& l) { l["buffer_entries"][1]["tensor"] = e0; }),
+       "corrupt session layout: buffer entry 1 names tensor '" + e0 + "', which buffer entry 0 already names"},
+      {"two variables, one tensor", edited_layout([&](nlohmann::json& l) { l["variables"][1]["tensor"] = "plain"; }),
+       "corrupt session layout: variable 1 names tensor 'plain', which variable 0 already names"},
+      {"an entry twice", edited_layout([&](nlohmann::json& l) { l["buffer_entries"][1]["entry"] = 0; }),
+       "corrupt session layout: buffer entry 1 is remote buffer 1 entry 0 again (buffer entry 0)"},
+      {"a tensor outside the layout",
+       edited([&](nlohmann::json& h) { h["extra"] = {{"dtype", "U8"}, {"shape", {4}}, {"data_offsets", {f.data.size(), f.data.size() + 4}}}; },
+              std::string(4, '\1')),
+       "tensor 'extra' is not part of the session layout"},
+      {"nested too deep", testing::SafetensorsWithHeaderText(deep, ""),
+       "the header nests deeper than 64 levels (the bound on a header's JSON)"},
+      {"too many elements", testing::SafetensorsWithHeaderText(wide, ""),
+       "the header has more than 1048576 JSON values (the bound on a header's JSON)"},
+      {"layout nested too deep", edited([&](nlohmann::json& h) { h["__metadata__"]["weft"] = std::string(1000, '['); }),
+       "the session layout nests deeper than 64 levels"},
+      {"a control character in a name", edited([](nlohmann::json& h) { h["a\nb"] = h["plain"]; h["a\nb"]["dtype"] = "C64"; }),
+       "tensor 'a\\x0ab' has dtype \"C64\""},
+  };
+  const auto before = m.dump_all(s);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.file("bad.safetensors");
+    WriteFile(path, c.bytes);
+    ExpectContains(ErrorOf<InvalidArgument>([&] { load_checkpoint(s, path); }), {"load_checkpoint: '" + path + "': ", c.error});
+  }
+  // Raw bytes of the header are escaped in the message: it stays ASCII.
+  {
+    const std::string path = dir.file("raw.safetensors");
+    WriteFile(path, testing::SafetensorsWithHeaderText("{\"a\xff\xfe\": 1}", ""));
+    const std::string error = ErrorOf<InvalidArgument>([&] { load_checkpoint(s, path); });
+    ExpectContains(error, {"load_checkpoint: '" + path + "': the header is not valid JSON", "\\xff"});
+    for (const char c : error) EXPECT_LT(static_cast<unsigned char>(c), 0x80) << error;
+  }
+  ExpectSameDumps(m.dump_all(s), before, "after the refused loads");
+  // A FIFO (or any file that is not a regular one) is refused at once; before, open() blocked until a writer
+  // came (here a thread that opens the FIFO after 3 s, so that the old behaviour fails instead of hanging).
+  const std::string fifo = dir.file("fifo.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::promise<void> returned;
+  std::thread unblock([&, done = returned.get_future()] {
+    if (done.wait_for(std::chrono::seconds(3)) == std::future_status::ready) return;
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const std::string error = ErrorOf<InvalidArgument>([&] { load_checkpoint(s, fifo); });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  returned.set_value();
+  unblock.join();
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_EQ(error, "load_checkpoint: cannot open '" + fifo + "': it is not a regular file (a FIFO)");
+  EXPECT_EQ(load_checkpoint(s, good_path), (std::map<std::string, std::string>{{"step", "1"}}));
+}
+
+// The fuzz corpus's regression files (tests/data/fuzz/checkpoint/regress-*, the cases above as edits of the
+// seed, written by checkpoint_regressions.py) are each refused with an InvalidArgument naming the file: the
+// fuzz target replays them but cannot tell a refusal from a load.
+TEST(CheckpointTest, TheFuzzCorpusRegressionsAreRefused) {
+  Runtime rt({.device_count = 8});
+  Session s({.runtime = &rt});
+  const CheckpointModel m(s);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(WEFT_TEST_DATA) + "/fuzz/checkpoint")) {
+    const std::string path = e.path().string();
+    if (e.path().filename().string().rfind("regress-", 0) != 0) continue;
+    SCOPED_TRACE(path);
+    ++files;
+    ExpectContains(ErrorOf<InvalidArgument>([&] { load_checkpoint(s, path); }), {"load_checkpoint: '" + path + "': "});
+  }
+  EXPECT_GE(files, 13);
+  // The seed itself loads: the regressions are refused for their edit, not for being another model's.
+  EXPECT_EQ(load_checkpoint(s, std::string(WEFT_TEST_DATA) + "/fuzz/checkpoint/seed-model.safetensors"),
+            (std::map<std::string, std::string>{{"step", "7"}}));
+}
+
+// A save keeps the permissions the user gave the file (and its owner where allowed); a new file follows the
+// umask (issue 21, item 9). Before, every save made a new file of mode 0644 and renamed it over the old one.
+TEST(CheckpointTest, ASaveKeepsTheFilesMode) {
+  TempDir dir;
+  Runtime rt({.device_count = 2});
+  Session s({.runtime = &rt});
+  s.variable(Array::arange(2));
+  const std::string path = dir.file("x.safetensors");
+  auto mode = [&] {
+    struct stat st {};
+    EXPECT_EQ(::stat(path.c_str(), &st), 0);
+    return st.st_mode & 07777;
+  };
+  const mode_t old_mask = ::umask(027);
+  save_checkpoint(s, path);
+  EXPECT_EQ(mode(), 0640u);
+  ::umask(old_mask);
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  save_checkpoint(s, path);
+  EXPECT_EQ(mode(), 0600u);
+  ASSERT_EQ(::chmod(path.c_str(), 0604), 0);
+  save_checkpoint(s, path);
+  EXPECT_EQ(mode(), 0604u);
 }
 
 TEST(CheckpointTest, MetadataRules) {

@@ -4,6 +4,7 @@
 // past the stall warning, so there is a warn line to see) and the known lines of each level are looked for,
 // present or absent. Expected texts are written out here, not taken from the runtime.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -203,6 +204,34 @@ TEST(R22DebugLevels, SettingsAreValidatedNamingTheVariables) {
   o = Timed([] { Runtime rt({.device_count = 1, .log_level = "warn", .debug = "TRACE"}); });
   EXPECT_EQ(o.message, "RuntimeOptions::debug = TRACE and RuntimeOptions::log_level = warn disagree: "
                        "RuntimeOptions::debug = TRACE means WEFT_LOG=debug; set only one of them");
+}
+
+// WEFT_DEBUG_FILE in a shared directory (issue 21, item 8): a symlink planted at its name is refused, and its
+// target left as it was; so is a FIFO (without blocking). Before, the log was appended through the link.
+TEST(R22DebugLevels, TheDebugFileRefusesASymlinkOrAFifo) {
+  TempDir dir;
+  const std::string victim = dir.file("victim"), link = dir.file("weft.log"), fifo = dir.file("fifo.log");
+  std::ofstream(victim) << "precious\n";
+  ASSERT_EQ(::symlink(victim.c_str(), link.c_str()), 0);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  {
+    ScopedEnv debug("WEFT_DEBUG", "INFO");
+    ScopedEnv file("WEFT_DEBUG_FILE", link.c_str());
+    const Outcome o = Timed([] { Runtime rt({.device_count = 1}); });
+    EXPECT_EQ(o.type, "InvalidArgument");
+    EXPECT_EQ(o.message, "WEFT_DEBUG_FILE: cannot open " + link + ": it is a symbolic link (weft does not write through one)");
+  }
+  {
+    ScopedEnv debug("WEFT_DEBUG", "INFO");
+    ScopedEnv file("WEFT_DEBUG_FILE", fifo.c_str());
+    const Outcome o = Timed([] { Runtime rt({.device_count = 1}); });
+    EXPECT_LT(o.seconds, 2.0);
+    EXPECT_EQ(o.message, "WEFT_DEBUG_FILE: cannot open " + fifo + ": it is not a regular file");
+  }
+  std::ifstream in(victim);
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "precious");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // not write, and the WEFT_TRACE timeline is bounded (a ring of the last WEFT_TRACE_EVENTS spans) and reports
 // a failed write instead of losing it silently.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "../support/replica_faults.hpp"
+#include "../support/temp_dir.hpp"
 #include "weft/weft.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -119,15 +121,36 @@ TEST(Trace, WithinTheBoundNothingIsDropped) {
   EXPECT_FALSE(trace.contains("otherData"));
 }
 
+// A symlink planted at the trace's name is replaced, never written through; the trace keeps the mode of
+// the file it replaces (issue 21, items 8 and 9). Before, fopen(path, "w") wrote into the link's target.
+TEST(Trace, APlantedSymlinkIsNotFollowed) {
+  TempDir dir;
+  const std::string victim = dir.file("victim"), path = dir.file("trace.json");
+  std::ofstream(victim) << "precious\n";
+  ASSERT_EQ(::symlink(victim.c_str(), path.c_str()), 0);
+  RunTraced(path, 1);
+  EXPECT_EQ(ReadFile(victim), "precious\n");
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(path))["traceEvents"].size(), 4u);
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  RunTraced(path, 1);
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
 TEST(Trace, AFailedWriteIsReported) {
   ::testing::internal::CaptureStderr();
   RunTraced("/dev/full", 2);
   const std::string err = ::testing::internal::GetCapturedStderr();
-  ExpectContains(err, {"weft: error: WEFT_TRACE: writing /dev/full failed: No space left on device"});
+  // A device is never replaced by the renamed trace (issue 21, item 8): refused, naming it.
+  ExpectContains(err, {"weft: error: WEFT_TRACE: cannot write '/dev/full': it is not a regular file (a character device)"});
   ::testing::internal::CaptureStderr();
   RunTraced("/nonexistent-dir/t.json", 2);
   const std::string err2 = ::testing::internal::GetCapturedStderr();
-  ExpectContains(err2, {"weft: error: WEFT_TRACE: cannot open /nonexistent-dir/t.json: No such file or directory"});
+  ExpectContains(err2, {"weft: error: WEFT_TRACE: cannot create a temporary file in '/nonexistent-dir' to write "
+                        "'/nonexistent-dir/t.json': No such file or directory"});
 }
 
 }  // namespace

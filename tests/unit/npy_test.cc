@@ -3,7 +3,14 @@
 // of 2 bytes for 1.0 and 4 bytes for 2.0/3.0, a Python dict literal, the data), big-endian and
 // Fortran-ordered data, and malformed files refused with their error text. Interop with numpy itself is in
 // tests/npy/ (numpy_interop.py).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
 
 #include <cmath>
 #include <cstdint>
@@ -26,6 +33,8 @@ using testing::ExpectContains;
 using testing::TempDir;
 
 const std::string kMagic("\x93NUMPY", 6);
+
+void WriteText(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 // A file as the format describes it: preamble for version major.0, the dict as given (no padding added),
 // then the data bytes.
@@ -350,6 +359,66 @@ TEST(NpyTest, SaveReplacesTheTarget) {
   save_npy(path, small);
   ExpectIdentical(load_npy(path), small, "after overwriting");
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"w.npy"});
+}
+
+// Files other users can touch (issue 21, items 2, 8 and 9): a FIFO is refused at once instead of blocking in
+// open(); a save keeps the mode the user gave the file and a new file follows the umask; the temporary file is
+// created under an unpredictable name, so names planted in advance (symlinks to a victim, here at every name
+// of the old scheme ".<target>.tmp-<pid>-<n>") neither redirect the write nor stop the save.
+TEST(NpyTest, FilesOtherUsersCanTouch) {
+  TempDir dir;
+  const std::string fifo = dir.file("fifo.npy");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::promise<void> returned;
+  std::thread unblock([&, done = returned.get_future()] {  // so that the old behaviour (blocking until a writer comes) fails, not hangs
+    if (done.wait_for(std::chrono::seconds(3)) == std::future_status::ready) return;
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const std::string error = ErrorOf<InvalidArgument>([&] { load_npy(fifo); });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  returned.set_value();
+  unblock.join();
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_EQ(error, "load_npy: cannot open '" + fifo + "': it is not a regular file (a FIFO)");
+  // Nor is a FIFO (or a symlink to one) replaced by a save: renamed over, it would be gone.
+  const std::string link_to_fifo = dir.file("fifo-link.npy");
+  ASSERT_EQ(::symlink(fifo.c_str(), link_to_fifo.c_str()), 0);
+  for (const std::string& target : {fifo, link_to_fifo})
+    EXPECT_EQ(ErrorOf<InvalidArgument>([&] { save_npy(target, Array::arange(3)); }),
+              "save_npy: cannot write '" + target + "': it is not a regular file (a FIFO); weft writes a file by renaming a new one "
+              "into its place");
+  struct stat fifo_st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &fifo_st), 0);
+  EXPECT_TRUE(S_ISFIFO(fifo_st.st_mode));
+  ::unlink(link_to_fifo.c_str());
+
+  const std::string path = dir.file("w.npy");
+  auto mode = [&] {
+    struct stat st {};
+    EXPECT_EQ(::stat(path.c_str(), &st), 0);
+    return st.st_mode & 07777;
+  };
+  const mode_t old_mask = ::umask(077);
+  save_npy(path, Array::arange(3));
+  EXPECT_EQ(mode(), 0600u);
+  ::umask(022);
+  ASSERT_EQ(::chmod(path.c_str(), 0640), 0);
+  save_npy(path, Array::arange(4));
+  EXPECT_EQ(mode(), 0640u) << "the save reset the file's mode";
+  ::umask(old_mask);
+
+  const std::string victim = dir.file("victim");
+  WriteText(victim, "precious");
+  for (int n = 0; n < 300; ++n)
+    ASSERT_EQ(::symlink(victim.c_str(), (dir.file(".w.npy.tmp-") + std::to_string(::getpid()) + "-" + std::to_string(n)).c_str()), 0);
+  save_npy(path, Array::arange(5));
+  ExpectIdentical(load_npy(path), Array::arange(5), "after the save past the planted names");
+  std::ifstream in(victim);
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "precious");
 }
 
 // Every prefix of valid files and every single-byte corruption of their headers parses or is refused with

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/launcher_protocol.hpp"
+#include "core/record_files.hpp"
 
 namespace weftrun {
 namespace {
@@ -26,17 +27,12 @@ std::string record_path(const char* suffix) {
   return weft::launcher::record_path(launch.job_dir, launch.rank, suffix);
 }
 
-// Written to a temporary name and renamed, so a reader never sees half a record.
+// Written to a temporary of an unpredictable name (O_EXCL|O_NOFOLLOW) and renamed, so a reader never sees
+// half a record and nothing is written through a planted symlink (core/record_files.hpp). A failure (e.g. a
+// remote host without the launcher's job directory) means running without records.
 void write_record(const char* suffix, const std::string& text) {
   const std::string path = record_path(suffix);
-  if (path.empty()) return;
-  std::string tmp = path;
-  tmp += ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) return;  // e.g. a remote host without the launcher's job directory: run without records
-  std::fputs(text.c_str(), f);
-  const bool ok = std::fclose(f) == 0;
-  if (ok) std::rename(tmp.c_str(), path.c_str());
+  if (!path.empty()) weft::launcher::write_record(path, text);
 }
 
 // A stream straight to weftrun through $WEFT_JOB_DIR/output.sock, or -1 (no such socket here, e.g. another

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "core/launcher_protocol.hpp"
+#include "core/record_files.hpp"
 #include "core/log.hpp"
 #include "transport/interprocess.hpp"
 #include "transport/reports.hpp"
@@ -67,10 +68,7 @@ void job_record(int rank, const char* suffix, const std::string& text) {
   const std::string& dir = launcher::launch_environment().job_dir;
   if (dir.empty()) return;
   const std::string path = launcher::record_path(dir, rank, suffix);
-  if (std::FILE* f = std::fopen(path.c_str(), "a")) {
-    std::fputs(text.c_str(), f);
-    std::fclose(f);
-  }
+  launcher::append_record(path, text);  // O_APPEND|O_NOFOLLOW (core/record_files.hpp)
 }
 
 // At static destruction the logger may be gone: one raw write.
