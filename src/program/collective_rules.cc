@@ -9,10 +9,16 @@
 namespace weft::program {
 namespace {
 
-std::vector<std::string> mesh_axis_names(const Mesh& mesh) {
-  std::vector<std::string> names;
-  for (const MeshAxis& axis : mesh.axes()) names.push_back(axis.name);
-  return names;
+// "('i', 'j')": the mesh's axes as a list (no tuple comma for one axis: this is prose, not a parameter).
+std::string mesh_axes_text(const Mesh& mesh) {
+  std::string text = "(";
+  for (const MeshAxis& axis : mesh.axes()) {
+    if (text.size() > 1) text += ", ";
+    text += "'";
+    text += axis.name;
+    text += "'";
+  }
+  return text + ")";
 }
 
 // The number of replicas one collective instance spans: the product of its axes' sizes, or the group size.
@@ -23,7 +29,7 @@ std::int64_t participants(const Params& params, const Mesh& mesh) {
   std::int64_t size = 1;
   for (const std::string& axis : axes) {
     if (!mesh.has_axis(axis)) {
-      throw RuleError("axis '" + axis + "' is not an axis of the mesh " + axes_text(mesh_axis_names(mesh)));
+      throw RuleError("axis '" + axis + "' is not an axis of the mesh " + mesh_axes_text(mesh));
     }
     if (!seen.insert(axis).second) throw RuleError("axis '" + axis + "' is named twice");
     size *= mesh.axes()[mesh.axis_position(axis)].size;
@@ -150,7 +156,9 @@ std::vector<ValueType> axis_index(const std::vector<ValueType>&, const Params& p
 }  // namespace
 
 void register_collective_ops(std::vector<OpInfo>& ops) {
-  for (const char* name : {"psum", "pmean", "pmax", "pmin"}) ops.push_back({name, 1, 1, {"axes"}, {"groups"}, false, all_reduce});
+  for (const char* name : {"psum", "pmean", "pmax", "pmin"}) {
+    ops.push_back({name, 1, 1, {"axes"}, {"groups"}, false, all_reduce});
+  }
   ops.push_back({"all_gather", 1, 1, {"axes", "axis"}, {"groups", "tiled"}, false, all_gather});
   ops.push_back({"psum_scatter", 1, 1, {"axes", "axis"}, {"groups", "tiled"}, false, psum_scatter});
   ops.push_back({"all_to_all", 1, 1, {"axes", "split_axis", "concat_axis"}, {"groups"}, false, all_to_all});

@@ -6,6 +6,7 @@
 namespace weft::program {
 
 // The program without its dead equations; values keep their ids (the type table is unchanged).
+// `program` must be verified (its value ids in range).
 Program eliminate_dead_code(const Program& program);
 
 }  // namespace weft::program

@@ -48,7 +48,8 @@ Liveness analyze_liveness(const Program& program) {
     result.peak_bytes = std::max(result.peak_bytes, live_bytes);
     std::vector<ValueId>& dying = result.dies_after[i];
     for (ValueId id : eq.inputs) {
-      if (last[id] == static_cast<int>(i) && std::find(dying.begin(), dying.end(), id) == dying.end()) dying.push_back(id);
+      const bool last_use = last[id] == static_cast<int>(i);
+      if (last_use && std::find(dying.begin(), dying.end(), id) == dying.end()) dying.push_back(id);
     }
     for (ValueId id : eq.outputs) {
       if (last[id] == kNever) dying.push_back(id);

@@ -136,7 +136,10 @@ std::string program_text(const Program& program) {
   text += ". let\n";
   for (std::size_t i = 0; i < program.equations.size(); ++i) text += "    " + equation_text(program, i, names) + "\n";
   text += "  in (";
-  for (std::size_t i = 0; i < program.outputs.size(); ++i) text += (i > 0 ? ", " : "") + name_of(program.outputs[i], names);
+  for (std::size_t i = 0; i < program.outputs.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += name_of(program.outputs[i], names);
+  }
   text += program.outputs.size() == 1 ? ",) }" : ") }";
   return text;
 }

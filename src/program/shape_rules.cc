@@ -76,7 +76,9 @@ std::vector<ValueType> reshape(const std::vector<ValueType>& ins, const Params& 
     if (d != -1) known *= d;
   }
   const std::int64_t total = ins[0].num_elements();
-  if (unknown == 1 && known != 0 && total % known == 0) std::replace(shape.begin(), shape.end(), std::int64_t{-1}, total / known);
+  if (unknown == 1 && known != 0 && total % known == 0) {
+    std::replace(shape.begin(), shape.end(), std::int64_t{-1}, total / known);
+  }
   if (std::count(shape.begin(), shape.end(), -1) > 0 ||
       std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>()) != total) {
     throw RuleError("cannot reshape " + type_text(ins[0]) + " (" + std::to_string(total) + " elements) to " +
@@ -160,7 +162,9 @@ void register_shape_ops(std::vector<OpInfo>& ops) {
                      return reduction(op, ins, params);
                    }});
   }
-  for (const char* name : {"argmax", "argmin"}) ops.push_back({name, 1, 1, {}, {"axis", "keepdims"}, false, arg_reduction});
+  for (const char* name : {"argmax", "argmin"}) {
+    ops.push_back({name, 1, 1, {}, {"axis", "keepdims"}, false, arg_reduction});
+  }
   ops.push_back({"reshape", 1, 1, {"shape"}, {}, false, reshape});
   ops.push_back({"transpose", 1, 1, {}, {"perm"}, false, transpose});
   ops.push_back({"broadcast_to", 1, 1, {"shape"}, {}, false, broadcast_to});
