@@ -1,14 +1,14 @@
-# weft as a package (issue 10, item 1; docs/using-weft.md): one library, libweft, made of the five layer
+# weft as a package (issue 10, item 1; docs/using-weft.md): one library, libweft, made of the six layer
 # archives' objects, as a static archive and a shared object with a version and SONAME; the target weft::weft
 # for add_subdirectory / FetchContent users; install rules for headers, libraries, tools and the CMake
 # (weftConfig.cmake, weft::weft) and pkg-config (weft.pc) files.
 #
-# Why objects and not the layer archives: the layers (core -> array -> transport -> collectives -> runtime)
+# Why objects and not the layer archives: the layers (core -> array -> program, transport -> collectives -> runtime)
 # stay separate targets so that the linker enforces the arrows inside weft, but a user should link one
 # library, with no archive order to know. The layers are compiled once; libweft.a and libweft.so reuse their
 # objects.
 
-set(weft_layers weft_core weft_array weft_transport weft_collectives weft_runtime)
+set(weft_layers weft_core weft_array weft_program weft_transport weft_collectives weft_runtime)
 
 # Top level: both variants (the package installs both). As a subproject: only the one the host asks for
 # through BUILD_SHARED_LIBS (default static), so nothing is compiled twice or made position independent

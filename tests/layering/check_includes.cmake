@@ -4,7 +4,8 @@
 #   cmake -DROOT=<source dir> -P tests/layering/check_includes.cmake
 #
 # Layers, bottom up: core (src/core and the public headers of pure types) < array (src/array, the array
-# library, and the public headers of arrays and their operations) < transport < collectives < runtime
+# library, and the public headers of arrays and their operations) < program (src/program, SSA programs) and
+# transport < collectives < runtime; program and transport/collectives do not include each other
 # (src/runtime and the public headers of the replica API). A quoted #include is checked against the layer of
 # the including file; a violation names the file, the line and the rule. Exit status non-zero on any
 # violation (ctest `layering_includes`).
@@ -28,6 +29,7 @@ set(array_allowed ${core_allowed} "array/")
 foreach(h ${array_public})
   list(APPEND array_allowed "weft/${h}.hpp")
 endforeach()
+set(program_allowed ${array_allowed} "program/")
 set(transport_allowed ${array_allowed} "transport/")
 set(collectives_allowed ${transport_allowed} "collectives/")
 
@@ -68,7 +70,7 @@ foreach(layer core array)
     endif()
   endforeach()
 endforeach()
-foreach(layer core array transport collectives)
+foreach(layer core array program transport collectives)
   file(GLOB_RECURSE files ${ROOT}/src/${layer}/*.cc ${ROOT}/src/${layer}/*.hpp ${ROOT}/src/${layer}/*.inc)
   foreach(f ${files})
     check_file(${f} ${layer})
@@ -81,4 +83,4 @@ endif()
 if(violations GREATER 0)
   message(FATAL_ERROR "layering: ${violations} include(s) point up a layer")
 endif()
-message("layering: ${checked} files of core, array, transport and collectives include nothing above their layer")
+message("layering: ${checked} files of core, array, program, transport and collectives include nothing above their layer")

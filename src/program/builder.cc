@@ -1,0 +1,66 @@
+// Builder: type inference at each emit, through the same registry the verifier checks against.
+#include "builder.hpp"
+
+#include "op_registry.hpp"
+#include "verifier.hpp"
+#include "weft/error.hpp"
+
+namespace weft::program {
+
+Builder::Builder(Mesh mesh) { program_.mesh = std::move(mesh); }
+
+ValueId Builder::input(ValueType type) {
+  program_.types.push_back(std::move(type));
+  const auto id = static_cast<ValueId>(program_.types.size() - 1);
+  program_.inputs.push_back(id);
+  return id;
+}
+
+const ValueType& Builder::type(ValueId id) const {
+  if (id < 0 || static_cast<std::size_t>(id) >= program_.types.size()) {
+    throw InvalidArgument("program builder: value " + std::to_string(id) + " does not exist (the program has " +
+                          std::to_string(program_.types.size()) + ")");
+  }
+  return program_.types[id];
+}
+
+std::vector<ValueId> Builder::emit(const std::string& op, const std::vector<ValueId>& ins, Params params) {
+  std::vector<ValueType> in_types;
+  for (ValueId id : ins) in_types.push_back(type(id));
+  program_.equations.push_back(Equation{op, std::move(params), ins, {}});
+  std::vector<ValueType> out_types;
+  try {
+    out_types = infer_result_types(op, in_types, program_.equations.back().params, program_.mesh);
+  } catch (const RuleError& e) {
+    const std::string message = equation_error_prefix(program_, program_.equations.size() - 1) + e.what();
+    program_.equations.pop_back();
+    throw InvalidArgument(message);
+  }
+  Equation& eq = program_.equations.back();
+  for (ValueType& out : out_types) {
+    program_.types.push_back(std::move(out));
+    eq.outputs.push_back(static_cast<ValueId>(program_.types.size() - 1));
+  }
+  return eq.outputs;
+}
+
+ValueId Builder::emit1(const std::string& op, const std::vector<ValueId>& ins, Params params) {
+  const std::vector<ValueId> outs = emit(op, ins, std::move(params));
+  if (outs.size() != 1) {
+    throw InvalidArgument("program builder: " + op + " has " + std::to_string(outs.size()) +
+                          " results; emit1 is for ops with one");
+  }
+  return outs[0];
+}
+
+void Builder::set_outputs(std::vector<ValueId> outputs) {
+  for (ValueId id : outputs) type(id);
+  program_.outputs = std::move(outputs);
+}
+
+Program Builder::build() const {
+  verify(program_);
+  return program_;
+}
+
+}  // namespace weft::program

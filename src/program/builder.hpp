@@ -1,0 +1,32 @@
+// The builder: appends equations to a program, inferring each result's type as it goes, so a trace (next
+// step) never writes a type by hand. A rule broken while building is reported at once, naming the equation.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "program.hpp"
+
+namespace weft::program {
+
+class Builder {
+ public:
+  explicit Builder(Mesh mesh);
+
+  // A new program input of type `type`.
+  ValueId input(ValueType type);
+  // Appends `outs = op[params](ins)` and returns the outs (none for host_store and the other stores).
+  // Throws weft::InvalidArgument "equation 2 `psum[axes=('j',)] c`: axis 'j' is not an axis of the mesh ('i')".
+  std::vector<ValueId> emit(const std::string& op, const std::vector<ValueId>& ins, Params params = {});
+  // emit() for ops with exactly one result.
+  ValueId emit1(const std::string& op, const std::vector<ValueId>& ins, Params params = {});
+  void set_outputs(std::vector<ValueId> outputs);
+
+  const ValueType& type(ValueId id) const;
+  // The program so far, verified.
+  Program build() const;
+
+ private:
+  Program program_;
+};
+
+}  // namespace weft::program

@@ -1,0 +1,29 @@
+// One backward sweep: an equation is live when it is effectful or defines a value something live uses.
+#include "dead_code.hpp"
+
+#include "op_registry.hpp"
+
+namespace weft::program {
+
+Program eliminate_dead_code(const Program& program) {
+  std::vector<bool> needed(program.types.size(), false);
+  for (ValueId id : program.outputs) needed[id] = true;
+  std::vector<bool> keep(program.equations.size(), false);
+  for (std::size_t i = program.equations.size(); i-- > 0;) {
+    const Equation& eq = program.equations[i];
+    const OpInfo* info = find_op(eq.op);
+    bool live = info == nullptr || info->effectful;  // an unknown op is kept: we cannot know it is pure
+    for (ValueId id : eq.outputs) live = live || needed[id];
+    if (!live) continue;
+    keep[i] = true;
+    for (ValueId id : eq.inputs) needed[id] = true;
+  }
+  Program result = program;
+  result.equations.clear();
+  for (std::size_t i = 0; i < program.equations.size(); ++i) {
+    if (keep[i]) result.equations.push_back(program.equations[i]);
+  }
+  return result;
+}
+
+}  // namespace weft::program

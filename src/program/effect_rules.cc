@@ -1,0 +1,45 @@
+// The session effects as opaque effectful ops: transfers to and from the host (streams) and remote buffers,
+// variable reads and in-place updates. Their results' types are declared in their parameters (shape, dtype),
+// because what they produce comes from outside the program. The executor (next step) gives them meaning.
+#include "op_registry.hpp"
+
+namespace weft::program {
+namespace {
+
+std::vector<ValueType> declared_result(const std::vector<ValueType>&, const Params& params, const Mesh&) {
+  ValueType out;
+  out.dtype = param_as<DType>(params, "dtype", "a dtype");
+  out.shape = param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints");
+  for (std::int64_t d : out.shape) {
+    if (d < 0) throw RuleError("shape has a negative dimension");
+  }
+  return {out};
+}
+
+std::vector<ValueType> no_result(const std::vector<ValueType>&, const Params&, const Mesh&) { return {}; }
+
+// remote_load / remote_store take an optional offset (an integer scalar) after the data.
+std::vector<ValueType> check_offset(const std::vector<ValueType>& ins, std::size_t at) {
+  if (ins.size() > at && (!is_integer(ins[at].dtype) || !ins[at].shape.empty())) {
+    throw RuleError("the offset must be an integer scalar, not " + type_text(ins[at]));
+  }
+  return {};
+}
+
+}  // namespace
+
+void register_effect_ops(std::vector<OpInfo>& ops) {
+  ops.push_back({"host_load", 0, 0, {"stream", "shape", "dtype"}, {}, true, declared_result});
+  ops.push_back({"host_store", 1, 1, {"stream"}, {}, true, no_result});
+  ops.push_back({"remote_load", 0, 1, {"buffer", "shape", "dtype"}, {}, true,
+                 [](const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
+                   check_offset(ins, 0);
+                   return declared_result(ins, params, mesh);
+                 }});
+  ops.push_back({"remote_store", 1, 2, {"buffer"}, {}, true,
+                 [](const std::vector<ValueType>& ins, const Params&, const Mesh&) { return check_offset(ins, 1); }});
+  ops.push_back({"variable_read", 0, 0, {"variable", "shape", "dtype"}, {}, true, declared_result});
+  ops.push_back({"variable_update", 1, 1, {"variable"}, {}, true, no_result});
+}
+
+}  // namespace weft::program

@@ -1,0 +1,112 @@
+// Inference for elementwise ops: numpy broadcasting of shapes (as weft::ops broadcasts) and JAX's dtype
+// promotion (weft::promote_types, JAX's lattice with int16 absent: uint8 with int8 gives int32).
+#include <algorithm>
+
+#include "op_registry.hpp"
+
+namespace weft::program {
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  ValueType t{DType::f32, shape, {}};
+  std::string text = type_text(t);
+  return text.substr(3);  // drop "f32"
+}
+
+DType promote_all(const std::vector<ValueType>& ins, std::size_t first) {
+  DType dtype = ins[first].dtype;
+  for (std::size_t i = first + 1; i < ins.size(); ++i) dtype = promote_types(dtype, ins[i].dtype);
+  return dtype;
+}
+
+// Transcendental ops compute in floating point: integer and bool inputs give float32 (jnp.exp(int32) is f32).
+std::vector<ValueType> float_unary(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+  ValueType out = ins[0];
+  if (!is_floating(out.dtype)) out.dtype = DType::f32;
+  return {out};
+}
+
+std::vector<ValueType> same_unary(const std::vector<ValueType>& ins, const Params&, const Mesh&) { return {ins[0]}; }
+
+std::vector<ValueType> arithmetic(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+  return {ValueType{promote_all(ins, 0), broadcast_shapes(ins), union_varying(ins)}};
+}
+
+// jnp.divide is true division: integer operands give float32.
+std::vector<ValueType> true_divide(const std::vector<ValueType>& ins, const Params& p, const Mesh& m) {
+  std::vector<ValueType> out = arithmetic(ins, p, m);
+  if (!is_floating(out[0].dtype)) out[0].dtype = DType::f32;
+  return out;
+}
+
+std::vector<ValueType> comparison(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+  return {ValueType{DType::boolean, broadcast_shapes(ins), union_varying(ins)}};
+}
+
+std::vector<ValueType> select(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+  if (ins[0].dtype != DType::boolean) {
+    throw RuleError("where's condition must be bool, not " + short_dtype_name(ins[0].dtype));
+  }
+  return {ValueType{promote_all(ins, 1), broadcast_shapes(ins), union_varying(ins)}};
+}
+
+std::vector<ValueType> convert(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  ValueType out = ins[0];
+  out.dtype = param_as<DType>(params, "dtype", "a dtype");
+  return {out};
+}
+
+}  // namespace
+
+// numpy broadcasting: dimensions aligned from the right, each pair equal or one of them 1.
+std::vector<std::int64_t> broadcast_shapes(const std::vector<ValueType>& ins) {
+  std::size_t rank = 0;
+  for (const ValueType& in : ins) rank = std::max(rank, in.shape.size());
+  std::vector<std::int64_t> out(rank, 1);
+  for (const ValueType& in : ins) {
+    const std::size_t offset = rank - in.shape.size();
+    for (std::size_t i = 0; i < in.shape.size(); ++i) {
+      std::int64_t& o = out[offset + i];
+      const std::int64_t d = in.shape[i];
+      if (d == o || d == 1) continue;
+      if (o != 1) {
+        std::string shapes;
+        for (const ValueType& each : ins) shapes += (shapes.empty() ? "" : " and ") + shape_text(each.shape);
+        throw RuleError("shapes " + shapes + " do not broadcast");
+      }
+      o = d;
+    }
+  }
+  return out;
+}
+
+void register_elementwise_ops(std::vector<OpInfo>& ops) {
+  for (const char* name : {"exp", "log", "log1p", "tanh", "sqrt", "rsqrt", "sigmoid"}) {
+    ops.push_back({name, 1, 1, {}, {}, false, float_unary});
+  }
+  for (const char* name : {"abs", "negative", "sign", "relu", "copy"}) {
+    ops.push_back({name, 1, 1, {}, {}, false, same_unary});
+  }
+  for (const char* name : {"add", "subtract", "multiply", "power", "maximum", "minimum"}) {
+    ops.push_back({name, 2, 2, {}, {}, false, arithmetic});
+  }
+  ops.push_back({"divide", 2, 2, {}, {}, false, true_divide});
+  for (const char* name : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}) {
+    ops.push_back({name, 2, 2, {}, {}, false, comparison});
+  }
+  ops.push_back({"where", 3, 3, {}, {}, false, select});
+  ops.push_back({"astype", 1, 1, {"dtype"}, {}, false, convert});
+}
+
+bool is_elementwise_op(const std::string& name) {
+  static const std::vector<std::string> names = [] {
+    std::vector<OpInfo> ops;
+    register_elementwise_ops(ops);
+    std::vector<std::string> list;
+    for (const OpInfo& info : ops) list.push_back(info.name);
+    return list;
+  }();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+}  // namespace weft::program

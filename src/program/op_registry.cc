@@ -1,0 +1,89 @@
+// The registry proper: collects the op families' tables once and checks arity and parameter names before a
+// family's rule runs, so the rules see only well-formed equations.
+#include "op_registry.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace weft::program {
+namespace {
+
+const std::vector<OpInfo>& all_ops() {
+  static const std::vector<OpInfo> ops = [] {
+    std::vector<OpInfo> list;
+    register_elementwise_ops(list);
+    register_shape_ops(list);
+    register_collective_ops(list);
+    register_effect_ops(list);
+    return list;
+  }();
+  return ops;
+}
+
+void check_arity(const OpInfo& info, std::size_t given) {
+  const int n = static_cast<int>(given);
+  if (n >= info.min_inputs && (info.max_inputs < 0 || n <= info.max_inputs)) return;
+  std::string expected = std::to_string(info.min_inputs);
+  if (info.max_inputs < 0) {
+    expected += " or more";
+  } else if (info.max_inputs != info.min_inputs) {
+    expected += " to " + std::to_string(info.max_inputs);
+  }
+  throw RuleError(info.name + " takes " + expected + " input(s), got " + std::to_string(n));
+}
+
+void check_param_names(const OpInfo& info, const Params& params) {
+  for (const std::string& name : info.required_params) {
+    if (!params.contains(name)) throw RuleError(info.name + " needs parameter '" + name + "'");
+  }
+  for (const auto& [name, value] : params) {
+    const bool known = std::count(info.required_params.begin(), info.required_params.end(), name) > 0 ||
+                       std::count(info.optional_params.begin(), info.optional_params.end(), name) > 0;
+    if (!known) throw RuleError(info.name + " has no parameter '" + name + "'");
+  }
+}
+
+}  // namespace
+
+const OpInfo* find_op(const std::string& name) {
+  for (const OpInfo& info : all_ops()) {
+    if (info.name == name) return &info;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> registered_ops() {
+  std::vector<std::string> names;
+  for (const OpInfo& info : all_ops()) names.push_back(info.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::vector<ValueType> infer_result_types(const std::string& op, const std::vector<ValueType>& ins,
+                                          const Params& params, const Mesh& mesh) {
+  const OpInfo* info = find_op(op);
+  if (info == nullptr) throw RuleError("unknown op '" + op + "'");
+  check_arity(*info, ins.size());
+  check_param_names(*info, params);
+  return info->infer(ins, params, mesh);
+}
+
+bool has_param(const Params& params, const std::string& name) { return params.contains(name); }
+
+std::vector<std::string> union_varying(const std::vector<ValueType>& ins) {
+  std::set<std::string> axes;
+  for (const ValueType& in : ins) axes.insert(in.varying.begin(), in.varying.end());
+  return {axes.begin(), axes.end()};
+}
+
+std::string axes_text(const std::vector<std::string>& axes) {
+  std::string text = "(";
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += "'" + axes[i] + "'";
+  }
+  if (axes.size() == 1) text += ",";
+  return text + ")";
+}
+
+}  // namespace weft::program

@@ -1,0 +1,68 @@
+// The op registry: for every op a program may hold, its name, arity, parameters and the rule that infers its
+// result types. The verifier and the builder both check equations against it, so one table is the truth.
+#pragma once
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "program.hpp"
+
+namespace weft::program {
+
+// Thrown by an inference rule with the rule's own words; the verifier and builder prefix the equation.
+class RuleError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using InferRule =
+    std::function<std::vector<ValueType>(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh)>;
+
+struct OpInfo {
+  std::string name;
+  int min_inputs = 0;
+  int max_inputs = 0;  // -1: any number
+  std::vector<std::string> required_params;
+  std::vector<std::string> optional_params;
+  // Session effects (host / remote transfers, variable updates): never removed, never reordered.
+  bool effectful = false;
+  InferRule infer;
+};
+
+// nullptr for an unknown op.
+const OpInfo* find_op(const std::string& name);
+// Every registered op's name, sorted.
+std::vector<std::string> registered_ops();
+
+// Checks arity and parameter names and kinds, then runs the rule: the result types of `op` on `ins`.
+// Throws RuleError saying which rule failed.
+std::vector<ValueType> infer_result_types(const std::string& op, const std::vector<ValueType>& ins,
+                                          const Params& params, const Mesh& mesh);
+
+// The families' tables (one file each), collected by the registry.
+void register_elementwise_ops(std::vector<OpInfo>& ops);
+// Whether `name` is one of the elementwise family (the candidates for fusion).
+bool is_elementwise_op(const std::string& name);
+void register_shape_ops(std::vector<OpInfo>& ops);
+void register_collective_ops(std::vector<OpInfo>& ops);
+void register_effect_ops(std::vector<OpInfo>& ops);
+
+// Parameter access for rules: a missing or wrongly kinded parameter is a RuleError naming it.
+template <class T>
+const T& param_as(const Params& params, const std::string& name, const char* kind) {
+  auto it = params.find(name);
+  if (it == params.end()) throw RuleError("missing parameter '" + name + "'");
+  const T* value = std::get_if<T>(&it->second);
+  if (value == nullptr) throw RuleError("parameter '" + name + "' must be " + kind);
+  return *value;
+}
+bool has_param(const Params& params, const std::string& name);
+// numpy broadcasting of the inputs' shapes; RuleError "shapes [4] and [3] do not broadcast".
+std::vector<std::int64_t> broadcast_shapes(const std::vector<ValueType>& ins);
+// Sorted union of the inputs' varying axes.
+std::vector<std::string> union_varying(const std::vector<ValueType>& ins);
+// "('i', 'j')"
+std::string axes_text(const std::vector<std::string>& axes);
+
+}  // namespace weft::program

@@ -1,0 +1,175 @@
+// Inference for the ops that move or reduce dimensions: reductions, reshape, transpose, broadcast_to, matmul
+// and the softmax family. Shapes follow weft::ops (numpy semantics), dtypes JAX's.
+#include <algorithm>
+#include <numeric>
+
+#include "op_registry.hpp"
+
+namespace weft::program {
+namespace {
+
+std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string text = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(dims[i]);
+  return text + (dims.size() == 1 ? ",)" : ")");
+}
+
+// A possibly negative axis of a rank-`rank` value, made non-negative.
+std::int64_t normalize_axis(std::int64_t axis, std::size_t rank) {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (axis < -r || axis >= r) {
+    throw RuleError("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  return axis < 0 ? axis + r : axis;
+}
+
+std::vector<bool> reduced_axes(const ValueType& in, const Params& params) {
+  std::vector<bool> reduced(in.shape.size(), !has_param(params, "axes"));
+  if (!has_param(params, "axes")) return reduced;
+  for (std::int64_t axis : param_as<std::vector<std::int64_t>>(params, "axes", "a tuple of ints")) {
+    const std::int64_t a = normalize_axis(axis, in.shape.size());
+    if (reduced[a]) throw RuleError("axis " + std::to_string(axis) + " is reduced twice");
+    reduced[a] = true;
+  }
+  return reduced;
+}
+
+ValueType reduce_shape(const ValueType& in, const std::vector<bool>& reduced, const Params& params) {
+  const bool keepdims = has_param(params, "keepdims") && param_as<bool>(params, "keepdims", "a bool");
+  ValueType out{in.dtype, {}, in.varying};
+  for (std::size_t i = 0; i < in.shape.size(); ++i) {
+    if (!reduced[i]) {
+      out.shape.push_back(in.shape[i]);
+    } else if (keepdims) {
+      out.shape.push_back(1);
+    }
+  }
+  return out;
+}
+
+// jnp.sum of bool counts in int32; max / min keep the dtype; mean of integers is float32.
+std::vector<ValueType> reduction(const std::string& op, const std::vector<ValueType>& ins, const Params& params) {
+  ValueType out = reduce_shape(ins[0], reduced_axes(ins[0], params), params);
+  if (op == "sum" && ins[0].dtype == DType::boolean) out.dtype = DType::i32;
+  if (op == "mean" && !is_floating(ins[0].dtype)) out.dtype = DType::f32;
+  return {out};
+}
+
+std::vector<ValueType> arg_reduction(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  Params as_axes;
+  if (has_param(params, "axis")) {
+    as_axes["axes"] = ints_param({param_as<std::int64_t>(params, "axis", "an int")});
+  }
+  if (has_param(params, "keepdims")) as_axes["keepdims"] = params.at("keepdims");
+  ValueType out = reduce_shape(ins[0], reduced_axes(ins[0], as_axes), as_axes);
+  out.dtype = DType::i32;
+  return {out};
+}
+
+std::vector<ValueType> reshape(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  std::vector<std::int64_t> shape = param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints");
+  const auto unknown = std::count(shape.begin(), shape.end(), -1);
+  if (unknown > 1) throw RuleError("shape " + dims_text(shape) + " has more than one -1");
+  std::int64_t known = 1;
+  for (std::int64_t d : shape) {
+    if (d < -1) throw RuleError("shape " + dims_text(shape) + " has a negative dimension");
+    if (d != -1) known *= d;
+  }
+  const std::int64_t total = ins[0].num_elements();
+  if (unknown == 1 && known != 0 && total % known == 0) {
+    std::replace(shape.begin(), shape.end(), std::int64_t{-1}, total / known);
+  }
+  if (std::count(shape.begin(), shape.end(), -1) > 0 ||
+      std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>()) != total) {
+    throw RuleError("cannot reshape " + type_text(ins[0]) + " (" + std::to_string(total) + " elements) to " +
+                    dims_text(param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints")));
+  }
+  return {ValueType{ins[0].dtype, shape, ins[0].varying}};
+}
+
+std::vector<ValueType> transpose(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  const std::size_t rank = ins[0].shape.size();
+  std::vector<std::int64_t> perm(rank);
+  std::iota(perm.rbegin(), perm.rend(), std::int64_t{0});  // numpy's default: reverse the axes
+  if (has_param(params, "perm")) perm = param_as<std::vector<std::int64_t>>(params, "perm", "a tuple of ints");
+  std::vector<std::int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted.size() != rank || sorted[i] != static_cast<std::int64_t>(i)) {
+      throw RuleError("perm " + dims_text(perm) + " is not a permutation of the " + std::to_string(rank) +
+                      " axes of " + type_text(ins[0]));
+    }
+  }
+  if (perm.size() != rank) throw RuleError("perm " + dims_text(perm) + " does not match rank " + std::to_string(rank));
+  ValueType out = ins[0];
+  for (std::size_t i = 0; i < rank; ++i) out.shape[i] = ins[0].shape[perm[i]];
+  return {out};
+}
+
+std::vector<ValueType> broadcast_to(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  const auto& shape = param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints");
+  const ValueType& in = ins[0];
+  bool ok = shape.size() >= in.shape.size();
+  for (std::size_t i = 0; ok && i < in.shape.size(); ++i) {
+    const std::int64_t target = shape[shape.size() - in.shape.size() + i];
+    ok = in.shape[i] == target || in.shape[i] == 1;
+  }
+  if (!ok) throw RuleError("cannot broadcast " + type_text(in) + " to " + dims_text(shape));
+  return {ValueType{in.dtype, shape, in.varying}};
+}
+
+// numpy matmul: 1-D operands gain and lose a unit dimension; leading (batch) dimensions broadcast.
+std::vector<ValueType> matmul(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+  std::vector<std::int64_t> a = ins[0].shape;
+  std::vector<std::int64_t> b = ins[1].shape;
+  if (a.empty() || b.empty()) throw RuleError("matmul needs operands of rank 1 or more");
+  const bool a_vector = a.size() == 1;
+  const bool b_vector = b.size() == 1;
+  if (a_vector) a.insert(a.begin(), 1);
+  if (b_vector) b.push_back(1);
+  if (a.back() != b[b.size() - 2]) {
+    throw RuleError("contracting dimensions differ: " + type_text(ins[0]) + " @ " + type_text(ins[1]));
+  }
+  ValueType batch_a{DType::f32, {a.begin(), a.end() - 2}, {}};
+  ValueType batch_b{DType::f32, {b.begin(), b.end() - 2}, {}};
+  std::vector<std::int64_t> shape;
+  if (batch_a.shape.empty()) {
+    shape = batch_b.shape;
+  } else if (batch_b.shape.empty()) {
+    shape = batch_a.shape;
+  } else {
+    shape = broadcast_shapes({batch_a, batch_b});
+  }
+  if (!a_vector) shape.push_back(a[a.size() - 2]);
+  if (!b_vector) shape.push_back(b.back());
+  return {ValueType{promote_types(ins[0].dtype, ins[1].dtype), shape, union_varying(ins)}};
+}
+
+std::vector<ValueType> along_axis(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  if (has_param(params, "axis")) normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
+  ValueType out = ins[0];
+  if (!is_floating(out.dtype)) out.dtype = DType::f32;
+  return {out};
+}
+
+}  // namespace
+
+void register_shape_ops(std::vector<OpInfo>& ops) {
+  for (const char* name : {"sum", "mean", "max", "min"}) {
+    const std::string op = name;
+    ops.push_back({op, 1, 1, {}, {"axes", "keepdims"}, false,
+                   [op](const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+                     return reduction(op, ins, params);
+                   }});
+  }
+  for (const char* name : {"argmax", "argmin"}) {
+    ops.push_back({name, 1, 1, {}, {"axis", "keepdims"}, false, arg_reduction});
+  }
+  ops.push_back({"reshape", 1, 1, {"shape"}, {}, false, reshape});
+  ops.push_back({"transpose", 1, 1, {}, {"perm"}, false, transpose});
+  ops.push_back({"broadcast_to", 1, 1, {"shape"}, {}, false, broadcast_to});
+  ops.push_back({"matmul", 2, 2, {}, {}, false, matmul});
+  for (const char* name : {"softmax", "log_softmax"}) ops.push_back({name, 1, 1, {}, {"axis"}, false, along_axis});
+}
+
+}  // namespace weft::program
