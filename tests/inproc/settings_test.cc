@@ -91,6 +91,17 @@ TEST(Settings, EveryBadEnvironmentValueIsRejectedNamingTheVariable) {
   }
 }
 
+// Each RuntimeOptions of `cases` is refused with an InvalidArgument whose message holds its text.
+void ExpectEachRefused(const std::vector<std::pair<RuntimeOptions, std::string>>& cases) {
+  for (const auto& [options, expected] : cases) {
+    SCOPED_TRACE(expected);
+    const Outcome o = MakeRuntime(options);
+    ASSERT_TRUE(o.threw) << "accepted";
+    EXPECT_EQ(o.type, "InvalidArgument") << o.message;
+    ExpectContains(o.message, {expected});
+  }
+}
+
 TEST(Settings, EveryBadOptionIsRejectedNamingTheField) {
   CleanEnvironment clean;
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
@@ -104,13 +115,7 @@ TEST(Settings, EveryBadOptionIsRejectedNamingTheField) {
       {{.device_count = 2, .ring_bytes = -5}, "RuntimeOptions::ring_bytes = -5 is not a byte count"},
       {{.device_count = 2, .verify = 3}, "RuntimeOptions::verify = 3 is not 0 (off) or 1 (on)"},
   };
-  for (const auto& [options, expected] : cases) {
-    SCOPED_TRACE(expected);
-    const Outcome o = MakeRuntime(options);
-    ASSERT_TRUE(o.threw) << "accepted";
-    EXPECT_EQ(o.type, "InvalidArgument") << o.message;
-    ExpectContains(o.message, {expected});
-  }
+  ExpectEachRefused(cases);
 }
 
 TEST(Settings, GoodValuesAreReadExactly) {
@@ -166,13 +171,7 @@ TEST(Settings, NegativeFieldsOtherThanTheUnsetValueAreRefused) {
       {{.device_count = 2, .trace_events = -1}, "RuntimeOptions::trace_events = -1"},
       {{.device_count = 2, .flight_recorder = -2}, "RuntimeOptions::flight_recorder = -2"},
   };
-  for (const auto& [options, expected] : cases) {
-    SCOPED_TRACE(expected);
-    const Outcome o = MakeRuntime(options);
-    ASSERT_TRUE(o.threw) << "accepted";
-    EXPECT_EQ(o.type, "InvalidArgument") << o.message;
-    ExpectContains(o.message, {expected});
-  }
+  ExpectEachRefused(cases);
   // The unset values still take the environment.
   ScopedEnv memory("WEFT_DEVICE_MEMORY", "1K"), warn("WEFT_COLLECTIVE_WARN", "7"), timeout("WEFT_COLLECTIVE_TIMEOUT", "9");
   Runtime rt({.device_count = 1, .device_memory = -1, .collective_warn_s = -1, .collective_timeout_s = -1});
