@@ -12,6 +12,7 @@ variables, remote buffers, host streams, collectives.replicated_*). docs/python.
 on which thread, and what is missing.
 """
 
+from ._version import __version__
 from . import _weft
 from ._weft import (Error, InvalidArgument, MismatchError, TimeoutError, AbortedError, PeerLostError,
                     OutOfMemoryError, Device, Runtime)
@@ -21,7 +22,7 @@ from . import lax, collectives, ops, nn, tree_util
 from ._session import Session, ReplicaGrouping, Variable, RemoteBuffer, HostStream
 
 __all__ = [
-    "Error", "InvalidArgument", "MismatchError", "TimeoutError", "AbortedError", "PeerLostError", "OutOfMemoryError",
+    "__version__", "Error", "InvalidArgument", "MismatchError", "TimeoutError", "AbortedError", "PeerLostError", "OutOfMemoryError",
     "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "tree_util", "Session",
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
