@@ -13,6 +13,9 @@ on which thread, and what is missing.
 """
 
 from ._version import __version__
+from . import _interpreter
+
+_interpreter.check()  # the interpreter weft was built for, with numpy; else an ImportError saying which to use
 from . import _weft
 from ._weft import (Error, InvalidArgument, MismatchError, TimeoutError, AbortedError, PeerLostError,
                     OutOfMemoryError, Device, Runtime)
