@@ -67,7 +67,8 @@ def test_a_pmap_called_again_after_weft_init_prepares_for_the_new_runtime():
     assert text.startswith("pmap(<lambda>): compiling computation that requires 8 logical devices, but only 4 "
                            "devices are available"), text
     assert "weft.init(device_count=...)" in text
-    assert "RuntimeOptions" not in text and "_pmap_axis" not in text and "no device with id" not in text
+    assert "RuntimeOptions" not in text and "_pmap_axis" not in text and "no device with id" not in text  # (the old
+    # message, from the preparation of the earlier runtime)
 
 
 def test_devices_from_an_earlier_runtime_are_named_with_the_pmap():
@@ -75,8 +76,8 @@ def test_devices_from_an_earlier_runtime_are_named_with_the_pmap():
     ident = weft.pmap(lambda x: x, devices=devices)
     weft.init(device_count=2)
     text = message_of(lambda: ident(np.ones((4, 2), np.float32)))
-    assert text.startswith("pmap(<lambda>): CpuDevice(id=2, process=0) is not a device of this runtime, which has 2 "
-                           "devices (ids 0..1)"), text
+    assert text.startswith("pmap(<lambda>): no device with id 2 (CpuDevice(id=2, process=0)) in this runtime, which "
+                           "has 2 devices (ids 0..1); was it taken from an earlier runtime"), text
     assert "weft.init(device_count=...)" in text and "RuntimeOptions" not in text
 
 
