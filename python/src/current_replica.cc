@@ -12,10 +12,16 @@ thread_local CallState* t_call = nullptr;
 }  // namespace
 
 Replica& current_replica(const char* op) {
-  if (!t_replica)
-    throw InvalidArgument(std::string(op) +
-                          " was called outside a replica: collectives run inside a function mapped by weft.pmap "
-                          "(or a Session program), on the replica's own thread");
+  if (!t_replica) {
+    // PopXL's ops (weft.ops) belong to a Session's program; JAX's collectives (weft.lax) to a pmapped function.
+    const std::string name(op);
+    if (name.rfind("weft.ops.", 0) == 0)
+      throw InvalidArgument(name + " was called outside a replica: weft.ops run inside a Session's program (the "
+                            "function decorated with @session.program), once per replica, on each session.run(); "
+                            "outside it, read a variable with session.get_tensor_data(variable)");
+    throw InvalidArgument(name + " was called outside a replica: collectives run inside a function mapped by "
+                          "weft.pmap (or a Session program), on the replica's own thread");
+  }
   if (t_call && t_call->interrupted) throw weft::Error(std::string(op) + ": interrupted (KeyboardInterrupt in the caller)");
   return *t_replica;
 }

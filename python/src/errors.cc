@@ -7,6 +7,9 @@
 // root-cause report keeps its kind and the caller gets the class it would get from C++.
 #include <Python.h>
 
+#include <cctype>
+#include <utility>
+
 #include "bindings.hpp"
 
 namespace weft::python {
@@ -35,6 +38,41 @@ PyObject* make_class(py::module_& m, const char* name, std::initializer_list<PyO
   m.add_object(name, py::handle(cls));  // the module's own reference; ours is leaked on purpose
   return cls;
 }
+
+// The runtime's messages name the C++ settings (RuntimeOptions::device_count); a Python user sets the same
+// ones through weft.init: the message says so in those terms. Options weft.init does not take keep their
+// WEFT_* variable, which the messages name beside them.
+std::string in_python_terms(std::string message) {
+  static const std::pair<const char*, const char*> names[] = {
+      {"device_count", "device_count"},           {"device_memory", "device_memory"},
+      {"collective_warn_s", "collective_warn"},   {"collective_timeout_s", "collective_timeout"},
+      {"log_level", "log_level"}};
+  for (const auto& [field, keyword] : names) {
+    const std::string cxx = std::string("RuntimeOptions::") + field;
+    for (std::size_t at = message.find(cxx); at != std::string::npos; at = message.find(cxx, at)) {
+      std::size_t end = at + cxx.size();
+      if (end < message.size() && (std::isalnum(static_cast<unsigned char>(message[end])) || message[end] == '_')) {
+        at = end;  // a longer field name
+        continue;
+      }
+      // "RuntimeOptions::device_count = 4" -> "weft.init(device_count=4)"
+      std::string value = "...";
+      if (message.compare(end, 3, " = ") == 0) {
+        std::size_t v = end + 3;
+        while (v < message.size() && message[v] != ' ' && message[v] != ',' && message[v] != ';' && message[v] != ')')
+          ++v;
+        value = message.substr(end + 3, v - end - 3);
+        end = v;
+      }
+      const std::string python = std::string("weft.init(") + keyword + "=" + value + ")";
+      message.replace(at, end - at, python);
+      at += python.size();
+    }
+  }
+  return message;
+}
+
+void set_error(PyObject* cls, const char* what) { PyErr_SetString(cls, in_python_terms(what).c_str()); }
 
 }  // namespace
 
@@ -84,19 +122,19 @@ void init_errors(py::module_& m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const InvalidArgument& e) {
-      PyErr_SetString(classes.invalid_argument, e.what());
+      set_error(classes.invalid_argument, e.what());
     } catch (const MismatchError& e) {
-      PyErr_SetString(classes.mismatch, e.what());
+      set_error(classes.mismatch, e.what());
     } catch (const weft::TimeoutError& e) {
-      PyErr_SetString(classes.timeout, e.what());
+      set_error(classes.timeout, e.what());
     } catch (const AbortedError& e) {
-      PyErr_SetString(classes.aborted, e.what());
+      set_error(classes.aborted, e.what());
     } catch (const PeerLostError& e) {
-      PyErr_SetString(classes.peer_lost, e.what());
+      set_error(classes.peer_lost, e.what());
     } catch (const OutOfMemoryError& e) {
-      PyErr_SetString(classes.out_of_memory, e.what());
+      set_error(classes.out_of_memory, e.what());
     } catch (const weft::Error& e) {
-      PyErr_SetString(classes.error, e.what());
+      set_error(classes.error, e.what());
     }
   });
 }

@@ -15,12 +15,28 @@ Axes to_axes(py::handle names) {
   return Axes(std::move(list));
 }
 
+// A pmap made without axis_name has an axis the user cannot name (the engine calls it _pmap_axis): a collective
+// that names an axis then fails with the fix, in weft.pmap's terms, instead of naming the internal axis.
+void check_axes_are_named(const char* op, const Replica& r, const Axes& axes) {
+  const Mesh& mesh = r.mesh();
+  bool unnamed = false;
+  for (const MeshAxis& a : mesh.axes()) unnamed = unnamed || a.name.rfind("_pmap_axis", 0) == 0;
+  if (!unnamed) return;
+  for (const std::string& name : axes.names) {
+    if (mesh.has_axis(name)) continue;
+    throw InvalidArgument(std::string(op) + ": axis name '" + name + "' is not bound: this pmap was made without axis_name, so its axis has no name; "
+                          "name it where the pmap is made, e.g. weft.pmap(f, axis_name='" + name +
+                          "') or @functools.partial(weft.pmap, axis_name='" + name + "')");
+  }
+}
+
 // Runs `body(replica, input, axes, call site)` with the GIL released.
 template <class F>
 py::array collective(const char* op, py::handle x, py::handle axis_names, F&& body) {
   Replica& r = current_replica(op);
   const Array a = to_array(x, op);
   const Axes axes = to_axes(axis_names);
+  check_axes_are_named(op, r, axes);
   const CallSite site = python_call_site();
   Array result;
   {
@@ -64,8 +80,18 @@ void init_lax(py::module_& m) {
   m.def("ppermute", [](py::handle x, const Names& axes, const Permutation& perm) {
     return collective("weft.lax.ppermute", x, axes, [&](Replica& r, const Array& a, const Axes& ax, Site site) { return r.ppermute(a, ax, perm, site); });
   });
-  m.def("axis_index", [](const Names& axes) { return current_replica("weft.lax.axis_index").axis_index(to_axes(axes)); });
-  m.def("axis_size", [](const Names& axes) { return current_replica("weft.lax.axis_size").axis_size(to_axes(axes)); });
+  m.def("axis_index", [](const Names& names) {
+    const Replica& r = current_replica("weft.lax.axis_index");
+    const Axes axes = to_axes(names);
+    check_axes_are_named("weft.lax.axis_index", r, axes);
+    return r.axis_index(axes);
+  });
+  m.def("axis_size", [](const Names& names) {
+    const Replica& r = current_replica("weft.lax.axis_size");
+    const Axes axes = to_axes(names);
+    check_axes_are_named("weft.lax.axis_size", r, axes);
+    return r.axis_size(axes);
+  });
   m.def("in_replica", [] { return in_replica(); });
   m.def("replica_index", [] { return current_replica("weft.replica_index").index(); });
 }

@@ -12,17 +12,21 @@ variables, remote buffers, host streams, collectives.replicated_*). docs/python.
 on which thread, and what is missing.
 """
 
+from ._version import __version__
+from . import _interpreter
+
+_interpreter.check()  # the interpreter weft was built for, with numpy; else an ImportError saying which to use
 from . import _weft
 from ._weft import (Error, InvalidArgument, MismatchError, TimeoutError, AbortedError, PeerLostError,
                     OutOfMemoryError, Device, Runtime)
 from ._arrays import DeviceArray, ShardedArray
 from ._pmap import pmap
-from . import lax, collectives, ops, nn
+from . import lax, collectives, ops, nn, tree_util
 from ._session import Session, ReplicaGrouping, Variable, RemoteBuffer, HostStream
 
 __all__ = [
-    "Error", "InvalidArgument", "MismatchError", "TimeoutError", "AbortedError", "PeerLostError", "OutOfMemoryError",
-    "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "Session",
+    "__version__", "Error", "InvalidArgument", "MismatchError", "TimeoutError", "AbortedError", "PeerLostError", "OutOfMemoryError",
+    "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "tree_util", "Session",
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
     "device_put_sharded", "device_put_replicated",
@@ -99,10 +103,26 @@ def device_put(x, device=None):
 
 
 def device_put_sharded(shards, devices):
-    """shards[i] on devices[i], as one ShardedArray stacked on a new leading axis."""
-    return ShardedArray(_weft.device_put_sharded(list(shards), list(devices)))
+    """shards[i] on devices[i], stacked on a new leading axis: one ShardedArray per leaf when the shards are
+    pytrees of the same structure (jax.device_put_sharded)."""
+    from ._tree import flatten, unflatten, describe
+    shards, devices = list(shards), list(devices)
+    if not shards:
+        raise InvalidArgument("weft.device_put_sharded: `shards` is empty; it needs one shard per device")
+    flat = [flatten(s) for s in shards]
+    leaves0, treedef = flat[0]
+    for index, (_, other) in enumerate(flat):
+        if other != treedef:
+            raise InvalidArgument(f"weft.device_put_sharded: shard {index} has structure {describe(other)} but "
+                                  f"shard 0 has {describe(treedef)}; every shard must be the same pytree")
+    out = [ShardedArray(_weft.device_put_sharded([leaves[k] for leaves, _ in flat], devices))
+           for k in range(len(leaves0))]
+    return unflatten(treedef, out)
 
 
 def device_put_replicated(x, devices):
-    """One copy of x per device, stacked on a new leading axis."""
-    return ShardedArray(_weft.device_put_replicated(x, list(devices)))
+    """One copy of x per device, stacked on a new leading axis; x may be a pytree (one ShardedArray per leaf),
+    as jax.device_put_replicated."""
+    from ._tree import tree_map
+    devices = list(devices)
+    return tree_map(lambda leaf: ShardedArray(_weft.device_put_replicated(leaf, devices)), x)

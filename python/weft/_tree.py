@@ -8,11 +8,15 @@ LEAF = _LEAF = ("*",)  # the treedef of one array
 _NONE = ("None",)
 
 
-def flatten(tree):
-    """(leaves, treedef) of `tree`; dict children are ordered by sorted key, as in JAX."""
+def flatten(tree, is_leaf=None):
+    """(leaves, treedef) of `tree`; dict children are ordered by sorted key, as in JAX. `is_leaf(node)` true
+    makes that node a leaf (jax.tree_util's is_leaf)."""
     leaves = []
 
     def walk(node):
+        if is_leaf is not None and is_leaf(node):
+            leaves.append(node)
+            return _LEAF
         if node is None:
             return _NONE
         if isinstance(node, (tuple, list)):

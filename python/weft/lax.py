@@ -2,12 +2,13 @@
 
 Each finds the replica of the calling thread (as jax.lax finds the axis environment of its trace) and runs
 the collective of the C++ runtime with the GIL released while it waits for the other replicas. `x` may be a
-numpy array, a Python scalar or a pytree of them; results are read-only numpy views of weft's buffers.
+numpy array, a Python scalar or a pytree of them; results are read-only numpy views of weft's buffers. The
+element-wise reductions of a pytree (psum, pmean, pmax, pmin) run one collective per dtype, not per leaf.
 """
 import numpy as _np
 
 from . import _weft
-from ._tree import tree_map as _tree_map
+from ._tree import flatten as _flatten, tree_map as _tree_map, unflatten as _unflatten
 
 # The array functions the reference notebook takes from jax.lax (numpy's, on numpy arrays).
 bitwise_and = _np.bitwise_and
@@ -31,20 +32,49 @@ def _each(op, x, *args):
     return _tree_map(lambda leaf: op(leaf, *args), x)
 
 
+def _fused(op, x, *args):
+    """An element-wise reduction (psum, pmean, pmax, pmin) of a pytree as few collectives as its dtypes allow:
+    the array leaves of each dtype are packed into one flat buffer, reduced in one collective, and split back
+    (a dict of float32 gradients is one pmean, as XLA fuses JAX's). Other leaves (Python numbers) go alone."""
+    if isinstance(x, _np.ndarray):
+        return op(x, *args)
+    leaves, treedef = _flatten(x)
+    if len(leaves) < 2:
+        return _unflatten(treedef, [op(leaf, *args) for leaf in leaves])
+    out = [None] * len(leaves)
+    by_dtype = {}
+    for index, leaf in enumerate(leaves):
+        if isinstance(leaf, (_np.ndarray, _np.generic)):
+            by_dtype.setdefault(_np.asarray(leaf).dtype, []).append(index)
+        else:
+            out[index] = op(leaf, *args)
+    for indices in by_dtype.values():
+        if len(indices) == 1:
+            out[indices[0]] = op(leaves[indices[0]], *args)
+            continue
+        parts = [_np.asarray(leaves[i]) for i in indices]
+        reduced = op(_np.concatenate([p.ravel() for p in parts]), *args)
+        at = 0
+        for i, p in zip(indices, parts):
+            out[i] = reduced[at:at + p.size].reshape(p.shape)
+            at += p.size
+    return _unflatten(treedef, out)
+
+
 def psum(x, axis_name, *, axis_index_groups=None):
-    return _each(_weft.psum, x, axis_name, _groups(axis_index_groups))
+    return _fused(_weft.psum, x, axis_name, _groups(axis_index_groups))
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
-    return _each(_weft.pmean, x, axis_name, _groups(axis_index_groups))
+    return _fused(_weft.pmean, x, axis_name, _groups(axis_index_groups))
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
-    return _each(_weft.pmax, x, axis_name, _groups(axis_index_groups))
+    return _fused(_weft.pmax, x, axis_name, _groups(axis_index_groups))
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
-    return _each(_weft.pmin, x, axis_name, _groups(axis_index_groups))
+    return _fused(_weft.pmin, x, axis_name, _groups(axis_index_groups))
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):

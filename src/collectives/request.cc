@@ -119,8 +119,11 @@ void validate(const Request& r) {
       if (r.tiled) {
         if (rank == 0) fail(r, "a tiled all_gather needs an operand of rank >= 1, got a scalar");
         normalize_axis(r, r.axis, rank, "axis");
-      } else {
-        normalize_axis(r, r.axis, rank + 1, "axis");
+      } else if (r.axis < -rank - 1 || r.axis > rank) {
+        // The result has a new axis: the operand's rank is not the bound, the result's is.
+        fail(r, "axis " + std::to_string(r.axis) + " is out of range for an operand of rank " + std::to_string(rank) +
+                    " (shape " + shape_str(shape) + "): an untiled all_gather inserts a new axis, so axis must be in [" +
+                    std::to_string(-rank - 1) + ", " + std::to_string(rank) + "]");
       }
       break;
     }

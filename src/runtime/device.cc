@@ -27,6 +27,14 @@ const Device& Runtime::Impl::device(int id) const {
 }
 
 const Device& Runtime::Impl::device(const Device& d, const std::string& what) const {
+  // A device this runtime never had: most often one taken from an earlier runtime (devices listed before a
+  // new runtime with fewer devices became the current one).
+  if (d.id < 0 || d.id >= static_cast<int>(devices.size()))
+    throw InvalidArgument(what + ": no device with id " + std::to_string(d.id) + " (" + to_string(d) +
+                          ") in this runtime, which has " + std::to_string(devices.size()) + " devices (ids 0.." +
+                          std::to_string(devices.size() - 1) +
+                          "); was it taken from an earlier runtime, before one with fewer devices (RuntimeOptions::device_count) "
+                          "became the current one? Take the devices from the current runtime");
   const Device& known = device(d.id);
   if (!(known == d))
     throw InvalidArgument(what + ": " + to_string(d) + " is not a device of this runtime: device " +

@@ -188,7 +188,10 @@ void Execution::fail_from_outside(int li, ErrorRecord error) {
 void Execution::throw_root_cause() const {
   const int root = local_replicas[root_cause_];
   const std::string root_who = replica_name(root);
-  std::string message = name + ": " + root_who + " failed: " + errors_[root_cause_]->message;
+  // Errors raised by the runtime already start with the replica's name: it is said once.
+  std::string root_message = errors_[root_cause_]->message;
+  if (root_message.rfind(root_who + ": ", 0) == 0) root_message.erase(0, root_who.size() + 2);
+  std::string message = name + ": " + root_who + " failed: " + root_message;
   // The root cause's hint (R23, core/error_hints.hpp) goes last, after the other replicas' lines: the advice
   // ends the report.
   std::string hint;
@@ -200,9 +203,25 @@ void Execution::throw_root_cause() const {
   const std::string& root_error = errors_[root_cause_]->message;
   const std::string root_text = root_error.substr(0, root_error.find('\n'));
   // (reported to the launcher when it happened, in record_failure)
+  // The replicas that saw the root cause's own error are one line ("replicas 1, 2, 3: the same error"), not
+  // one line each: the report stays as short with 64 replicas as with 2.
+  std::vector<int> same;
   for (int li = 0; li < static_cast<int>(errors_.size()); ++li) {
     if (li == root_cause_ || !errors_[li]) continue;
-    message += "\n  " + other_failure_line(replica_name(local_replicas[li]), root_who, errors_[li]->message, root_text);
+    const std::string who = replica_name(local_replicas[li]);
+    const std::string line = other_failure_line(who, root_who, errors_[li]->message, root_text);
+    if (line == who + ": the same error") {
+      same.push_back(local_replicas[li]);
+    } else {
+      message += "\n  " + line;
+    }
+  }
+  if (same.size() == 1) {
+    message += "\n  " + replica_name(same[0]) + ": the same error";
+  } else if (!same.empty()) {
+    std::string list;
+    for (const int r : same) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    message += "\n  replicas " + list + ": the same error";
   }
   message += hint;
   throw_error(errors_[root_cause_]->kind, message);

@@ -34,6 +34,13 @@ struct Runtime::Impl {
   RuntimeOptions options;
   // Where it was made: a forked child refuses to run on it (fork_guard.hpp).
   detail::ProcessStamp made_in = detail::this_process();
+  // Unique among the runtimes this process makes (an address may be reused): what a cache of per-runtime
+  // preparations (a pmap's) is keyed on, so that a program called on a newer runtime prepares for it.
+  const std::uint64_t serial = next_serial();
+  static std::uint64_t next_serial() {
+    static std::atomic<std::uint64_t> counter{0};
+    return ++counter;
+  }
   std::unique_ptr<Tracer> tracer;
   std::unique_ptr<detail::FaultPlan> faults;  // WEFT_FAULT; null (the usual case) when no plan is set
   std::unique_ptr<detail::FlightRecorder> flight;  // WEFT_FLIGHT_RECORDER; null when 0

@@ -189,7 +189,9 @@ std::vector<Device> devices_for(Runtime& rt, const PmapOptions& options, const M
     throw InvalidArgument(name + ": compiling computation that requires " + std::to_string(size) +
                           " logical devices, but only " + std::to_string(rt.device_count()) +
                           " devices are available (num_replicas=" + std::to_string(size) +
-                          ", num_partitions=1); the mesh is " + mesh.to_string() +
+                          ", num_partitions=1); the mesh is " +
+                          (options.axis.empty() && options.mesh.empty() ? "one axis of size " + std::to_string(size)
+                                                                       : mesh.to_string()) +
                           " (set WEFT_DEVICE_COUNT or RuntimeOptions::device_count for more devices)");
   return {rt.devices().begin(), rt.devices().begin() + size};
 }
@@ -201,7 +203,9 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
   if (nargs == 0)
     throw InvalidArgument(options.name + ": a pmapped function must be passed at least one argument containing an array");
   const std::vector<std::optional<int>> given_axes = resolve_in_axes(options, nargs);
-  const std::string key = signature_of(args);
+  // The runtime is part of the key: a program prepared on an earlier runtime (another device count) is
+  // prepared again for the current one.
+  const std::string key = std::to_string(rt.impl().serial) + '|' + signature_of(args);
   // Preparing is cheap (no data moves) and is done under the lock, so that concurrent first calls with one
   // signature prepare it once.
   std::lock_guard lock(mutex);

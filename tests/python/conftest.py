@@ -7,6 +7,7 @@ by JAX), the PopXL reference test's cases (tests/data/rts-cases.json), the refer
 import json
 import os
 import pathlib
+import re
 import subprocess
 import time
 
@@ -16,6 +17,11 @@ TESTS = pathlib.Path(__file__).resolve().parent.parent
 DATA = TESTS / "data"
 ROOT = TESTS.parent
 PYTHON = "/usr/bin/python3"
+
+
+def project_version():
+    """The version CMakeLists.txt declares (project(weft VERSION x.y.z)), read from the file, not from CMake."""
+    return re.search(r"project\(weft VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text()).group(1)
 
 
 def load_json(name):
@@ -64,3 +70,20 @@ def run_python(code_or_args, timeout, **env):
     start = time.monotonic()
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=python_env(**env))
     return done, time.monotonic() - start
+
+
+def build_dir():
+    """The build tree ctest runs for (WEFT_BUILD_DIR, set in tests/python/CMakeLists.txt)."""
+    return pathlib.Path(os.environ["WEFT_BUILD_DIR"])
+
+
+def cmake():
+    return os.environ.get("WEFT_CMAKE", "cmake")
+
+
+def install_python_package(prefix):
+    """`cmake --install` of the build tree's Python package into `prefix`; its dist-packages folder."""
+    done = subprocess.run([cmake(), "--install", str(build_dir() / "python"), "--prefix", str(prefix)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return pathlib.Path(prefix) / "lib" / "python3" / "dist-packages"
