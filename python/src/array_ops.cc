@@ -32,20 +32,32 @@ py::array compute_released(F&& compute) {
   return to_numpy(out);
 }
 
+// An int argument (an int, or anything with __index__: numpy's integer scalars; bools excepted) as a C++
+// int, or nothing when it is none or outside int32.
+std::optional<int> int32_of(py::handle value) {
+  if (py::isinstance<py::bool_>(value) || !PyIndex_Check(value.ptr())) return std::nullopt;
+  auto index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  if (overflow != 0 || v < INT32_MIN || v > INT32_MAX) return std::nullopt;
+  return static_cast<int>(v);
+}
+
 // An axis argument as a C++ int, or an InvalidArgument naming the op and the value (pybind11's cast would
 // say only "Unable to cast Python instance to C++ type"; issue 21, item 12). Ranks are the ops' to check.
 int python_axis(py::handle axis, const char* op) {
-  // An int, or anything with __index__ (numpy's integer scalars), bools excepted.
-  if (!py::isinstance<py::bool_>(axis) && PyIndex_Check(axis.ptr())) {
-    auto index = py::reinterpret_steal<py::object>(PyNumber_Index(axis.ptr()));
-    if (!index) throw py::error_already_set();
-    int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
-    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
-    if (overflow == 0 && v >= INT32_MIN && v <= INT32_MAX) return static_cast<int>(v);
-  }
+  if (const std::optional<int> v = int32_of(axis)) return *v;
   throw InvalidArgument(std::string(op) + ": axis " + py::repr(axis).cast<std::string>() +
                         " is not an axis (an int, negative from the end)");
+}
+
+// A count argument (one_hot's num_classes), likewise named with its value.
+int python_count(py::handle value, const char* what) {
+  if (const std::optional<int> v = int32_of(value); v && *v >= 0) return *v;
+  throw InvalidArgument(std::string(what) + " = " + py::repr(value).cast<std::string>() +
+                        " is not a count (an int from 0 to 2147483647)");
 }
 
 ReduceAxes reduce_axes(py::handle axis, const char* op) {
@@ -130,16 +142,19 @@ void init_array_ops(py::module_& parent) {
     return compute_released([&] { return clip(a, lo, hi); });
   }, py::arg("x"), py::arg("a_min") = py::none(), py::arg("a_max") = py::none());
 
-  m.def("softmax", [](py::handle x, int axis) {
+  m.def("softmax", [](py::handle x, py::handle axis_arg) {
     const Array a = to_array(x, "softmax");
+    const int axis = python_axis(axis_arg, "softmax");
     return compute_released([&] { return softmax(a, axis); });
   }, py::arg("x"), py::arg("axis") = -1);
-  m.def("log_softmax", [](py::handle x, int axis) {
+  m.def("log_softmax", [](py::handle x, py::handle axis_arg) {
     const Array a = to_array(x, "log_softmax");
+    const int axis = python_axis(axis_arg, "log_softmax");
     return compute_released([&] { return log_softmax(a, axis); });
   }, py::arg("x"), py::arg("axis") = -1);
-  m.def("logsumexp", [](py::handle x, int axis, bool keepdims) {
+  m.def("logsumexp", [](py::handle x, py::handle axis_arg, bool keepdims) {
     const Array a = to_array(x, "logsumexp");
+    const int axis = python_axis(axis_arg, "logsumexp");
     return compute_released([&] { return logsumexp(a, axis, keepdims); });
   }, py::arg("x"), py::arg("axis") = -1, py::arg("keepdims") = false);
 
@@ -167,8 +182,9 @@ void init_array_ops(py::module_& parent) {
   arg_reduction("argmax", &argmax);
   arg_reduction("argmin", &argmin);
 
-  m.def("one_hot", [](py::handle labels, int num_classes, py::object dtype) {
+  m.def("one_hot", [](py::handle labels, py::handle classes, py::object dtype) {
     const Array l = to_array(labels, "one_hot: labels");
+    const int num_classes = python_count(classes, "one_hot: num_classes");
     const DType d = dtype.is_none() ? DType::f32 : weft_dtype(py::dtype::from_args(dtype), "one_hot: dtype");
     return compute_released([&] { return one_hot(l, num_classes, d); });
   }, py::arg("labels"), py::arg("num_classes"), py::arg("dtype") = py::none());

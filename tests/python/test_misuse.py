@@ -166,6 +166,12 @@ def test_out_axes_that_are_not_axes_are_refused_naming_them(axis):
     (lambda: weft.ops.argmax(np.ones(3, np.float32), axis=1.5), "argmax: axis 1.5 is not an axis"),
     (lambda: weft.ops.take(np.ones(3, np.float32), np.zeros(1, np.int32), axis=-2**40),
      "take: axis -1099511627776 is not an axis"),
+    # Before: pybind11's "incompatible function arguments".
+    (lambda: weft.nn.softmax(np.ones(3, np.float32), axis=2**40), "softmax: axis 1099511627776 is not an axis"),
+    (lambda: weft.nn.log_softmax(np.ones(3, np.float32), axis="a"), "log_softmax: axis 'a' is not an axis"),
+    (lambda: weft.nn.logsumexp(np.ones(3, np.float32), axis=1.5), "logsumexp: axis 1.5 is not an axis"),
+    (lambda: weft.nn.one_hot(np.zeros(2, np.int32), 2**40),
+     r"one_hot: num_classes = 1099511627776 is not a count \(an int from 0 to 2147483647\)"),
 ])
 def test_array_ops_name_an_axis_that_is_not_one(call, text):
     # Before: pybind11's "Unable to cast Python instance to C++ type".
@@ -175,6 +181,8 @@ def test_array_ops_name_an_axis_that_is_not_one(call, text):
 
 def test_array_ops_take_numpy_integer_axes():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(weft.nn.softmax(x, axis=np.int64(0)).sum(0), np.ones(3), rtol=1e-6)
+    np.testing.assert_array_equal(weft.nn.one_hot(np.array([1], np.int32), np.int64(3)), [[0, 1, 0]])
     np.testing.assert_array_equal(weft.ops.sum(x, axis=np.int64(1)), x.sum(1))
     np.testing.assert_array_equal(weft.ops.sum(x, axis=(np.int32(0), -1)), x.sum((0, 1)))
     np.testing.assert_array_equal(weft.ops.argmax(x, axis=np.int64(-1)), x.argmax(-1))
