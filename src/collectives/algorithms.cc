@@ -9,6 +9,12 @@
 
 namespace weft::collectives {
 
+const Request& first_request(std::span<const Request* const> requests) {
+  for (const Request* r : requests)
+    if (r) return *r;
+  throw Error("internal: a collective round without a request");
+}
+
 std::shared_ptr<Plan> start_plan(const Request& first, int num_replicas) {
   auto plan = std::make_shared<Plan>();
   plan->collective = lower(first);
@@ -81,8 +87,7 @@ const transport::PollContext& no_wait() {
 std::shared_ptr<Plan> make_plan(std::span<const Request* const> requests,
                                 const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
                                 const Thresholds& sizes) {
-  const auto first = std::find_if(requests.begin(), requests.end(), [](const Request* r) { return r; });
-  std::shared_ptr<Plan> plan = start_plan(**first, static_cast<int>(requests.size()));
+  std::shared_ptr<Plan> plan = start_plan(first_request(requests), static_cast<int>(requests.size()));
   std::size_t largest = 0;
   for (int gi = 0; gi < plan->groups->num_groups(); ++gi)
     largest = std::max(largest, plan_group(*plan, requests, gi, account_of));

@@ -46,6 +46,8 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
 // Replica `replica`'s share of a split plan.
 void execute_part(const Plan& plan, int replica);
 
+// The first request of a round given at global indices (null for other processes' replicas).
+const Request& first_request(std::span<const Request* const> requests);
 // For the two planners: an empty plan for the round of `first`.
 std::shared_ptr<Plan> start_plan(const Request& first, int num_replicas);
 // Group `group`'s buffers in `plan` for the members whose requests are given (this process's): their inputs,

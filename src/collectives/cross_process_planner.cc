@@ -72,8 +72,8 @@ class VerifyingPlanner final : public CrossProcessPlanner {
 
 void verify_across_processes(const std::vector<const Request*>& requests, transport::Interprocess& job,
                              const std::vector<int>& processes, const transport::PollContext& poll, std::uint64_t round) {
-  const Request* first = *std::find_if(requests.begin(), requests.end(), [](const Request* r) { return r; });
-  if (!job.agree(processes, fingerprint(*first, round), poll)) report_mismatch(*first, job, processes, poll);
+  const Request& first = first_request(requests);
+  if (!job.agree(processes, fingerprint(first, round), poll)) report_mismatch(first, job, processes, poll);
 }
 
 std::unique_ptr<CrossProcessPlanner> hierarchical_planner(std::vector<int> process_of, transport::Interprocess& job,

@@ -42,6 +42,8 @@ struct GroupBuffers {
   std::vector<std::int64_t> counts;
 
   int size() const { return static_cast<int>(in.size()); }
+  // The output the held members share (FlatCollective::shared_output): the first held one.
+  std::byte* shared_out() const;
 };
 
 class FlatCommunicator {

@@ -26,7 +26,10 @@ class HierarchicalCommunicator final : public FlatCommunicator {
  public:
   // `member_process[k]`: the process holding member k of the group.
   HierarchicalCommunicator(transport::Interprocess& job, std::vector<int> member_process, Thresholds sizes)
-      : member_process_(std::move(member_process)), me_(job.rank()), across_(job, processes_of(member_process_), sizes) {}
+      : member_process_(std::move(member_process)),
+        procs_(processes_of(member_process_)),
+        me_(job.rank()),
+        across_(job, procs_, sizes) {}
 
   bool ring_ran() const { return ring_ran_; }
 
@@ -43,7 +46,7 @@ class HierarchicalCommunicator final : public FlatCommunicator {
   }
 
   void reduce_natively(const FlatCollective& c, GroupBuffers& b, const transport::PollContext& poll) {
-    std::byte* out = *std::find_if(b.out.begin(), b.out.end(), [](std::byte* o) { return o; });
+    std::byte* out = b.shared_out();
     std::vector<const std::byte*> local;
     for (const std::byte* in : b.in)
       if (in) local.push_back(in);
@@ -62,7 +65,7 @@ class HierarchicalCommunicator final : public FlatCommunicator {
   void exchange_then_compute(const FlatCollective& c, GroupBuffers& b, const transport::PollContext& poll) {
     // Each process contributes its members' inputs, in member order; member k's input then sits in its
     // process's block, at its position among that process's members.
-    const std::vector<int> procs = processes_of(member_process_);
+    const std::vector<int>& procs = procs_;
     auto index_of = [&](int process) { return std::lower_bound(procs.begin(), procs.end(), process) - procs.begin(); };
     FlatCollective gather;
     gather.kind = Kind::all_gather;
@@ -100,6 +103,7 @@ class HierarchicalCommunicator final : public FlatCommunicator {
   }
 
   const std::vector<int> member_process_;
+  const std::vector<int> procs_;  // the group's processes, sorted
   const int me_;
   ProcessCommunicator across_;
   bool ring_ran_ = false;
@@ -111,8 +115,7 @@ std::shared_ptr<Plan> plan_across_processes(const std::vector<const Request*>& r
                                             const std::vector<int>& process_of, transport::Interprocess& job,
                                             const std::function<std::shared_ptr<MemoryAccount>(int)>& account_of,
                                             const transport::PollContext& poll, const Thresholds& sizes) {
-  const Request* first = *std::find_if(requests.begin(), requests.end(), [](const Request* r) { return r; });
-  std::shared_ptr<Plan> plan = start_plan(*first, static_cast<int>(requests.size()));
+  std::shared_ptr<Plan> plan = start_plan(first_request(requests), static_cast<int>(requests.size()));
   const int me = job.rank();
   for (int gi = 0; gi < plan->groups->num_groups(); ++gi) {
     const std::vector<int>& members = plan->groups->members(gi);

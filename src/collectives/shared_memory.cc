@@ -30,26 +30,20 @@ void reduce_range(const FlatCollective& c, std::span<const std::byte* const> in,
   }
 }
 
-std::byte* shared_out(const GroupBuffers& b) {
-  for (std::byte* out : b.out)
-    if (out) return out;
-  throw Error("internal: a shared-memory collective without an output buffer");
-}
-
 void all_reduce_share(const FlatCollective& c, const GroupBuffers& b, int k) {
   auto [begin, end] = share_of(c.count, k, b.size());
   if (begin >= end) return;
   const std::size_t in_es = dtype_size(c.dtype), out_es = dtype_size(c.out_dtype);
   std::vector<const std::byte*> in(b.in.size());
   for (std::size_t m = 0; m < in.size(); ++m) in[m] = b.in[m] + begin * in_es;
-  reduce_range(c, in, shared_out(b) + begin * out_es, end - begin);
+  reduce_range(c, in, b.shared_out() + begin * out_es, end - begin);
 }
 
 void all_gather_share(const FlatCollective& c, const GroupBuffers& b, int k) {
   // Member k's input, viewed as [outer, inner], fills the output's [:, k, :].
   const int g = b.size();
   const std::size_t inner = static_cast<std::size_t>(c.out.inner) * dtype_size(c.dtype);
-  std::byte* dst = shared_out(b);
+  std::byte* dst = b.shared_out();
   for (std::int64_t o = 0; o < c.out.outer; ++o) std::memcpy(dst + (o * g + k) * inner, b.in[k] + o * inner, inner);
 }
 
@@ -94,6 +88,12 @@ void ppermute_share(const FlatCollective& c, const GroupBuffers& b, int k) {
 }
 
 }  // namespace
+
+std::byte* GroupBuffers::shared_out() const {
+  for (std::byte* o : out)
+    if (o) return o;
+  throw Error("internal: a collective without an output buffer for the members held");
+}
 
 std::pair<std::int64_t, std::int64_t> share_of(std::int64_t count, int k, int parts) {
   auto edge = [&](int i) { return i == parts ? count : (count * i / parts) & ~std::int64_t{15}; };
