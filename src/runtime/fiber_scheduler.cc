@@ -59,6 +59,8 @@ constexpr std::chrono::microseconds kSpin{50};
 
 // How often the watchdog looks at the workers while a watched run is in flight.
 constexpr std::chrono::milliseconds kWatchEvery{100};
+// How long without a run before the watchdog stops ticking and sleeps until the next one.
+constexpr std::chrono::seconds kWatchIdle{10};
 const std::size_t kPage = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
 // What a worker does now, for the watchdog and holds(): the fiber it runs (-1 between fibers) since when,
@@ -315,6 +317,8 @@ struct FiberScheduler::Impl {
   std::mutex watch_mutex;
   std::condition_variable watch_cv;
   const Watch* watch = nullptr;  // the run's, while it is in flight
+  std::uint64_t watch_serial = 0;  // watched runs started
+  bool watchdog_idle = false;      // asleep until the next run (watch_run wakes it)
   bool watch_stopping = false;
   std::thread watchdog;
 
@@ -375,33 +379,43 @@ struct FiberScheduler::Impl {
     }
   }
 
+  // Ticks every kWatchEvery while runs come; after kWatchIdle without one it sleeps until the next, so a
+  // program issuing pmap after pmap never wakes it (a wake per call would cost the call a futex round trip).
   void watchdog_loop() {
     std::unique_lock lock(watch_mutex);
     std::vector<std::int64_t> warned_since(static_cast<std::size_t>(threads), -1);
     bool aborted = false;
-    const Watch* seen = nullptr;
+    std::uint64_t seen = 0;  // the run checked last (watch_serial: the Watch's address repeats run to run)
+    auto last_run = WaitClock::now();
     while (!watch_stopping) {
-      if (!watch) {
+      if (!watch && WaitClock::now() - last_run > kWatchIdle) {
+        watchdog_idle = true;
         watch_cv.wait(lock, [&] { return watch || watch_stopping; });
+        watchdog_idle = false;
         continue;
       }
-      if (watch != seen) {  // a new run
-        seen = watch;
+      watch_cv.wait_for(lock, kWatchEvery);
+      if (!watch || watch_stopping) continue;
+      last_run = WaitClock::now();
+      if (watch_serial != seen) {  // a new run
+        seen = watch_serial;
         aborted = false;
         std::fill(warned_since.begin(), warned_since.end(), -1);
       }
-      watch_cv.wait_for(lock, kWatchEvery);
-      if (watch && !watch_stopping) check_holds(warned_since, aborted);
+      check_holds(warned_since, aborted);
     }
   }
 
   void watch_run(const Watch* w) {
+    bool wake = false;
     {
       std::lock_guard lock(watch_mutex);
       watch = w;
+      if (w) ++watch_serial;
       if (w && !watchdog.joinable()) watchdog = std::thread([this] { watchdog_loop(); });
+      wake = w && watchdog_idle;
     }
-    watch_cv.notify_all();
+    if (wake) watch_cv.notify_all();
   }
 
   // The next job's serial once it differs from `done` (or stopping): a brief poll of the serial alone (no

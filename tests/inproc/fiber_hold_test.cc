@@ -95,3 +95,22 @@ TEST(FiberHold, ALockHeldAcrossACollectiveEndsTheProcessWithTheReportInsteadOfHa
                                                     "a deadlock", "Ending the process"});
   EXPECT_LT(child.seconds, 10.0) << "twice the 1 s timeout and a watchdog tick";
 }
+
+TEST(FiberHold, EveryRunIsWatchedNotOnlyTheFirst) {
+  // The watchdog must tell one run from the next (their Watch lives at the same address): a second hold on
+  // the same runtime times out too, naming its holder.
+  Runtime rt({.device_count = 4, .collective_warn_s = 0.3, .collective_timeout_s = 1.0, .scheduler = "fibers"});
+  auto f = pmap(
+      [](Replica& r, const Array& x) {
+        if (r.axis_index("i") == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1800));
+        return r.psum(x, "i");
+      },
+      {.axis = "i", .runtime = &rt});
+  for (int run = 0; run < 2; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    ::testing::internal::CaptureStderr();
+    const std::string message = weft::testing::ErrorOf<TimeoutError>([&] { f(Array::arange(4)); });
+    ::testing::internal::GetCapturedStderr();
+    weft::testing::ExpectContains(message, {kHolder, kStarved, "not run since"});
+  }
+}
