@@ -5,6 +5,7 @@
 #include "weft/error.hpp"
 #include "weft/groups.hpp"
 #include "weft/pmap.hpp"
+#include "weft/program.hpp"
 #include "weft/reduce_op.hpp"
 #include "weft/replica.hpp"
 #include "weft/runtime.hpp"

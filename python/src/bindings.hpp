@@ -133,6 +133,7 @@ void init_pmap(py::module_& m);
 void init_lax(py::module_& m);
 void init_session(py::module_& m);
 void init_array_ops(py::module_& m);
+void init_program(py::module_& m);    // traced programs: builder, jit runs, traced pmap
 
 // ---- template implementation ------------------------------------------------------------------------------
 // Worker threads' Python thread states (thread_state.cc). Records whether replica `index`'s thread is in

@@ -33,4 +33,5 @@ PYBIND11_MODULE(_weft, m) {
   weft::python::init_lax(m);
   weft::python::init_session(m);
   weft::python::init_array_ops(m);
+  weft::python::init_program(m);
 }

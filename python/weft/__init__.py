@@ -21,7 +21,10 @@ from ._weft import (Error, InvalidArgument, MismatchError, TimeoutError, Aborted
                     OutOfMemoryError, Device, Runtime)
 from ._arrays import DeviceArray, ShardedArray
 from ._pmap import pmap
+from ._jit import jit, make_program, Program
+from ._trace import TracerConversionError
 from . import lax, collectives, ops, nn, tree_util
+from . import numpy
 from ._session import Session, ReplicaGrouping, Variable, RemoteBuffer, HostStream
 
 __all__ = [
@@ -29,7 +32,8 @@ __all__ = [
     "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "tree_util", "Session",
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
-    "device_put_sharded", "device_put_replicated",
+    "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError",
+    "numpy",
 ]
 
 _runtime = None  # the runtime made by weft.init (kept alive here; the newest live runtime is the current one)

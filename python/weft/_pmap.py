@@ -1,7 +1,9 @@
 """weft.pmap: jax.pmap's signature over weft's C++ pmap engine.
 
-The mapped Python function runs once per replica, each on its device's worker thread (docs/python.md,
-"Threads and the GIL"); weft.lax inside it finds the replica of its thread. Arguments and results are pytrees
+By default the mapped function is traced once per signature (as jax.pmap does: weft/_trace.py) into a
+program every replica runs in C++, without Python or the GIL. With eager=True it runs once per replica
+instead, each on its device's worker thread (docs/python.md, "Threads and the GIL"), for code that needs
+concrete values; weft.lax inside it finds the replica of its thread. Arguments and results are pytrees
 of arrays: the engine sees their flat leaves. Nesting pmap(pmap(f, axis_name='cols'), axis_name='rows')
 builds one program over a ('rows', 'cols') mesh, as the reference notebook does: a replica of the outer pmap
 never starts a second program.
@@ -13,13 +15,16 @@ import numpy as np
 
 from . import _tree, _weft
 from ._arrays import DeviceArray, ShardedArray
+from ._jit import leaf_type, trace_function
 
 
 class _Pmapped:
     """What weft.pmap returns: call it with arrays (or pytrees of them) mapped along in_axes."""
 
-    def __init__(self, fun, axis_name, in_axes, out_axes, devices, name):
+    def __init__(self, fun, axis_name, in_axes, out_axes, devices, name, eager=False):
         self._fun = fun
+        self._eager = eager
+        self._traced = {}  # signature -> (ProgramPmap, result treedef)
         self._axis_name = axis_name
         self._in_axes = in_axes
         self._out_axes = out_axes
@@ -89,6 +94,12 @@ class _Pmapped:
                     for k, lv in enumerate(levels)]
         out_axes = self._out_axes
         key = (treedef, tuple(leaf_axes), tuple(mesh))
+        if not levels[0]._eager:
+            results, out_def = self._call_traced(fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh)
+            outs = [ShardedArray(r) for r in results]
+            if not results and out_def != _tree.LEAF:
+                return outs  # this process holds none of the program's devices
+            return self._finish(outs, out_def, out_axes)
         with self._lock:
             program = self._programs.get(key)
             if program is None:
@@ -109,15 +120,76 @@ class _Pmapped:
             out_def = _common_structure(record.out_defs, self._name)
             record.out_defs = {}
         outs = [ShardedArray(r) for r in results]
-        if out_def == _tree.LEAF and out_axes == 0:
-            return outs[0]
         if out_def is None:  # this process holds none of the program's devices
             return outs
+        return self._finish(outs, out_def, out_axes)
+
+    def _finish(self, outs, out_def, out_axes):
+        if out_def == _tree.LEAF and out_axes == 0:
+            return outs[0] if outs else []
         out_leaves = outs
         if out_axes != 0:
             axes = _tree.broadcast_prefix(out_axes, _tree.unflatten(out_def, outs), "pmap out_axes")
             out_leaves = [_apply_out_axis(o, ax, self._name, i) for i, (o, ax) in enumerate(zip(outs, axes))]
         return _tree.unflatten(out_def, out_leaves)
+
+
+    def _call_traced(self, fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh):
+        """Runs the program traced from `fun` for this signature (tracing it on the first call)."""
+        types = tuple(leaf_type(leaf, self._name) for leaf in leaves)
+        full_key = (key, types)
+        entry = self._traced.get(full_key)
+        if entry is None:
+            with self._lock:
+                entry = self._traced.get(full_key)
+                if entry is None:
+                    _check_in_axes(leaf_axes, self._name)
+                    entry = self._trace(fun, levels, types, treedef, leaf_axes, axis, mesh)
+                    self._traced[full_key] = entry
+        program, out_def = entry
+        return program(impl_leaves, _weft.ShardedArray), out_def
+
+    def _trace(self, fun, levels, types, treedef, leaf_axes, axis, mesh):
+        """The per-replica program: each mapped leaf without its mapped axes (varying over the mesh), each
+        broadcast one whole (invariant)."""
+        if mesh:
+            trace_mesh = [(name, size) for name, size in mesh]
+            depth = len(mesh)
+        else:
+            mapped = [(t, ax) for t, ax in zip(types, leaf_axes) if ax is not None]
+            if not mapped:
+                raise ValueError(f"{self._name}: pmap must have at least one non-None value in in_axes")
+            (dtype, shape), ax = mapped[0]
+            if not -len(shape) <= ax < len(shape):
+                raise _weft.InvalidArgument(f"{self._name}: in_axes {ax} is out of range for an argument of shape "
+                                            f"{tuple(shape)}")
+            size = shape[ax]
+            if self._devices is not None:
+                size = len(self._devices)
+            elif _weft.current_runtime().process_count > 1 and size == len(_weft.current_runtime().local_devices()):
+                size = len(_weft.current_runtime().devices())  # this process's part of the global replicas
+            trace_mesh = [(axis if axis else "_pmap_axis", int(size))]
+            depth = 1
+        names = sorted(name for name, _ in trace_mesh)
+        in_types = []
+        for index, ((dtype, shape), ax) in enumerate(zip(types, leaf_axes)):
+            if ax is None:
+                in_types.append((dtype, shape, ()))
+                continue
+            if depth > 1:
+                if len(shape) < depth:
+                    raise ValueError(f"{self._name}: {depth} nested pmaps need arguments of rank >= {depth}, got shape "
+                                     f"{tuple(shape)}")
+                in_types.append((dtype, shape[depth:], names))
+                continue
+            if not -len(shape) <= ax < len(shape):
+                raise _weft.InvalidArgument(f"{self._name}: in_axes {ax} of argument {index} is out of range for its "
+                                            f"shape {tuple(shape)}")
+            ax %= len(shape)
+            in_types.append((dtype, shape[:ax] + shape[ax + 1:], names))
+        program, out_def = trace_function(fun, in_types, treedef, trace_mesh, self._name)
+        engine = _weft.ProgramPmap(program, axis, mesh, list(leaf_axes), [], self._devices or [], self._name)
+        return engine, out_def
 
 
 class _CallRecord:
@@ -201,16 +273,19 @@ def _apply_out_axis(sharded, axis, name, index):
     return DeviceArray(np.moveaxis(np.asarray(sharded), 0, axis))
 
 
-def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, devices=None, name=None, **unsupported):
+def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, devices=None, name=None, eager=False, **unsupported):
     """jax.pmap: map `fun` over the leading axis (in_axes) of its arguments, one replica per device.
 
-    Usable as @pmap, @partial(pmap, axis_name='i') or pmap(f, 'i'). `static_broadcasted_argnums`,
-    `donate_argnums`, `backend` and `global_arg_shapes` are not supported (docs/python.md).
+    Usable as @pmap, @partial(pmap, axis_name='i') or pmap(f, 'i'). `fun` is traced once per signature and
+    its program runs on every replica in C++; eager=True runs `fun` itself once per replica (on the devices'
+    threads) for code that needs concrete values. In a nest, the outermost pmap's `eager` decides.
+    `static_broadcasted_argnums`, `donate_argnums`, `backend` and `global_arg_shapes` are not supported
+    (docs/python.md).
     """
     if unsupported:
         raise TypeError(f"weft.pmap does not support {sorted(unsupported)} (docs/python.md, 'What is missing')")
     if fun is None:
         return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes, out_axes=out_axes, devices=devices,
-                                 name=name)
+                                 name=name, eager=eager)
     label = name or getattr(fun, "__name__", None) or "pmap"
-    return _Pmapped(fun, axis_name, in_axes, out_axes, devices, f"pmap({label})")
+    return _Pmapped(fun, axis_name, in_axes, out_axes, devices, f"pmap({label})", eager)

@@ -1,5 +1,8 @@
 """weft.lax: jax.lax's collectives, called inside a function mapped by weft.pmap.
 
+Under a trace (the traced weft.pmap, weft.jit inside it) each collective is an equation of the program,
+which every replica runs in C++. In an eager replica (weft.pmap(f, eager=True), sessions):
+
 Each finds the replica of the calling thread (as jax.lax finds the axis environment of its trace) and runs
 the collective of the C++ runtime with the GIL released while it waits for the other replicas. `x` may be a
 numpy array, a Python scalar or a pytree of them; results are read-only numpy views of weft's buffers. The
@@ -7,14 +10,34 @@ element-wise reductions of a pytree (psum, pmean, pmax, pmin) run one collective
 """
 import numpy as _np
 
-from . import _weft
+from . import _jnp, _weft
+from ._trace import Tracer as _Tracer, bind as _bind, current_trace as _current_trace
 from ._tree import flatten as _flatten, tree_map as _tree_map, unflatten as _unflatten
 
-# The array functions the reference notebook takes from jax.lax (numpy's, on numpy arrays).
-bitwise_and = _np.bitwise_and
-bitwise_or = _np.bitwise_or
-bitwise_xor = _np.bitwise_xor
-bitwise_not = _np.bitwise_not
+# The array functions the reference notebook takes from jax.lax (numpy's on numpy arrays, equations on
+# tracers).
+bitwise_and = _jnp.bitwise_and
+bitwise_or = _jnp.bitwise_or
+bitwise_xor = _jnp.bitwise_xor
+bitwise_not = _jnp.bitwise_not
+stop_gradient = _jnp.stop_gradient
+
+
+def _axes(axis_name):
+    names = list(axis_name) if isinstance(axis_name, (tuple, list)) else [axis_name]
+    return [str(n) for n in names]
+
+
+def _traced(op, x, params):
+    """The collective `op` on each leaf of x as a program equation (a Python number becomes a constant)."""
+    trace = _current_trace()
+    return _tree_map(lambda leaf: _bind(op, [leaf], params, trace=trace), x)
+
+
+def _group_params(axis_index_groups):
+    if axis_index_groups is None:
+        return []
+    return [("groups", "groups", [list(map(int, g)) for g in axis_index_groups])]
 
 
 _NO_GROUPS = ()
@@ -62,35 +85,56 @@ def _fused(op, x, *args):
 
 
 def psum(x, axis_name, *, axis_index_groups=None):
+    if _current_trace() is not None:
+        return _traced("psum", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
     return _fused(_weft.psum, x, axis_name, _groups(axis_index_groups))
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
+    if _current_trace() is not None:
+        return _traced("pmean", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
     return _fused(_weft.pmean, x, axis_name, _groups(axis_index_groups))
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
+    if _current_trace() is not None:
+        return _traced("pmax", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
     return _fused(_weft.pmax, x, axis_name, _groups(axis_index_groups))
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
+    if _current_trace() is not None:
+        return _traced("pmin", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
     return _fused(_weft.pmin, x, axis_name, _groups(axis_index_groups))
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
+    if _current_trace() is not None:
+        return _traced("all_gather", x, [("axes", "strs", _axes(axis_name)), ("axis", "int", int(axis)),
+                                         ("tiled", "bool", bool(tiled))] + _group_params(axis_index_groups))
     return _each(_weft.all_gather, x, axis_name, _groups(axis_index_groups), int(axis), bool(tiled))
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
+    if _current_trace() is not None:
+        return _traced("psum_scatter", x, [("axes", "strs", _axes(axis_name)), ("axis", "int", int(scatter_dimension)),
+                                           ("tiled", "bool", bool(tiled))] + _group_params(axis_index_groups))
     return _each(_weft.psum_scatter, x, axis_name, _groups(axis_index_groups), int(scatter_dimension), bool(tiled))
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
+    if _current_trace() is not None:
+        return _traced("all_to_all", x, [("axes", "strs", _axes(axis_name)), ("split_axis", "int", int(split_axis)),
+                                         ("concat_axis", "int", int(concat_axis)), ("tiled", "bool", bool(tiled))]
+                       + _group_params(axis_index_groups))
     return _each(_weft.all_to_all, x, axis_name, _groups(axis_index_groups), int(split_axis), int(concat_axis),
                  bool(tiled))
 
 
 def ppermute(x, axis_name, perm):
+    if _current_trace() is not None:
+        return _traced("ppermute", x, [("axes", "strs", _axes(axis_name)),
+                                       ("perm", "perm", [(int(a), int(b)) for a, b in perm])])
     return _each(_weft.ppermute, x, axis_name, [(int(s), int(d)) for s, d in perm])
 
 
@@ -101,8 +145,20 @@ def pshuffle(x, axis_name, perm):
 
 def axis_index(axis_name):
     """This replica's index along `axis_name` (a name or a tuple of names), as an int32 scalar."""
+    trace = _current_trace()
+    if trace is not None:
+        return _bind("axis_index", [], [("axes", "strs", _axes(axis_name))], trace=trace)
     return _np.int32(_weft.axis_index(axis_name))
 
 
 def axis_size(axis_name):
+    trace = _current_trace()
+    if trace is not None:
+        size = 1
+        for name in _axes(axis_name):
+            if name not in trace.axis_sizes:
+                raise _weft.InvalidArgument(f"weft.lax.axis_size: unbound axis name: {name} (the trace has axes "
+                                            f"{sorted(trace.axis_sizes)})")
+            size *= trace.axis_sizes[name]
+        return size
     return _weft.axis_size(axis_name)

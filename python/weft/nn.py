@@ -1,12 +1,52 @@
-"""weft.nn: jax.nn's names for weft's array math (the same kernels as weft.ops): relu, sigmoid, softmax,
-log_softmax, logsumexp, one_hot. numpy in, numpy out; float32 stays float32."""
+"""weft.nn: jax.nn's names for weft's array math: relu, gelu, sigmoid, softmax, log_softmax, logsumexp,
+one_hot. On concrete numpy arrays: weft's kernels (the same as weft.ops), float32 stays float32; on tracers
+(weft.jit, traced weft.pmap): program equations."""
 from ._weft import array_ops as _array_ops
+from ._trace import Tracer as _Tracer, bind as _bind
+from . import _jnp
 
-relu = _array_ops.relu
-sigmoid = _array_ops.sigmoid
-softmax = _array_ops.softmax
-log_softmax = _array_ops.log_softmax
-logsumexp = _array_ops.logsumexp
-one_hot = _array_ops.one_hot
 
-__all__ = ["relu", "sigmoid", "softmax", "log_softmax", "logsumexp", "one_hot"]
+def relu(x):
+    return _bind("relu", [x]) if isinstance(x, _Tracer) else _array_ops.relu(x)
+
+
+def sigmoid(x):
+    return _bind("sigmoid", [x]) if isinstance(x, _Tracer) else _array_ops.sigmoid(x)
+
+
+def softmax(x, axis=-1):
+    return _jnp.softmax_traced(x, axis) if isinstance(x, _Tracer) else _array_ops.softmax(x, axis)
+
+
+def log_softmax(x, axis=-1):
+    return _jnp.log_softmax_traced(x, axis) if isinstance(x, _Tracer) else _array_ops.log_softmax(x, axis)
+
+
+def logsumexp(x, axis=-1, keepdims=False):
+    if isinstance(x, _Tracer):
+        return _jnp.logsumexp_traced(x, axis, keepdims)
+    return _array_ops.logsumexp(x, axis, keepdims)
+
+
+def one_hot(x, num_classes, dtype=None):
+    import numpy as np
+    dtype = np.float32 if dtype is None else dtype
+    if isinstance(x, _Tracer):
+        return _jnp.one_hot_traced(x, num_classes, dtype)
+    return _array_ops.one_hot(x, num_classes, dtype)
+
+
+def gelu(x, approximate=True):
+    """jax.nn.gelu (tanh approximation by default, as JAX)."""
+    if isinstance(x, _Tracer):
+        return _jnp.gelu_traced(x, approximate)
+    import numpy as np
+    x = np.asarray(x)
+    if approximate:
+        c = np.sqrt(2.0 / np.pi).astype(x.dtype)
+        return (0.5 * x * (1 + np.tanh(c * (x + x.dtype.type(0.044715) * x ** 3)))).astype(x.dtype)
+    from math import erf
+    return (0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2.0)))).astype(x.dtype)
+
+
+__all__ = ["relu", "gelu", "sigmoid", "softmax", "log_softmax", "logsumexp", "one_hot"]

@@ -1,5 +1,7 @@
-"""weft.numpy: what the reference notebook takes from jax.numpy. Inside a replica, values are numpy arrays,
-so jax.numpy's functions are numpy's (the notebook port writes `import weft.numpy as jnp`).
+"""weft.numpy: weft's jax.numpy (`import weft.numpy as jnp`). On tracers (inside weft.jit and the traced
+weft.pmap) its functions record program equations with JAX's dtype rules (weft/_jnp.py has the list); on
+concrete arrays (eager replicas, plain Python) they are numpy's. Every other numpy name (dtypes, constants,
+functions weft does not trace) is numpy's own.
 
 When the package's own directory is on sys.path (a script run from inside the installed package), `import
 numpy` anywhere finds this file as top-level numpy. It then loads the real numpy, with that directory set
@@ -21,3 +23,10 @@ if __name__ == "numpy":
     _sys.modules["numpy"] = _real_numpy
 else:
     from numpy import *  # noqa: F401,F403
+    from numpy import ndarray, dtype  # noqa: F401
+    from ._jnp import *  # noqa: F401,F403  (weft's traced functions take precedence)
+    from ._jnp import _getitem  # noqa: F401
+
+    def __getattr__(name):  # anything else numpy has
+        import numpy as _numpy
+        return getattr(_numpy, name)

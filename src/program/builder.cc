@@ -16,6 +16,14 @@ ValueId Builder::input(ValueType type) {
   return id;
 }
 
+ValueId Builder::constant(Array value) {
+  program_.types.push_back(ValueType{value.dtype(), value.shape(), {}});
+  const auto id = static_cast<ValueId>(program_.types.size() - 1);
+  program_.constants.push_back(id);
+  program_.constant_values.push_back(std::move(value));
+  return id;
+}
+
 const ValueType& Builder::type(ValueId id) const {
   if (id < 0 || static_cast<std::size_t>(id) >= program_.types.size()) {
     throw InvalidArgument("program builder: value " + std::to_string(id) + " does not exist (the program has " +
@@ -24,10 +32,11 @@ const ValueType& Builder::type(ValueId id) const {
   return program_.types[id];
 }
 
-std::vector<ValueId> Builder::emit(const std::string& op, const std::vector<ValueId>& ins, Params params) {
+std::vector<ValueId> Builder::emit(const std::string& op, const std::vector<ValueId>& ins, Params params,
+                                   std::string source) {
   std::vector<ValueType> in_types;
   for (ValueId id : ins) in_types.push_back(type(id));
-  program_.equations.push_back(Equation{op, std::move(params), ins, {}});
+  program_.equations.push_back(Equation{op, std::move(params), ins, {}, std::move(source)});
   std::vector<ValueType> out_types;
   try {
     out_types = infer_result_types(op, in_types, program_.equations.back().params, program_.mesh);

@@ -14,14 +14,19 @@ class Builder {
 
   // A new program input of type `type`.
   ValueId input(ValueType type);
+  // A value known at trace time, held by the program (a jaxpr constvar).
+  ValueId constant(Array value);
   // Appends `outs = op[params](ins)` and returns the outs (none for host_store and the other stores).
   // Throws weft::InvalidArgument "equation 2 `psum[axes=('j',)] c`: axis 'j' is not an axis of the mesh ('i')".
-  std::vector<ValueId> emit(const std::string& op, const std::vector<ValueId>& ins, Params params = {});
+  // `source` ("train.py:42") is the user's line that recorded it, named by its errors.
+  std::vector<ValueId> emit(const std::string& op, const std::vector<ValueId>& ins, Params params = {},
+                            std::string source = {});
   // emit() for ops with exactly one result.
   ValueId emit1(const std::string& op, const std::vector<ValueId>& ins, Params params = {});
   void set_outputs(std::vector<ValueId> outputs);
 
   const ValueType& type(ValueId id) const;
+  std::size_t num_equations() const { return program_.equations.size(); }
   // The program so far, verified.
   Program build() const;
 

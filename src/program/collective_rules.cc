@@ -121,12 +121,23 @@ std::vector<ValueType> all_to_all(const std::vector<ValueType>& ins, const Param
   ValueType out = ins[0];
   const std::int64_t split = dimension(ins[0], params, "split_axis");
   const std::int64_t concat = dimension(ins[0], params, "concat_axis");
-  if (out.shape[split] % n != 0) {
-    throw RuleError("split_axis " + std::to_string(split) + " of " + type_text(ins[0]) + " is not a multiple of " +
-                    std::to_string(n) + " (the participants)");
+  if (tiled(params)) {
+    if (out.shape[split] % n != 0) {
+      throw RuleError("split_axis " + std::to_string(split) + " of " + type_text(ins[0]) + " is not a multiple of " +
+                      std::to_string(n) + " (the participants)");
+    }
+    out.shape[split] /= n;
+    out.shape[concat] *= n;
+  } else {
+    // JAX's untiled all_to_all: the split axis (of the participants' size) goes, a new one of that size
+    // comes at concat_axis.
+    if (out.shape[split] != n) {
+      throw RuleError("split_axis " + std::to_string(split) + " of " + type_text(ins[0]) + " must equal " +
+                      std::to_string(n) + " (the participants; tiled=True splits a multiple)");
+    }
+    out.shape.erase(out.shape.begin() + split);
+    out.shape.insert(out.shape.begin() + concat, n);
   }
-  out.shape[split] /= n;
-  out.shape[concat] *= n;
   out.varying = with_axes(out.varying, params);
   return {out};
 }
@@ -161,7 +172,7 @@ void register_collective_ops(std::vector<OpInfo>& ops) {
   }
   ops.push_back({"all_gather", 1, 1, {"axes", "axis"}, {"groups", "tiled"}, false, all_gather});
   ops.push_back({"psum_scatter", 1, 1, {"axes", "axis"}, {"groups", "tiled"}, false, psum_scatter});
-  ops.push_back({"all_to_all", 1, 1, {"axes", "split_axis", "concat_axis"}, {"groups"}, false, all_to_all});
+  ops.push_back({"all_to_all", 1, 1, {"axes", "split_axis", "concat_axis"}, {"groups", "tiled"}, false, all_to_all});
   ops.push_back({"ppermute", 1, 1, {"axes", "perm"}, {}, false, ppermute});
   ops.push_back({"axis_index", 0, 0, {"axes"}, {}, false, axis_index});
 }

@@ -23,6 +23,14 @@ Program eliminate_dead_code(const Program& program) {
   for (std::size_t i = 0; i < program.equations.size(); ++i) {
     if (keep[i]) result.equations.push_back(program.equations[i]);
   }
+  // Constants nothing live uses go too (a trace captures every array it meets).
+  result.constants.clear();
+  result.constant_values.clear();
+  for (std::size_t k = 0; k < program.constants.size(); ++k) {
+    if (!needed[program.constants[k]]) continue;
+    result.constants.push_back(program.constants[k]);
+    result.constant_values.push_back(program.constant_values[k]);
+  }
   return result;
 }
 

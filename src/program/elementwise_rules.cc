@@ -50,6 +50,25 @@ std::vector<ValueType> select(const std::vector<ValueType>& ins, const Params&, 
   return {ValueType{promote_all(ins, 1), broadcast_shapes(ins), union_varying(ins)}};
 }
 
+// Bitwise ops take integers and bool only (JAX's rule; jnp.bitwise_and on floats is a TypeError).
+std::vector<ValueType> bitwise(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+  for (const ValueType& in : ins) {
+    if (is_floating(in.dtype)) {
+      throw RuleError("bitwise ops take integer or bool operands, not " + short_dtype_name(in.dtype));
+    }
+  }
+  return {ValueType{promote_all(ins, 0), broadcast_shapes(ins), union_varying(ins)}};
+}
+
+// x ** n for a Python int n (JAX's integer_pow): the dtype stays x's; a negative n needs a float x.
+std::vector<ValueType> integer_pow(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  const std::int64_t y = param_as<std::int64_t>(params, "y", "an int");
+  if (y < 0 && !is_floating(ins[0].dtype)) {
+    throw RuleError("integers cannot be raised to the negative power " + std::to_string(y));
+  }
+  return {ins[0]};
+}
+
 std::vector<ValueType> convert(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
   ValueType out = ins[0];
   out.dtype = param_as<DType>(params, "dtype", "a dtype");
@@ -84,7 +103,7 @@ void register_elementwise_ops(std::vector<OpInfo>& ops) {
   for (const char* name : {"exp", "log", "log1p", "tanh", "sqrt", "rsqrt", "sigmoid"}) {
     ops.push_back({name, 1, 1, {}, {}, false, float_unary});
   }
-  for (const char* name : {"abs", "negative", "sign", "relu", "copy"}) {
+  for (const char* name : {"abs", "negative", "sign", "relu", "copy", "stop_gradient"}) {
     ops.push_back({name, 1, 1, {}, {}, false, same_unary});
   }
   for (const char* name : {"add", "subtract", "multiply", "power", "maximum", "minimum"}) {
@@ -95,6 +114,11 @@ void register_elementwise_ops(std::vector<OpInfo>& ops) {
     ops.push_back({name, 2, 2, {}, {}, false, comparison});
   }
   ops.push_back({"where", 3, 3, {}, {}, false, select});
+  for (const char* name : {"bitwise_and", "bitwise_or", "bitwise_xor"}) {
+    ops.push_back({name, 2, 2, {}, {}, false, bitwise});
+  }
+  ops.push_back({"bitwise_not", 1, 1, {}, {}, false, bitwise});
+  ops.push_back({"integer_pow", 1, 1, {"y"}, {}, false, integer_pow});
   ops.push_back({"astype", 1, 1, {"dtype"}, {}, false, convert});
 }
 

@@ -15,6 +15,7 @@ std::vector<int> last_uses(const Program& program) {
     for (ValueId id : program.equations[i].inputs) last[id] = static_cast<int>(i);
   }
   for (ValueId id : program.outputs) last[id] = kForever;
+  for (ValueId id : program.constants) last[id] = kForever;  // held by the program, not by a run
   return last;
 }
 

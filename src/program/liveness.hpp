@@ -10,7 +10,7 @@ namespace weft::program {
 
 struct Liveness {
   // dies_after[i]: values that are dead once equation i has run (its inputs used for the last time, and
-  // its results nobody uses). Program outputs never die; program inputs nobody uses are in unused_inputs.
+  // its results nobody uses). Program outputs and constants (the program holds them) never die; program inputs nobody uses are in unused_inputs.
   std::vector<std::vector<ValueId>> dies_after;
   std::vector<ValueId> unused_inputs;
   // Peaks over the run, counting the program's inputs and, while an equation runs, its inputs and results.

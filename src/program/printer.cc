@@ -64,6 +64,7 @@ std::vector<std::string> value_names(const Program& program) {
   auto define = [&](ValueId id) {
     if (id >= 0 && static_cast<std::size_t>(id) < names.size() && names[id].empty()) names[id] = letter_name(next++);
   };
+  for (ValueId id : program.constants) define(id);
   for (ValueId id : program.inputs) define(id);
   for (const Equation& eq : program.equations) {
     for (ValueId id : eq.outputs) define(id);
@@ -131,7 +132,9 @@ std::string equation_text(const Program& program, std::size_t index) {
 
 std::string program_text(const Program& program) {
   const std::vector<std::string> names = value_names(program);
-  std::string text = "{ lambda ; ";
+  std::string text = "{ lambda ";
+  for (ValueId id : program.constants) text += typed_name(program, id, names) + " ";
+  text += "; ";
   for (ValueId id : program.inputs) text += typed_name(program, id, names) + " ";
   text += ". let\n";
   for (std::size_t i = 0; i < program.equations.size(); ++i) text += "    " + equation_text(program, i, names) + "\n";

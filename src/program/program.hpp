@@ -4,25 +4,18 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include "weft/dtype.hpp"
 #include "weft/groups.hpp"
+#include "weft/program.hpp"
 
 namespace weft::program {
 
-// A value's type: what a trace knows of an array without its data. `varying` lists the mesh axes along which
-// the value may differ between replicas (JAX's varying manual axes); it is sorted and unique.
-struct ValueType {
-  DType dtype = DType::f32;
-  std::vector<std::int64_t> shape;
-  std::vector<std::string> varying;
-
-  std::int64_t num_elements() const;
-  std::size_t num_bytes() const;
-  bool operator==(const ValueType&) const = default;
-};
+// A value's type (weft/program.hpp): dtype, shape, and the mesh axes it varies over.
+using weft::ValueType;
 
 // "f32[4,8]", "bool[]" (jaxpr's spelling; varying axes are not printed).
 std::string type_text(const ValueType& type);
@@ -31,12 +24,9 @@ std::string short_dtype_name(DType dtype);
 
 // Collective groups as JAX's axis_index_groups: lists of indices along the collective's axes.
 using Groups = std::vector<std::vector<int>>;
-// One parameter of an equation. No plain `int` alternative: callers say which (see the helpers below), so a
-// literal never lands in `bool` by accident.
-using Param = std::variant<bool, std::int64_t, std::string, DType, std::vector<std::int64_t>,
-                           std::vector<std::string>, Permutation, Groups>;
-// Ordered by name, which is also the order jaxprs print them in.
-using Params = std::map<std::string, Param>;
+// One parameter of an equation, ordered by name (the order jaxprs print them in): weft/program.hpp's.
+using Param = ProgramParam;
+using Params = ProgramParams;
 
 inline Param int_param(std::int64_t v) { return Param{v}; }
 inline Param bool_param(bool v) { return Param{v}; }
@@ -47,18 +37,29 @@ inline Param string_param(std::string v) { return Param{std::move(v)}; }
 using ValueId = int;
 
 struct Equation {
+  Equation() = default;
+  Equation(std::string op_name, Params parameters, std::vector<ValueId> ins, std::vector<ValueId> outs,
+           std::string where = {})
+      : op(std::move(op_name)), params(std::move(parameters)), inputs(std::move(ins)), outputs(std::move(outs)),
+        source(std::move(where)) {}
+
   std::string op;
   Params params;
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;
+  // Where the trace recorded it ("train.py:42"; empty if unknown): named by its errors.
+  std::string source;
 };
 
-// A whole program. `types[id]` is the declared type of value `id`; `inputs` are defined on entry, every other
-// value by exactly one equation. The mesh names the axes collectives and `varying` may use.
+// A whole program. `types[id]` is the declared type of value `id`; `inputs` and `constants` are defined on
+// entry, every other value by exactly one equation. Constants (jaxpr's constvars) are values the trace knew:
+// `constant_values[k]` is the value of `constants[k]`. The mesh names the axes collectives and `varying` may use.
 struct Program {
   Mesh mesh;
   std::vector<ValueType> types;
   std::vector<ValueId> inputs;
+  std::vector<ValueId> constants;
+  std::vector<Array> constant_values;
   std::vector<Equation> equations;
   std::vector<ValueId> outputs;
 };

@@ -152,6 +152,85 @@ std::vector<ValueType> along_axis(const std::vector<ValueType>& ins, const Param
   return {out};
 }
 
+// numpy.concatenate: equal dtypes after promotion, equal shapes but along `axis`.
+std::vector<ValueType> concatenate(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  if (ins.front().shape.empty()) throw RuleError("zero-dimensional arrays cannot be concatenated");
+  const std::int64_t axis = normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins.front().shape.size());
+  ValueType out = ins.front();
+  out.shape[axis] = 0;
+  for (const ValueType& in : ins) {
+    std::vector<std::int64_t> a = in.shape;
+    std::vector<std::int64_t> b = ins.front().shape;
+    if (a.size() == b.size()) a[axis] = b[axis] = 0;
+    if (a != b) {
+      throw RuleError("all inputs must have the same shape but along axis " + std::to_string(axis) + ": " +
+                      type_text(ins.front()) + " and " + type_text(in));
+    }
+    out.shape[axis] += in.shape[axis];
+    out.dtype = promote_types(out.dtype, in.dtype);
+  }
+  out.varying = union_varying(ins);
+  return {out};
+}
+
+// Python's basic slicing per axis, indices already normalised (slice.indices): elements start, start+step,
+// ... strictly before limit (after it for a negative step).
+std::vector<ValueType> slice(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  const auto& start = param_as<std::vector<std::int64_t>>(params, "start", "a tuple of ints");
+  const auto& limit = param_as<std::vector<std::int64_t>>(params, "limit", "a tuple of ints");
+  const auto& step = param_as<std::vector<std::int64_t>>(params, "step", "a tuple of ints");
+  const std::size_t rank = ins[0].shape.size();
+  if (start.size() != rank || limit.size() != rank || step.size() != rank) {
+    throw RuleError("start, limit and step need one entry per axis of " + type_text(ins[0]));
+  }
+  ValueType out = ins[0];
+  for (std::size_t d = 0; d < rank; ++d) {
+    const std::int64_t n = ins[0].shape[d];
+    if (step[d] == 0) throw RuleError("slice step cannot be zero");
+    const bool ok = step[d] > 0 ? (start[d] >= 0 && start[d] <= n && limit[d] >= 0 && limit[d] <= n)
+                                : (start[d] >= -1 && start[d] < n && limit[d] >= -1 && limit[d] < n);
+    if (!ok) throw RuleError("slice of axis " + std::to_string(d) + " is out of bounds for " + type_text(ins[0]));
+    const std::int64_t span = step[d] > 0 ? limit[d] - start[d] : start[d] - limit[d];
+    const std::int64_t s = step[d] > 0 ? step[d] : -step[d];
+    out.shape[d] = span <= 0 ? 0 : (span + s - 1) / s;
+  }
+  return {out};
+}
+
+// numpy.take along `axis` (of the flattened x when absent): x.shape[:axis] + indices.shape + x.shape[axis+1:].
+std::vector<ValueType> take(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  if (!is_integer(ins[1].dtype)) throw RuleError("indices must be integers, not " + short_dtype_name(ins[1].dtype));
+  ValueType out{ins[0].dtype, {}, union_varying(ins)};
+  if (!has_param(params, "axis")) {
+    out.shape = ins[1].shape;
+    return {out};
+  }
+  const std::int64_t axis = normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
+  out.shape.assign(ins[0].shape.begin(), ins[0].shape.begin() + axis);
+  out.shape.insert(out.shape.end(), ins[1].shape.begin(), ins[1].shape.end());
+  out.shape.insert(out.shape.end(), ins[0].shape.begin() + axis + 1, ins[0].shape.end());
+  return {out};
+}
+
+std::vector<ValueType> one_hot(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  if (!is_integer(ins[0].dtype)) throw RuleError("labels must be integers, not " + short_dtype_name(ins[0].dtype));
+  const std::int64_t n = param_as<std::int64_t>(params, "num_classes", "an int");
+  if (n < 0) throw RuleError("num_classes must be >= 0, got " + std::to_string(n));
+  ValueType out = ins[0];
+  out.shape.push_back(n);
+  out.dtype = param_as<DType>(params, "dtype", "a dtype");
+  return {out};
+}
+
+std::vector<ValueType> logsumexp(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  const std::int64_t axis = normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
+  Params as_axes{{"axes", ints_param({axis})}};
+  if (has_param(params, "keepdims")) as_axes["keepdims"] = params.at("keepdims");
+  ValueType out = reduce_shape(ins[0], reduced_axes(ins[0], as_axes), as_axes);
+  if (!is_floating(out.dtype)) out.dtype = DType::f32;
+  return {out};
+}
+
 }  // namespace
 
 void register_shape_ops(std::vector<OpInfo>& ops) {
@@ -170,6 +249,11 @@ void register_shape_ops(std::vector<OpInfo>& ops) {
   ops.push_back({"broadcast_to", 1, 1, {"shape"}, {}, false, broadcast_to});
   ops.push_back({"matmul", 2, 2, {}, {}, false, matmul});
   for (const char* name : {"softmax", "log_softmax"}) ops.push_back({name, 1, 1, {}, {"axis"}, false, along_axis});
+  ops.push_back({"logsumexp", 1, 1, {"axis"}, {"keepdims"}, false, logsumexp});
+  ops.push_back({"concatenate", 1, -1, {"axis"}, {}, false, concatenate});
+  ops.push_back({"slice", 1, 1, {"start", "limit", "step"}, {}, false, slice});
+  ops.push_back({"take", 2, 2, {}, {"axis"}, false, take});
+  ops.push_back({"one_hot", 1, 1, {"num_classes", "dtype"}, {}, false, one_hot});
 }
 
 }  // namespace weft::program

@@ -1,7 +1,7 @@
 // ValueType's size arithmetic and its jaxpr spelling.
 #include "program.hpp"
 
-namespace weft::program {
+namespace weft {
 
 std::int64_t ValueType::num_elements() const {
   std::int64_t n = 1;
@@ -12,6 +12,8 @@ std::int64_t ValueType::num_elements() const {
 std::size_t ValueType::num_bytes() const {
   return static_cast<std::size_t>(num_elements()) * dtype_size(dtype);
 }
+
+namespace program {
 
 std::string short_dtype_name(DType dtype) {
   switch (dtype) {
@@ -37,4 +39,5 @@ std::string type_text(const ValueType& type) {
   return text + "]";
 }
 
-}  // namespace weft::program
+}  // namespace program
+}  // namespace weft

@@ -20,6 +20,21 @@ class Checker {
       : program_(program), names_(value_names(program)), defined_by_(program.types.size(), kUndefined) {}
 
   void run() {
+    if (program_.constants.size() != program_.constant_values.size()) {
+      fail(std::to_string(program_.constants.size()) + " constants but " +
+           std::to_string(program_.constant_values.size()) + " constant values");
+    }
+    for (std::size_t k = 0; k < program_.constants.size(); ++k) {
+      const ValueId id = program_.constants[k];
+      check_id(id, "program constant");
+      if (defined_by_[id] != kUndefined) fail("value '" + names_[id] + "' is defined twice (a constant)");
+      const Array& value = program_.constant_values[k];
+      if (program_.types[id].dtype != value.dtype() || program_.types[id].shape != value.shape()) {
+        fail("constant '" + names_[id] + "' is declared " + type_text(program_.types[id]) + " but holds " +
+             std::string(dtype_name(value.dtype())) + shape_str(value.shape()));
+      }
+      defined_by_[id] = kProgramInput;
+    }
     for (ValueId id : program_.inputs) {
       check_id(id, "program input");
       if (defined_by_[id] != kUndefined) fail("value '" + names_[id] + "' is a program input twice");
@@ -96,7 +111,9 @@ class Checker {
 }  // namespace
 
 std::string equation_error_prefix(const Program& program, std::size_t index) {
-  return "equation " + std::to_string(index) + " `" + equation_text(program, index) + "`: ";
+  const std::string& source = program.equations[index].source;
+  return "equation " + std::to_string(index) + " `" + equation_text(program, index) + "`" +
+         (source.empty() ? "" : " (" + source + ")") + ": ";
 }
 
 void verify(const Program& program) { Checker(program).run(); }

@@ -29,7 +29,7 @@ set(array_allowed ${core_allowed} "array/")
 foreach(h ${array_public})
   list(APPEND array_allowed "weft/${h}.hpp")
 endforeach()
-set(program_allowed ${array_allowed} "program/")
+set(program_allowed ${array_allowed} "program/" "weft/program.hpp")
 set(transport_allowed ${array_allowed} "transport/")
 set(collectives_allowed ${transport_allowed} "collectives/")
 

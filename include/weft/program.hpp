@@ -1,0 +1,112 @@
+// Programs: a function traced once into a typed SSA program (a jaxpr) that every replica runs in C++.
+//
+//   ProgramBuilder b(Mesh({{"i", 8}}));
+//   int x = b.input({DType::f32, {4}, {"i"}});
+//   int y = b.emit("psum", {x}, {{"axes", std::vector<std::string>{"i"}}})[0];
+//   b.set_outputs({y});
+//   Program p = b.build();            // verified; p.text() prints like jax.make_jaxpr
+//   std::vector<Array> out = run_program(p, replica, inputs);
+//
+// Tracers (weft.jit / weft.pmap in Python) record into a ProgramBuilder; the runtime runs the result
+// equation by equation on each replica's fiber, through the same collectives as hand-written code, freeing
+// every buffer right after its last use. docs/programs.md describes the layer and the ops.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "weft/array.hpp"
+#include "weft/dtype.hpp"
+#include "weft/groups.hpp"
+
+namespace weft {
+
+class Replica;
+namespace program {
+struct Program;
+class Builder;
+}  // namespace program
+
+// What a trace knows of an array without its data (JAX's abstract value): dtype, shape, and the mesh axes
+// along which the value may differ between replicas (JAX's varying axes; sorted, unique).
+struct ValueType {
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::string> varying;
+
+  std::int64_t num_elements() const;
+  std::size_t num_bytes() const;
+  bool operator==(const ValueType&) const = default;
+};
+
+// One parameter of an equation. No plain `int` alternative: callers say which (std::int64_t), so a literal
+// never lands in `bool` by accident. The last alternative is JAX's axis_index_groups.
+using ProgramParam = std::variant<bool, std::int64_t, std::string, DType, std::vector<std::int64_t>,
+                                  std::vector<std::string>, Permutation, std::vector<std::vector<int>>>;
+using ProgramParams = std::map<std::string, ProgramParam>;
+
+// A built program: immutable and shared (copies share it). Empty until built.
+class Program {
+ public:
+  Program();
+  // The jaxpr-like text: "{ lambda ; a:f32[4] . let\n    b:f32[4] = psum[axes=('i',)] a\n  in (b,) }".
+  std::string text() const;
+  std::size_t num_equations() const;
+  // How many equations apply `op`.
+  std::size_t count(std::string_view op) const;
+  // The op of equation i, in program order.
+  const std::string& equation_op(std::size_t i) const;
+  const Mesh& mesh() const;
+  std::vector<ValueType> input_types() const;
+  std::vector<ValueType> output_types() const;
+  // Peak bytes of the buffers live at once when the program runs (inputs included; constants not).
+  std::size_t peak_live_bytes() const;
+
+  struct Impl;
+  explicit Program(std::shared_ptr<const Impl> impl);
+  const Impl& impl() const;
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+std::ostream& operator<<(std::ostream& os, const Program& program);
+
+// Records a program equation by equation, inferring each result's type (shape, dtype, varying axes) as it
+// goes; a rule broken is an InvalidArgument naming the equation, its source and the rule, at once.
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(Mesh mesh = Mesh());
+  ~ProgramBuilder();
+  ProgramBuilder(ProgramBuilder&&) noexcept;
+  ProgramBuilder& operator=(ProgramBuilder&&) noexcept;
+
+  int input(ValueType type);
+  // A value known at trace time (a jaxpr constvar): the program holds it.
+  int constant(Array value);
+  // Appends `outs = op[params](ins)`; `source` ("train.py:42") is named by this equation's errors, at build
+  // time and when it runs.
+  std::vector<int> emit(const std::string& op, const std::vector<int>& inputs, ProgramParams params = {},
+                        std::string source = {});
+  const ValueType& type(int value) const;
+  void set_outputs(std::vector<int> outputs);
+  std::size_t num_equations() const;
+  // The program so far: verified, with dead code removed and liveness computed.
+  Program build() const;
+
+ private:
+  std::unique_ptr<program::Builder> builder_;
+};
+
+// Runs `program` on this thread, outside any pmap (its collectives have no replicas to meet: the builder
+// refuses them, as the mesh is empty). Inputs must have the input types' dtypes and shapes.
+std::vector<Array> run_program(const Program& program, std::span<const Array> inputs);
+// Runs `program` as `replica` (inside pmap or a session): collectives go through the replica.
+std::vector<Array> run_program(const Program& program, Replica& replica, std::span<const Array> inputs);
+
+}  // namespace weft

@@ -1,0 +1,191 @@
+// Traced programs from Python (weft._weft.ProgramBuilder, Program, run_program, ProgramPmap): what
+// weft/_trace.py records into and what weft.jit / weft.pmap run. A traced pmap runs its program on every
+// replica in C++: no Python and no GIL between the equations; the caller releases the GIL for the call.
+//
+// Parameters cross as (name, kind, value) triples: the kind says which C++ alternative a Python value is
+// (an empty tuple may be axes or ints; a list of pairs may be a permutation or groups of two).
+#include <utility>
+
+#include "bindings.hpp"
+
+namespace weft::python {
+namespace {
+
+ProgramParam param_of(const std::string& name, const std::string& kind, py::handle value) {
+  try {
+    if (kind == "bool") return ProgramParam{value.cast<bool>()};
+    if (kind == "int") return ProgramParam{value.cast<std::int64_t>()};
+    if (kind == "str") return ProgramParam{value.cast<std::string>()};
+    if (kind == "dtype") return ProgramParam{weft_dtype(py::dtype::from_args(py::reinterpret_borrow<py::object>(value)), "a dtype parameter")};
+    if (kind == "ints") return ProgramParam{value.cast<std::vector<std::int64_t>>()};
+    if (kind == "strs") return ProgramParam{value.cast<std::vector<std::string>>()};
+    if (kind == "perm") return ProgramParam{value.cast<Permutation>()};
+    if (kind == "groups") return ProgramParam{value.cast<std::vector<std::vector<int>>>()};
+  } catch (const py::cast_error&) {
+    throw InvalidArgument("parameter '" + name + "' = " + py::repr(value).cast<std::string>() + " is not " + kind);
+  }
+  throw InvalidArgument("parameter '" + name + "': unknown kind '" + kind + "'");
+}
+
+ProgramParams params_of(const py::list& triples) {
+  ProgramParams params;
+  for (py::handle t : triples) {
+    auto triple = t.cast<py::tuple>();
+    const auto name = triple[0].cast<std::string>();
+    params[name] = param_of(name, triple[1].cast<std::string>(), triple[2]);
+  }
+  return params;
+}
+
+py::tuple type_tuple(const ValueType& t) {
+  return py::make_tuple(numpy_dtype(t.dtype), py::tuple(py::cast(t.shape)), py::tuple(py::cast(t.varying)));
+}
+
+Mesh mesh_of(const std::vector<std::pair<std::string, int>>& axes) {
+  std::vector<MeshAxis> list;
+  for (const auto& [name, size] : axes) list.push_back({name, size});
+  return list.empty() ? Mesh() : Mesh(std::move(list));
+}
+
+std::vector<Array> arrays_of(const py::sequence& args, const char* what) {
+  std::vector<Array> arrays;
+  arrays.reserve(args.size());
+  for (py::handle a : args) arrays.push_back(to_array(a, what));
+  return arrays;
+}
+
+// A traced function pmapped: the program on every replica.
+class ProgramPmap {
+ public:
+  ProgramPmap(Program program, std::string axis, std::vector<std::pair<std::string, int>> mesh,
+              std::vector<std::optional<int>> in_axes, std::vector<std::optional<int>> out_axes,
+              std::vector<Device> devices, std::string name)
+      : name_(name) {
+    PmapOptions options;
+    options.axis = std::move(axis);
+    for (auto& [axis_name, size] : mesh) options.mesh.push_back({axis_name, size});
+    options.in_axes = std::move(in_axes);
+    options.out_axes = std::move(out_axes);
+    options.devices = std::move(devices);
+    options.name = std::move(name);
+    program_ = std::make_shared<PmapProgram>(
+        [program = std::move(program)](Replica& r, std::span<const Array> inputs) {
+          return run_program(program, r, inputs);
+        },
+        std::move(options));
+  }
+
+  py::list call(py::sequence args, py::handle sharded_type) {
+    std::vector<PmapArg> arguments;
+    arguments.reserve(args.size());
+    for (py::handle a : args) {
+      if (py::isinstance(a, sharded_type)) {
+        arguments.emplace_back(a.cast<ShardedArray>());
+      } else {
+        arguments.emplace_back(to_array(a, "a pmap argument"));
+      }
+    }
+    CallState call;
+    call.name = name_;
+    ActiveCall active(call);
+    std::vector<ShardedArray> result;
+    {
+      // Every replica runs C++ only: the caller waits in C++ too (each wait has its deadline).
+      py::gil_scoped_release release;
+      result = (*program_)(std::move(arguments));
+    }
+    py::list out;
+    for (ShardedArray& s : result) out.append(py::cast(std::move(s)));
+    return out;
+  }
+
+ private:
+  std::string name_;
+  std::shared_ptr<PmapProgram> program_;
+};
+
+}  // namespace
+
+void init_program(py::module_& m) {
+  py::class_<Program>(m, "Program", "A traced program (weft.make_program's result): prints like a jaxpr.")
+      .def("__str__", &Program::text)
+      .def("__repr__", &Program::text)
+      .def_property_readonly("num_equations", &Program::num_equations)
+      .def("count", [](const Program& p, const std::string& op) { return p.count(op); })
+      .def_property_readonly("equation_ops",
+                             [](const Program& p) {
+                               py::list ops;
+                               for (std::size_t i = 0; i < p.num_equations(); ++i) ops.append(p.equation_op(i));
+                               return ops;
+                             })
+      .def_property_readonly("input_types",
+                             [](const Program& p) {
+                               py::list types;
+                               for (const ValueType& t : p.input_types()) types.append(type_tuple(t));
+                               return types;
+                             })
+      .def_property_readonly("output_types",
+                             [](const Program& p) {
+                               py::list types;
+                               for (const ValueType& t : p.output_types()) types.append(type_tuple(t));
+                               return types;
+                             })
+      .def_property_readonly("peak_live_bytes", &Program::peak_live_bytes);
+
+  py::class_<ProgramBuilder>(m, "ProgramBuilder", "What a trace records into (weft/_trace.py).")
+      .def(py::init([](const std::vector<std::pair<std::string, int>>& mesh) {
+             return std::make_unique<ProgramBuilder>(mesh_of(mesh));
+           }),
+           py::arg("mesh"))
+      .def("input",
+           [](ProgramBuilder& b, py::handle dtype, std::vector<std::int64_t> shape, std::vector<std::string> varying) {
+             const DType d = weft_dtype(py::dtype::from_args(py::reinterpret_borrow<py::object>(dtype)), "a traced input");
+             return b.input(ValueType{d, std::move(shape), std::move(varying)});
+           })
+      .def("constant",
+           [](ProgramBuilder& b, py::handle value) {
+             const int id = b.constant(to_array(value, "a constant of a traced function").copy());
+             return py::make_tuple(id, type_tuple(b.type(id)));
+           })
+      .def("emit",
+           [](ProgramBuilder& b, const std::string& op, const std::vector<int>& inputs, const py::list& params,
+              std::string source) {
+             py::list out;
+             for (int id : b.emit(op, inputs, params_of(params), std::move(source))) {
+               out.append(py::make_tuple(id, type_tuple(b.type(id))));
+             }
+             return out;
+           })
+      .def("set_outputs", &ProgramBuilder::set_outputs)
+      .def_property_readonly("num_equations", &ProgramBuilder::num_equations)
+      .def("build", &ProgramBuilder::build);
+
+  m.def("caller_source", [] {
+    const CallSite site = python_call_site();
+    return std::string(site.file_name()) + ":" + std::to_string(site.line());
+  }, "The user's line calling into weft now (the first frame outside the package), as 'file:line'.");
+
+  m.def(
+      "run_program",
+      [](const Program& program, const py::sequence& args) {
+        std::vector<Array> inputs = arrays_of(args, "an argument of a jitted function");
+        std::vector<Array> outputs;
+        {
+          py::gil_scoped_release release;
+          outputs = run_program(program, inputs);
+        }
+        py::list out;
+        for (const Array& a : outputs) out.append(to_numpy(a));
+        return out;
+      },
+      "Runs a traced program on this thread (weft.jit outside pmap).");
+
+  py::class_<ProgramPmap>(m, "ProgramPmap")
+      .def(py::init<Program, std::string, std::vector<std::pair<std::string, int>>, std::vector<std::optional<int>>,
+                    std::vector<std::optional<int>>, std::vector<Device>, std::string>(),
+           py::arg("program"), py::arg("axis"), py::arg("mesh"), py::arg("in_axes"), py::arg("out_axes"),
+           py::arg("devices"), py::arg("name"))
+      .def("__call__", &ProgramPmap::call);
+}
+
+}  // namespace weft::python

@@ -1,0 +1,469 @@
+"""weft.numpy's functions (JAX's jnp): on tracers they record program equations (weft/_trace.py); on
+concrete values they are numpy's, so eager code (weft.pmap(f, eager=True), sessions) keeps working as it
+did. Shapes broadcast as numpy's; dtypes promote as JAX's (float32 stays float32, a Python number is weakly
+typed, integer true division gives float32).
+"""
+import builtins
+import math
+
+import numpy as _np
+
+from . import _weft
+from ._trace import Tracer, bind, bind_many, is_tracer, trace_of, weak_constant
+
+_pyslice = builtins.slice
+
+
+def _any_tracer(*xs):
+    return any(isinstance(x, Tracer) for x in xs)
+
+
+def _operands(*xs):
+    """The operands of an op with a tracer among them: Python numbers typed weakly after the tracers'."""
+    like = next(x for x in xs if isinstance(x, Tracer)).dtype
+    return [weak_constant(x, like) if isinstance(x, (bool, int, float, complex)) else x for x in xs]
+
+
+def _norm_axis(axis, ndim, what):
+    if not -ndim <= axis < ndim:
+        raise _weft.InvalidArgument(f"{what}: axis {axis} is out of bounds for an array of dimension {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def _axes_tuple(axis, ndim, what):
+    if axis is None:
+        return None
+    if isinstance(axis, int):
+        axis = (axis,)
+    return tuple(_norm_axis(int(a), ndim, what) for a in axis)
+
+
+# ---- elementwise --------------------------------------------------------------------------------------
+def _unary(op, np_fn):
+    def fn(x):
+        if isinstance(x, Tracer):
+            return bind(op, [x])
+        return np_fn(x)
+    fn.__name__ = op
+    return fn
+
+
+def _binary(op, np_fn):
+    def fn(a, b):
+        if _any_tracer(a, b):
+            return bind(op, _operands(a, b))
+        return np_fn(a, b)
+    fn.__name__ = op
+    return fn
+
+
+exp = _unary("exp", _np.exp)
+log = _unary("log", _np.log)
+log1p = _unary("log1p", _np.log1p)
+tanh = _unary("tanh", _np.tanh)
+sqrt = _unary("sqrt", _np.sqrt)
+abs = _unary("abs", _np.abs)  # noqa: A001 (jnp's name)
+absolute = abs
+negative = _unary("negative", _np.negative)
+sign = _unary("sign", _np.sign)
+bitwise_not = _unary("bitwise_not", _np.bitwise_not)
+invert = bitwise_not
+
+add = _binary("add", _np.add)
+subtract = _binary("subtract", _np.subtract)
+multiply = _binary("multiply", _np.multiply)
+divide = _binary("divide", _np.true_divide)
+true_divide = divide
+maximum = _binary("maximum", _np.maximum)
+minimum = _binary("minimum", _np.minimum)
+equal = _binary("equal", _np.equal)
+not_equal = _binary("not_equal", _np.not_equal)
+less = _binary("less", _np.less)
+less_equal = _binary("less_equal", _np.less_equal)
+greater = _binary("greater", _np.greater)
+greater_equal = _binary("greater_equal", _np.greater_equal)
+bitwise_and = _binary("bitwise_and", _np.bitwise_and)
+bitwise_or = _binary("bitwise_or", _np.bitwise_or)
+bitwise_xor = _binary("bitwise_xor", _np.bitwise_xor)
+_matmul = _binary("matmul", _np.matmul)
+
+
+def power(a, b):
+    # x ** n for a Python int n is JAX's integer_pow: exact repeated multiplication, x's dtype.
+    if isinstance(a, Tracer) and isinstance(b, int) and not isinstance(b, bool):
+        return bind("integer_pow", [a], [("y", "int", b)])
+    if _any_tracer(a, b):
+        return bind("power", _operands(a, b))
+    return _np.power(a, b)
+
+
+def matmul(a, b):
+    return _matmul(a, b)
+
+
+def dot(a, b):
+    """numpy.dot for operands of rank <= 2 (matmul; a scalar operand multiplies)."""
+    if not _any_tracer(a, b):
+        return _np.dot(a, b)
+    a_nd, b_nd = _np.ndim(a) if not isinstance(a, Tracer) else a.ndim, _np.ndim(b) if not isinstance(b, Tracer) else b.ndim
+    if a_nd == 0 or b_nd == 0:
+        return multiply(a, b)
+    if a_nd > 2 or b_nd > 2:
+        raise _weft.InvalidArgument("weft.numpy.dot: operands of rank > 2 are not supported on tracers (use matmul "
+                                    "or einsum)")
+    return matmul(a, b)
+
+
+def where(condition, x, y):
+    if _any_tracer(condition, x, y):
+        c = condition
+        if not (isinstance(c, Tracer) and c.dtype == _np.bool_):
+            c = not_equal(c, 0) if isinstance(c, Tracer) else _np.asarray(c).astype(bool)
+        x, y = _operands(x, y) if _any_tracer(x, y) else (_np.asarray(x), _np.asarray(y))
+        return bind("where", [c, x, y])
+    return _np.where(condition, x, y)
+
+
+def clip(a, a_min=None, a_max=None):
+    if not isinstance(a, Tracer):
+        return _np.clip(a, a_min, a_max)
+    if a_min is not None:
+        a = maximum(a, a_min)
+    if a_max is not None:
+        a = minimum(a, a_max)
+    return a
+
+
+def asarray(a, dtype=None):
+    if isinstance(a, Tracer):
+        if dtype is None or _np.dtype(dtype) == a.dtype:
+            return a
+        return bind("astype", [a], [("dtype", "dtype", _np.dtype(dtype))])
+    return _np.asarray(a, dtype=dtype)
+
+
+array = asarray
+
+
+# ---- reductions ---------------------------------------------------------------------------------------
+def _reduction(op, np_fn):
+    def fn(a, axis=None, dtype=None, keepdims=False):
+        if not isinstance(a, Tracer):
+            return np_fn(a, axis=axis, keepdims=keepdims) if dtype is None else np_fn(a, axis=axis, dtype=dtype,
+                                                                                      keepdims=keepdims)
+        params = [("keepdims", "bool", bool(keepdims))]
+        axes = _axes_tuple(axis, a.ndim, op)
+        if axes is not None:
+            params.append(("axes", "ints", list(axes)))
+        out = bind(op, [a], params)
+        return out if dtype is None else asarray(out, dtype)
+    fn.__name__ = op
+    return fn
+
+
+sum = _reduction("sum", _np.sum)  # noqa: A001
+mean = _reduction("mean", _np.mean)
+max = _reduction("max", _np.max)  # noqa: A001
+min = _reduction("min", _np.min)  # noqa: A001
+amax, amin = max, min
+
+
+def _arg_reduction(op, np_fn):
+    def fn(a, axis=None, keepdims=False):
+        if not isinstance(a, Tracer):
+            return np_fn(a, axis=axis, keepdims=keepdims)
+        params = [("keepdims", "bool", bool(keepdims))]
+        if axis is not None:
+            params.append(("axis", "int", _norm_axis(int(axis), a.ndim, op)))
+        return bind(op, [a], params)
+    fn.__name__ = op
+    return fn
+
+
+argmax = _arg_reduction("argmax", _np.argmax)
+argmin = _arg_reduction("argmin", _np.argmin)
+
+
+# ---- shapes -------------------------------------------------------------------------------------------
+def reshape(a, newshape, order="C"):
+    if not isinstance(a, Tracer):
+        return _np.reshape(a, newshape, order=order)
+    if order != "C":
+        raise _weft.InvalidArgument("weft.numpy.reshape: only order='C' on tracers")
+    if isinstance(newshape, int):
+        newshape = (newshape,)
+    return bind("reshape", [a], [("shape", "ints", [int(d) for d in newshape])])
+
+
+def transpose(a, axes=None):
+    if not isinstance(a, Tracer):
+        return _np.transpose(a, axes)
+    params = [] if axes is None else [("perm", "ints", [_norm_axis(int(x), a.ndim, "transpose") for x in axes])]
+    return bind("transpose", [a], params)
+
+
+def swapaxes(a, axis1, axis2):
+    if not isinstance(a, Tracer):
+        return _np.swapaxes(a, axis1, axis2)
+    perm = list(range(a.ndim))
+    i, j = _norm_axis(axis1, a.ndim, "swapaxes"), _norm_axis(axis2, a.ndim, "swapaxes")
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(a, perm)
+
+
+def moveaxis(a, source, destination):
+    if not isinstance(a, Tracer):
+        return _np.moveaxis(a, source, destination)
+    perm = [d for d in range(a.ndim) if d != _norm_axis(source, a.ndim, "moveaxis")]
+    perm.insert(_norm_axis(destination, a.ndim, "moveaxis"), _norm_axis(source, a.ndim, "moveaxis"))
+    return transpose(a, perm)
+
+
+def expand_dims(a, axis):
+    if not isinstance(a, Tracer):
+        return _np.expand_dims(a, axis)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    rank = a.ndim + len(axes)
+    shape = list(a.shape)
+    for ax in sorted(_norm_axis(x, rank, "expand_dims") for x in axes):
+        shape.insert(ax, 1)
+    return reshape(a, shape)
+
+
+def squeeze(a, axis=None):
+    if not isinstance(a, Tracer):
+        return _np.squeeze(a, axis)
+    axes = _axes_tuple(axis, a.ndim, "squeeze")
+    if axes is None:
+        axes = tuple(i for i, d in enumerate(a.shape) if d == 1)
+    for ax in axes:
+        if a.shape[ax] != 1:
+            raise _weft.InvalidArgument(f"weft.numpy.squeeze: cannot select an axis to squeeze out which has size "
+                                        f"not equal to one (axis {ax} of shape {a.shape})")
+    return reshape(a, [d for i, d in enumerate(a.shape) if i not in axes])
+
+
+def broadcast_to(a, shape):
+    if not isinstance(a, Tracer):
+        return _np.broadcast_to(a, shape)
+    return bind("broadcast_to", [a], [("shape", "ints", [int(d) for d in shape])])
+
+
+def concatenate(arrays, axis=0):
+    arrays = list(arrays)
+    if not _any_tracer(*arrays):
+        return _np.concatenate(arrays, axis=axis)
+    ndim = next(x for x in arrays if isinstance(x, Tracer)).ndim
+    return bind("concatenate", arrays, [("axis", "int", _norm_axis(axis, ndim, "concatenate"))])
+
+
+def stack(arrays, axis=0):
+    arrays = list(arrays)
+    if not _any_tracer(*arrays):
+        return _np.stack(arrays, axis=axis)
+    ndim = next(x for x in arrays if isinstance(x, Tracer)).ndim
+    axis = _norm_axis(axis, ndim + 1, "stack")
+    return concatenate([expand_dims(x if isinstance(x, Tracer) else _np.asarray(x), axis) for x in arrays], axis)
+
+
+def split(ary, indices_or_sections, axis=0):
+    if not isinstance(ary, Tracer):
+        return _np.split(ary, indices_or_sections, axis=axis)
+    axis = _norm_axis(axis, ary.ndim, "split")
+    n = ary.shape[axis]
+    if isinstance(indices_or_sections, int):
+        if n % indices_or_sections:
+            raise _weft.InvalidArgument("weft.numpy.split: array split does not result in an equal division")
+        step = n // indices_or_sections
+        bounds = [i * step for i in range(indices_or_sections + 1)]
+    else:
+        bounds = [0] + [builtins.min(builtins.max(int(i), 0), n) for i in indices_or_sections] + [n]
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        index = [_pyslice(None)] * ary.ndim
+        index[axis] = _pyslice(lo, builtins.max(lo, hi))
+        out.append(ary[tuple(index)])
+    return out
+
+
+def take(a, indices, axis=None):
+    if not _any_tracer(a, indices):
+        return _np.take(a, indices, axis=axis)
+    params = [] if axis is None else [("axis", "int", _norm_axis(axis, a.ndim, "take"))]
+    if axis is None and isinstance(a, Tracer):
+        a = reshape(a, (-1,))
+    return bind("take", [a, indices], params)
+
+
+def _getitem(x, index):
+    """Basic indexing of a tracer: ints, slices (steps included), None, Ellipsis; an integer array indexes
+    the first axis (take)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    if builtins.any(isinstance(i, (Tracer, _np.ndarray, list)) for i in index):
+        if len(index) == 1:
+            return take(x, index[0] if isinstance(index[0], Tracer) else _np.asarray(index[0]), axis=0)
+        raise _weft.InvalidArgument("weft.numpy: advanced indexing on tracers supports one integer array over the "
+                                    "first axis only")
+    explicit = builtins.sum(1 for i in index if i is not None and i is not Ellipsis)
+    if explicit > x.ndim:
+        raise _weft.InvalidArgument(f"too many indices for array: array is {x.ndim}-dimensional, but {explicit} were "
+                                    "indexed")
+    if builtins.sum(1 for i in index if i is Ellipsis) > 1:
+        raise _weft.InvalidArgument("an index can only have a single ellipsis ('...')")
+    expanded = []
+    for i in index:
+        if i is Ellipsis:
+            expanded.extend([_pyslice(None)] * (x.ndim - explicit))
+        else:
+            expanded.append(i)
+    if Ellipsis not in index:
+        expanded.extend([_pyslice(None)] * (x.ndim - explicit))
+    start, limit, step, shape = [], [], [], []
+    axis = 0
+    for i in expanded:
+        if i is None:
+            shape.append(1)
+            continue
+        n = x.shape[axis]
+        if isinstance(i, _pyslice):
+            lo, hi, st = i.indices(n)
+            start.append(lo)
+            limit.append(hi)
+            step.append(st)
+            shape.append(len(range(lo, hi, st)))
+        else:
+            k = int(i)
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for axis {axis} with size {n}")
+            k %= n
+            start.append(k)
+            limit.append(k + 1)
+            step.append(1)
+        axis += 1
+    out = x
+    if start != [0] * x.ndim or limit != list(x.shape) or step != [1] * x.ndim:
+        out = bind("slice", [x], [("start", "ints", start), ("limit", "ints", limit), ("step", "ints", step)])
+    if tuple(shape) != out.shape:
+        out = reshape(out, shape)
+    return out
+
+
+# ---- einsum (two operands), lowered to transpose, reshape and matmul -----------------------------------
+def einsum(subscripts, *operands):
+    if not _any_tracer(*operands):
+        return _np.einsum(subscripts, *operands)
+    if len(operands) != 2 or "->" not in subscripts or "." in subscripts:
+        raise _weft.InvalidArgument("weft.numpy.einsum on tracers takes two operands and explicit output subscripts "
+                                    "('ij,jk->ik'), without '...'")
+    lhs, out = subscripts.replace(" ", "").split("->")
+    sa, sb = lhs.split(",")
+    a, b = (x if isinstance(x, Tracer) else _np.asarray(x) for x in operands)
+    # An index in one operand only and not in the output is summed away first.
+    gone = [k for k, c in enumerate(sa) if c not in out and c not in sb]
+    if gone:
+        a, sa = sum(a, axis=tuple(gone)), "".join(c for k, c in enumerate(sa) if k not in gone)
+    gone = [k for k, c in enumerate(sb) if c not in out and c not in sa]
+    if gone:
+        b, sb = sum(b, axis=tuple(gone)), "".join(c for k, c in enumerate(sb) if k not in gone)
+    batch = [c for c in sa if c in sb and c in out]
+    contract = [c for c in sa if c in sb and c not in out]
+    free_a = [c for c in sa if c not in sb]
+    free_b = [c for c in sb if c not in sa]
+    size = {}
+    for s, x in ((sa, a), (sb, b)):
+        for c, d in zip(s, _np.shape(x) if not isinstance(x, Tracer) else x.shape):
+            size[c] = d
+    prod = lambda cs: int(_np.prod([size[c] for c in cs], dtype=_np.int64))  # noqa: E731
+    a3 = reshape(transpose(a, [sa.index(c) for c in batch + free_a + contract]),
+                 (prod(batch), prod(free_a), prod(contract)))
+    b3 = reshape(transpose(b, [sb.index(c) for c in batch + contract + free_b]),
+                 (prod(batch), prod(contract), prod(free_b)))
+    r = reshape(matmul(a3, b3), [size[c] for c in batch + free_a + free_b])
+    order = batch + free_a + free_b
+    return transpose(r, [order.index(c) for c in out])
+
+
+# ---- creation: concrete arrays (as jnp's, these are constants of a trace) -----------------------------
+def _creation(np_fn, default_dtype):
+    def fn(*args, dtype=None, **kwargs):
+        return np_fn(*args, dtype=_np.dtype(dtype or default_dtype), **kwargs)
+    fn.__name__ = np_fn.__name__
+    return fn
+
+
+zeros = _creation(_np.zeros, _np.float32)
+ones = _creation(_np.ones, _np.float32)
+eye = _creation(_np.eye, _np.float32)
+
+
+def full(shape, fill_value, dtype=None):
+    if isinstance(fill_value, Tracer):
+        v = fill_value if dtype is None else asarray(fill_value, dtype)
+        return broadcast_to(v, (shape,) if isinstance(shape, int) else tuple(shape))
+    if dtype is None:
+        dtype = _np.asarray(fill_value).dtype
+        dtype = {_np.dtype(_np.float64): _np.float32, _np.dtype(_np.int64): _np.int32}.get(dtype, dtype) \
+            if not isinstance(fill_value, _np.ndarray) else dtype
+    return _np.full(shape, fill_value, dtype=dtype)
+
+
+def zeros_like(a, dtype=None):
+    if isinstance(a, Tracer):
+        return broadcast_to(_np.zeros((), dtype or a.dtype), a.shape)
+    return _np.zeros_like(a, dtype=dtype)
+
+
+def ones_like(a, dtype=None):
+    if isinstance(a, Tracer):
+        return broadcast_to(_np.ones((), dtype or a.dtype), a.shape)
+    return _np.ones_like(a, dtype=dtype)
+
+
+def arange(start, stop=None, step=None, dtype=None):
+    if _any_tracer(start, stop, step):
+        raise _weft.InvalidArgument("weft.numpy.arange needs concrete bounds (its size is the program's shape)")
+    if dtype is None:
+        floats = builtins.any(isinstance(v, float) for v in (start, stop, step))
+        dtype = _np.float32 if floats else _np.int32
+    args = [v for v in (start, stop, step) if v is not None]
+    return _np.arange(*args, dtype=dtype)
+
+
+# ---- nn (weft.nn re-exports these on tracers) ----------------------------------------------------------
+def _axis_op(op):
+    def fn(x, axis=-1):
+        return bind(op, [x], [("axis", "int", _norm_axis(int(axis), x.ndim, op))])
+    return fn
+
+
+softmax_traced = _axis_op("softmax")
+log_softmax_traced = _axis_op("log_softmax")
+
+
+def logsumexp_traced(x, axis=-1, keepdims=False):
+    return bind("logsumexp", [x], [("axis", "int", _norm_axis(int(axis), x.ndim, "logsumexp")),
+                                   ("keepdims", "bool", bool(keepdims))])
+
+
+def one_hot_traced(x, num_classes, dtype=_np.float32):
+    return bind("one_hot", [x], [("num_classes", "int", int(num_classes)), ("dtype", "dtype", _np.dtype(dtype))])
+
+
+def gelu_traced(x, approximate=True):
+    if not approximate:
+        raise _weft.InvalidArgument("weft.nn.gelu: approximate=False (erf) is not available on tracers")
+    c = math.sqrt(2.0 / math.pi)
+    return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * integer_cube(x))))
+
+
+def integer_cube(x):
+    return bind("integer_pow", [x], [("y", "int", 3)])
+
+
+def stop_gradient(x):
+    return bind("stop_gradient", [x]) if isinstance(x, Tracer) else x
+
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in (
+    "builtins", "math", "Tracer", "bind", "bind_many", "is_tracer", "trace_of", "weak_constant")]

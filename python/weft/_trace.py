@@ -1,0 +1,268 @@
+"""Tracing: a Python function run once on tracers records a typed program (weft._weft.ProgramBuilder) that
+weft.jit and weft.pmap then run in C++, every replica at once, without Python or the GIL.
+
+A Tracer stands for an array while a trace runs: it has a shape and a dtype (static, usable in Python
+control flow) but no values. Every operation on it (its operators and methods, weft.numpy, weft.nn,
+weft.lax) becomes an equation of the program. numpy arrays and Python numbers it meets become constants;
+Python numbers are weakly typed as in JAX (x * 2 keeps x's dtype). Handing a tracer to numpy, float() or
+`if` raises TracerConversionError, as JAX's TracerArrayConversionError does.
+"""
+import threading
+
+import numpy as _np
+
+from . import _weft
+
+
+class TracerConversionError(TypeError):
+    """A tracer (a value being traced, with no data yet) was handed to something that needs its values:
+    numpy, float(), bool(), int(), .item(). JAX's TracerArrayConversionError / ConcretizationTypeError."""
+
+
+_local = threading.local()
+
+
+def current_trace():
+    """The innermost trace running on this thread, or None."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else None
+
+
+class Trace:
+    """One function being traced: its builder, its mesh (axis name -> size), the constants captured."""
+
+    def __init__(self, mesh, name):
+        self.mesh = list(mesh)
+        self.axis_sizes = dict(self.mesh)
+        self.name = name
+        self.builder = _weft.ProgramBuilder(self.mesh)
+        self._constants = {}  # id(numpy array) -> (array, tracer): one constant per captured array
+
+    def __enter__(self):
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _local.stack.pop()
+        return False
+
+    def input(self, dtype, shape, varying):
+        ident = self.builder.input(_np.dtype(dtype), list(shape), list(varying))
+        return Tracer(self, ident, (_np.dtype(dtype), tuple(shape), tuple(varying)))
+
+    def constant(self, value):
+        if isinstance(value, _np.ndarray):
+            known = self._constants.get(id(value))
+            if known is not None and known[0] is value:
+                return known[1]
+        array = _np.asarray(value)
+        if array.dtype == _np.float64 and not isinstance(value, _np.ndarray):
+            array = array.astype(_np.float32)
+        ident, typ = self.builder.constant(_np.ascontiguousarray(array))
+        tracer = Tracer(self, ident, typ)
+        if isinstance(value, _np.ndarray):
+            self._constants[id(value)] = (value, tracer)
+        return tracer
+
+    def emit(self, op, inputs, params, nout=1):
+        ids = []
+        for x in inputs:
+            if not isinstance(x, Tracer):
+                x = self.constant(x)
+            elif x._trace is not self:
+                raise _weft.InvalidArgument(
+                    f"{op}: a tracer of another trace ({x._trace.name}) reached {self.name}: a value from one traced "
+                    "function was kept and used in another (return it instead)")
+            ids.append(x._id)
+        outs = self.builder.emit(op, ids, list(params), _weft.caller_source())
+        return [Tracer(self, ident, typ) for ident, typ in outs]
+
+
+def is_tracer(x):
+    return isinstance(x, Tracer)
+
+
+def trace_of(values):
+    """The trace of the first tracer among `values`, else the current one (None outside any trace)."""
+    for v in values:
+        if isinstance(v, Tracer):
+            return v._trace
+    return None
+
+
+def bind(op, inputs, params=(), trace=None):
+    """Records `op[params](inputs)` in the trace of its tracer inputs; returns the single result."""
+    trace = trace or trace_of(inputs) or current_trace()
+    return trace.emit(op, inputs, params)[0]
+
+
+def bind_many(op, inputs, params=(), trace=None):
+    trace = trace or trace_of(inputs) or current_trace()
+    return trace.emit(op, inputs, params)
+
+
+def weak_constant(value, like_dtype):
+    """A Python number next to an array of `like_dtype`, typed as JAX types weak scalars: it takes the
+    array's dtype unless it is of a higher kind (a float with an integer array gives float32, an int with a
+    bool array int32)."""
+    kind = _np.dtype(like_dtype).kind
+    if isinstance(value, bool):
+        return _np.asarray(value, dtype=like_dtype)
+    if isinstance(value, int):
+        if kind == "b":
+            return _np.asarray(value, dtype=_np.int32)
+        return _np.asarray(value, dtype=like_dtype)
+    if isinstance(value, float):
+        if kind in "biu":
+            return _np.asarray(value, dtype=_np.float32)
+        return _np.asarray(value, dtype=like_dtype)
+    if isinstance(value, complex):
+        raise _weft.InvalidArgument("weft has no complex dtypes")
+    return value
+
+
+def _conversion_error(what):
+    return TracerConversionError(
+        f"{what} was given a traced value (a Tracer of a function being traced by weft.jit / weft.pmap): it has "
+        "no data until the program runs. Use weft.numpy / weft.lax on it instead of numpy, or weft.pmap(f, "
+        "eager=True) for code that needs concrete values.")
+
+
+# numpy ufuncs a Tracer takes part in as an operand (np_array * tracer), by their weft.numpy names.
+_UFUNCS = {"add": "add", "subtract": "subtract", "multiply": "multiply", "true_divide": "divide", "divide": "divide",
+           "power": "power", "matmul": "matmul", "maximum": "maximum", "minimum": "minimum", "equal": "equal",
+           "not_equal": "not_equal", "less": "less", "less_equal": "less_equal", "greater": "greater",
+           "greater_equal": "greater_equal", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+           "bitwise_xor": "bitwise_xor", "negative": "negative"}
+
+
+class Tracer:
+    """A traced array: shape and dtype known, values not. Behaves as a JAX array under trace."""
+
+    __slots__ = ("_trace", "_id", "dtype", "shape", "_varying")
+    __array_priority__ = 1000
+
+    def __init__(self, trace, ident, typ):
+        self._trace = trace
+        self._id = ident
+        self.dtype, self.shape, self._varying = _np.dtype(typ[0]), tuple(typ[1]), tuple(typ[2])
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(_np.prod(self.shape, dtype=_np.int64))
+
+    @property
+    def T(self):
+        return _jnp().transpose(self)
+
+    def __repr__(self):
+        return f"Traced<{self.dtype.name}[{','.join(map(str, self.shape))}]>"
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object (a scalar tracer)")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tracer")
+        return (self[i] for i in range(self.shape[0]))
+
+    __hash__ = object.__hash__
+
+    # ---- conversions that need values ----
+    def __array__(self, dtype=None, copy=None):
+        raise _conversion_error("numpy.asarray (or a numpy function)")
+
+    def __bool__(self):
+        raise _conversion_error("bool() (an `if` or `while` on a traced value)")
+
+    def __float__(self):
+        raise _conversion_error("float()")
+
+    def __int__(self):
+        raise _conversion_error("int()")
+
+    def __index__(self):
+        raise _conversion_error("an index (operator.index)")
+
+    def item(self):
+        raise _conversion_error(".item()")
+
+    def tolist(self):
+        raise _conversion_error(".tolist()")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = _UFUNCS.get(ufunc.__name__)
+        if method != "__call__" or name is None or kwargs:
+            raise _conversion_error(f"numpy.{ufunc.__name__}")
+        return getattr(_jnp(), name)(*inputs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        raise _conversion_error(f"numpy.{func.__name__} (use weft.numpy.{func.__name__})")
+
+    # ---- operators ----
+    def __add__(self, o): return _jnp().add(self, o)
+    def __radd__(self, o): return _jnp().add(o, self)
+    def __sub__(self, o): return _jnp().subtract(self, o)
+    def __rsub__(self, o): return _jnp().subtract(o, self)
+    def __mul__(self, o): return _jnp().multiply(self, o)
+    def __rmul__(self, o): return _jnp().multiply(o, self)
+    def __truediv__(self, o): return _jnp().divide(self, o)
+    def __rtruediv__(self, o): return _jnp().divide(o, self)
+    def __pow__(self, o): return _jnp().power(self, o)
+    def __rpow__(self, o): return _jnp().power(o, self)
+    def __matmul__(self, o): return _jnp().matmul(self, o)
+    def __rmatmul__(self, o): return _jnp().matmul(o, self)
+    def __neg__(self): return _jnp().negative(self)
+    def __pos__(self): return self
+    def __abs__(self): return _jnp().abs(self)
+    def __invert__(self): return _jnp().bitwise_not(self)
+    def __and__(self, o): return _jnp().bitwise_and(self, o)
+    def __rand__(self, o): return _jnp().bitwise_and(o, self)
+    def __or__(self, o): return _jnp().bitwise_or(self, o)
+    def __ror__(self, o): return _jnp().bitwise_or(o, self)
+    def __xor__(self, o): return _jnp().bitwise_xor(self, o)
+    def __rxor__(self, o): return _jnp().bitwise_xor(o, self)
+    def __lt__(self, o): return _jnp().less(self, o)
+    def __le__(self, o): return _jnp().less_equal(self, o)
+    def __gt__(self, o): return _jnp().greater(self, o)
+    def __ge__(self, o): return _jnp().greater_equal(self, o)
+    def __eq__(self, o): return _jnp().equal(self, o)
+    def __ne__(self, o): return _jnp().not_equal(self, o)
+    def __getitem__(self, index): return _jnp()._getitem(self, index)
+
+    # ---- methods ----
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return _jnp().reshape(self, shape, order=order)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return _jnp().transpose(self, axes or None)
+
+    def sum(self, axis=None, dtype=None, keepdims=False): return _jnp().sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+    def mean(self, axis=None, dtype=None, keepdims=False): return _jnp().mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
+    def max(self, axis=None, keepdims=False): return _jnp().max(self, axis=axis, keepdims=keepdims)
+    def min(self, axis=None, keepdims=False): return _jnp().min(self, axis=axis, keepdims=keepdims)
+    def argmax(self, axis=None, keepdims=False): return _jnp().argmax(self, axis=axis, keepdims=keepdims)
+    def argmin(self, axis=None, keepdims=False): return _jnp().argmin(self, axis=axis, keepdims=keepdims)
+    def astype(self, dtype): return _jnp().asarray(self, dtype=dtype)
+    def squeeze(self, axis=None): return _jnp().squeeze(self, axis)
+    def swapaxes(self, a, b): return _jnp().swapaxes(self, a, b)
+    def ravel(self): return _jnp().reshape(self, (-1,))
+    def flatten(self): return _jnp().reshape(self, (-1,))
+
+
+def _jnp():
+    from . import _jnp as module
+    return module

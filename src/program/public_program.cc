@@ -1,0 +1,80 @@
+// weft::Program and weft::ProgramBuilder (weft/program.hpp): the public face of the program layer. Building
+// verifies, removes dead code, computes liveness and resolves each equation's kernel once, so a run does no
+// lookups.
+#include <ostream>
+
+#include "builder.hpp"
+#include "dead_code.hpp"
+#include "printer.hpp"
+#include "program_impl.hpp"
+#include "verifier.hpp"
+#include "weft/error.hpp"
+
+namespace weft {
+namespace {
+
+const Program::Impl& empty_impl() {
+  static const Program::Impl impl{};
+  return impl;
+}
+
+}  // namespace
+
+Program::Program() = default;
+Program::Program(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+const Program::Impl& Program::impl() const { return impl_ ? *impl_ : empty_impl(); }
+
+std::string Program::text() const { return program::program_text(impl().program); }
+std::size_t Program::num_equations() const { return impl().program.equations.size(); }
+std::size_t Program::count(std::string_view op) const {
+  std::size_t n = 0;
+  for (const program::Equation& eq : impl().program.equations) n += eq.op == op ? 1 : 0;
+  return n;
+}
+const std::string& Program::equation_op(std::size_t i) const {
+  const auto& equations = impl().program.equations;
+  if (i >= equations.size()) {
+    throw InvalidArgument("Program::equation_op: equation " + std::to_string(i) + " of a program of " +
+                          std::to_string(equations.size()));
+  }
+  return equations[i].op;
+}
+const Mesh& Program::mesh() const { return impl().program.mesh; }
+std::vector<ValueType> Program::input_types() const {
+  std::vector<ValueType> types;
+  for (program::ValueId id : impl().program.inputs) types.push_back(impl().program.types[id]);
+  return types;
+}
+std::vector<ValueType> Program::output_types() const {
+  std::vector<ValueType> types;
+  for (program::ValueId id : impl().program.outputs) types.push_back(impl().program.types[id]);
+  return types;
+}
+std::size_t Program::peak_live_bytes() const { return impl().liveness.peak_bytes; }
+
+std::ostream& operator<<(std::ostream& os, const Program& program) { return os << program.text(); }
+
+ProgramBuilder::ProgramBuilder(Mesh mesh) : builder_(std::make_unique<program::Builder>(std::move(mesh))) {}
+ProgramBuilder::~ProgramBuilder() = default;
+ProgramBuilder::ProgramBuilder(ProgramBuilder&&) noexcept = default;
+ProgramBuilder& ProgramBuilder::operator=(ProgramBuilder&&) noexcept = default;
+
+int ProgramBuilder::input(ValueType type) { return builder_->input(std::move(type)); }
+int ProgramBuilder::constant(Array value) { return builder_->constant(std::move(value)); }
+std::vector<int> ProgramBuilder::emit(const std::string& op, const std::vector<int>& inputs, ProgramParams params,
+                                      std::string source) {
+  return builder_->emit(op, inputs, std::move(params), std::move(source));
+}
+const ValueType& ProgramBuilder::type(int value) const { return builder_->type(value); }
+void ProgramBuilder::set_outputs(std::vector<int> outputs) { builder_->set_outputs(std::move(outputs)); }
+std::size_t ProgramBuilder::num_equations() const { return builder_->num_equations(); }
+
+Program ProgramBuilder::build() const {
+  auto impl = std::make_shared<Program::Impl>();
+  impl->program = program::eliminate_dead_code(builder_->build());
+  impl->liveness = program::analyze_liveness(impl->program);
+  for (const program::Equation& eq : impl->program.equations) impl->kernels.push_back(program::find_kernel(eq.op));
+  return Program(std::move(impl));
+}
+
+}  // namespace weft
