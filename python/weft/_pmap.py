@@ -16,6 +16,7 @@ import numpy as np
 from . import _tree, _weft
 from ._arrays import DeviceArray, ShardedArray
 from ._jit import leaf_type, trace_function
+from ._trace import current_trace
 
 
 class _Pmapped:
@@ -50,7 +51,7 @@ class _Pmapped:
     def __call__(self, *args, **kwargs):
         if kwargs:
             raise TypeError(f"{self._name}: pmapped functions take positional arguments only, got {sorted(kwargs)}")
-        if _weft.in_replica():
+        if _weft.in_replica() or current_trace() is not None:
             raise _weft.InvalidArgument(
                 f"{self._name}: a pmapped function was called inside a replica; nest pmap(pmap(f)) instead "
                 "(one program over a multi-axis mesh)")
@@ -159,10 +160,10 @@ class _Pmapped:
             mapped = [(t, ax) for t, ax in zip(types, leaf_axes) if ax is not None]
             if not mapped:
                 raise ValueError(f"{self._name}: pmap must have at least one non-None value in in_axes")
+            for index, ((_, shape), ax) in enumerate(zip(types, leaf_axes)):
+                if ax is not None:
+                    _check_in_axis(self._name, index, ax, shape)
             (dtype, shape), ax = mapped[0]
-            if not -len(shape) <= ax < len(shape):
-                raise _weft.InvalidArgument(f"{self._name}: in_axes {ax} is out of range for an argument of shape "
-                                            f"{tuple(shape)}")
             size = shape[ax]
             if self._devices is not None:
                 size = len(self._devices)
@@ -182,9 +183,7 @@ class _Pmapped:
                                      f"{tuple(shape)}")
                 in_types.append((dtype, shape[depth:], names))
                 continue
-            if not -len(shape) <= ax < len(shape):
-                raise _weft.InvalidArgument(f"{self._name}: in_axes {ax} of argument {index} is out of range for its "
-                                            f"shape {tuple(shape)}")
+            _check_in_axis(self._name, index, ax, shape)
             ax %= len(shape)
             in_types.append((dtype, shape[:ax] + shape[ax + 1:], names))
         program, out_def = trace_function(fun, in_types, treedef, trace_mesh, self._name)
@@ -254,6 +253,15 @@ def _check_in_axes(leaf_axes, name):
         if axis is not None and not _is_axis(axis):
             raise _weft.InvalidArgument(f"{name}: in_axes {axis!r} of argument {index} is not an axis (an int, "
                                         "negative from the end) or None (broadcast)")
+
+
+def _check_in_axis(name, index, axis, shape):
+    """The engine's rule (and words) for a mapped argument's axis, checked before tracing."""
+    needed = -axis if axis < 0 else axis + 1
+    if len(shape) < needed:
+        raise _weft.InvalidArgument(
+            f"{name}: pmap was requested to map its argument {index} along axis {axis}, which implies that its rank "
+            f"should be at least {needed}, but is only {len(shape)} (its shape is {tuple(shape)})")
 
 
 def _apply_out_axis(sharded, axis, name, index):

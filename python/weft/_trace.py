@@ -61,7 +61,7 @@ class Trace:
         array = _np.asarray(value)
         if array.dtype == _np.float64 and not isinstance(value, _np.ndarray):
             array = array.astype(_np.float32)
-        ident, typ = self.builder.constant(_np.ascontiguousarray(array))
+        ident, typ = self.builder.constant(_np.array(array, order="C"))  # (ascontiguousarray makes 0-d 1-d)
         tracer = Tracer(self, ident, typ)
         if isinstance(value, _np.ndarray):
             self._constants[id(value)] = (value, tracer)

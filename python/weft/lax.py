@@ -28,10 +28,50 @@ def _axes(axis_name):
     return [str(n) for n in names]
 
 
+def _check_named(op, trace, params):
+    """A pmap made without axis_name has an axis nobody can name: say how to name it (as the eager path)."""
+    axes = next(value for name, _, value in params if name == "axes")
+    unnamed = any(name.startswith("_pmap_axis") for name in trace.axis_sizes)
+    for name in axes:
+        if unnamed and name not in trace.axis_sizes:
+            raise _weft.InvalidArgument(
+                f"weft.lax.{op}: axis name '{name}' is not bound: this pmap was made without axis_name, so its axis "
+                f"has no name; name it where the pmap is made, e.g. weft.pmap(f, axis_name='{name}') or "
+                f"@functools.partial(weft.pmap, axis_name='{name}')")
+
+
 def _traced(op, x, params):
     """The collective `op` on each leaf of x as a program equation (a Python number becomes a constant)."""
     trace = _current_trace()
+    _check_named(op, trace, params)
     return _tree_map(lambda leaf: _bind(op, [leaf], params, trace=trace), x)
+
+
+def _traced_fused(op, x, params):
+    """An element-wise reduction of a pytree under trace as one collective per dtype, as _fused does eagerly:
+    the leaves of a dtype flattened and concatenated, reduced once, sliced back."""
+    trace = _current_trace()
+    _check_named(op, trace, params)
+    leaves, treedef = _flatten(x)
+    if len(leaves) < 2:
+        return _unflatten(treedef, [_bind(op, [leaf], params, trace=trace) for leaf in leaves])
+    leaves = [leaf if isinstance(leaf, _Tracer) else trace.constant(leaf) for leaf in leaves]
+    out = [None] * len(leaves)
+    by_dtype = {}
+    for index, leaf in enumerate(leaves):
+        by_dtype.setdefault(leaf.dtype, []).append(index)
+    for indices in by_dtype.values():
+        if len(indices) == 1:
+            out[indices[0]] = _bind(op, [leaves[indices[0]]], params, trace=trace)
+            continue
+        flat = _jnp.concatenate([_jnp.reshape(leaves[i], (-1,)) for i in indices])
+        reduced = _bind(op, [flat], params, trace=trace)
+        at = 0
+        for i in indices:
+            n = leaves[i].size
+            out[i] = _jnp.reshape(reduced[at:at + n], leaves[i].shape)
+            at += n
+    return _unflatten(treedef, out)
 
 
 def _group_params(axis_index_groups):
@@ -86,25 +126,25 @@ def _fused(op, x, *args):
 
 def psum(x, axis_name, *, axis_index_groups=None):
     if _current_trace() is not None:
-        return _traced("psum", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
+        return _traced_fused("psum", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
     return _fused(_weft.psum, x, axis_name, _groups(axis_index_groups))
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
     if _current_trace() is not None:
-        return _traced("pmean", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
+        return _traced_fused("pmean", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
     return _fused(_weft.pmean, x, axis_name, _groups(axis_index_groups))
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
     if _current_trace() is not None:
-        return _traced("pmax", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
+        return _traced_fused("pmax", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
     return _fused(_weft.pmax, x, axis_name, _groups(axis_index_groups))
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
     if _current_trace() is not None:
-        return _traced("pmin", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
+        return _traced_fused("pmin", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
     return _fused(_weft.pmin, x, axis_name, _groups(axis_index_groups))
 
 
@@ -147,7 +187,9 @@ def axis_index(axis_name):
     """This replica's index along `axis_name` (a name or a tuple of names), as an int32 scalar."""
     trace = _current_trace()
     if trace is not None:
-        return _bind("axis_index", [], [("axes", "strs", _axes(axis_name))], trace=trace)
+        params = [("axes", "strs", _axes(axis_name))]
+        _check_named("axis_index", trace, params)
+        return _bind("axis_index", [], params, trace=trace)
     return _np.int32(_weft.axis_index(axis_name))
 
 

@@ -54,32 +54,55 @@ def add_(variable, value):
 # The array math (defined last: it shadows the builtins abs, sum, max and min in this module only).
 from ._weft import array_ops as _array_ops  # noqa: E402
 
-matmul = _array_ops.matmul
+from . import _jnp, nn as _nn  # noqa: E402
+from ._trace import Tracer as _Tracer  # noqa: E402
+
+
+def _traceable(concrete, traced):
+    """`concrete` (weft's kernel) on concrete values; `traced` (program equations) when a tracer is given."""
+    def fn(*args, **kwargs):
+        if any(isinstance(a, _Tracer) for a in args) or any(isinstance(v, _Tracer) for v in kwargs.values()):
+            return traced(*args, **kwargs)
+        return concrete(*args, **kwargs)
+    fn.__name__ = getattr(concrete, "__name__", "op")
+    fn.__doc__ = getattr(concrete, "__doc__", None)
+    return fn
+
+
+def _traced_matmul(a, b, transpose_a=False, transpose_b=False):
+    if transpose_a:
+        a = _jnp.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = _jnp.swapaxes(b, -1, -2)
+    return _jnp.matmul(a, b)
+
+
+matmul = _traceable(_array_ops.matmul, _traced_matmul)
 matmul_backend = _array_ops.matmul_backend
-transpose = _array_ops.transpose
-exp = _array_ops.exp
-log = _array_ops.log
-log1p = _array_ops.log1p
-tanh = _array_ops.tanh
-sqrt = _array_ops.sqrt
-rsqrt = _array_ops.rsqrt
-abs = _array_ops.abs  # noqa: A001
-negative = _array_ops.negative
-sign = _array_ops.sign
-sigmoid = _array_ops.sigmoid
-relu = _array_ops.relu
-maximum = _array_ops.maximum
-minimum = _array_ops.minimum
-where = _array_ops.where
-clip = _array_ops.clip
-softmax = _array_ops.softmax
-log_softmax = _array_ops.log_softmax
-logsumexp = _array_ops.logsumexp
-sum = _array_ops.sum  # noqa: A001
-mean = _array_ops.mean
-max = _array_ops.max  # noqa: A001
-min = _array_ops.min  # noqa: A001
-argmax = _array_ops.argmax
-argmin = _array_ops.argmin
-one_hot = _array_ops.one_hot
-take = _array_ops.take
+transpose = _traceable(_array_ops.transpose, lambda x, perm=None: _jnp.transpose(x, perm or None))
+exp = _traceable(_array_ops.exp, _jnp.exp)
+log = _traceable(_array_ops.log, _jnp.log)
+log1p = _traceable(_array_ops.log1p, _jnp.log1p)
+tanh = _traceable(_array_ops.tanh, _jnp.tanh)
+sqrt = _traceable(_array_ops.sqrt, _jnp.sqrt)
+rsqrt = _traceable(_array_ops.rsqrt, lambda x: _jnp.bind("rsqrt", [x]))
+abs = _traceable(_array_ops.abs, _jnp.abs)  # noqa: A001
+negative = _traceable(_array_ops.negative, _jnp.negative)
+sign = _traceable(_array_ops.sign, _jnp.sign)
+sigmoid = _traceable(_array_ops.sigmoid, _nn.sigmoid)
+relu = _traceable(_array_ops.relu, _nn.relu)
+maximum = _traceable(_array_ops.maximum, _jnp.maximum)
+minimum = _traceable(_array_ops.minimum, _jnp.minimum)
+where = _traceable(_array_ops.where, _jnp.where)
+clip = _traceable(_array_ops.clip, _jnp.clip)
+softmax = _traceable(_array_ops.softmax, _nn.softmax)
+log_softmax = _traceable(_array_ops.log_softmax, _nn.log_softmax)
+logsumexp = _traceable(_array_ops.logsumexp, _nn.logsumexp)
+sum = _traceable(_array_ops.sum, lambda x, axis=None, keepdims=False: _jnp.sum(x, axis=axis, keepdims=keepdims))  # noqa: A001
+mean = _traceable(_array_ops.mean, lambda x, axis=None, keepdims=False: _jnp.mean(x, axis=axis, keepdims=keepdims))
+max = _traceable(_array_ops.max, lambda x, axis=None, keepdims=False: _jnp.max(x, axis=axis, keepdims=keepdims))  # noqa: A001
+min = _traceable(_array_ops.min, lambda x, axis=None, keepdims=False: _jnp.min(x, axis=axis, keepdims=keepdims))  # noqa: A001
+argmax = _traceable(_array_ops.argmax, lambda x, axis=None, keepdims=False: _jnp.argmax(x, axis, keepdims))
+argmin = _traceable(_array_ops.argmin, lambda x, axis=None, keepdims=False: _jnp.argmin(x, axis, keepdims))
+one_hot = _traceable(_array_ops.one_hot, _nn.one_hot)
+take = _traceable(_array_ops.take, _jnp.take)

@@ -17,7 +17,7 @@ class Builder {
   // A value known at trace time, held by the program (a jaxpr constvar).
   ValueId constant(Array value);
   // Appends `outs = op[params](ins)` and returns the outs (none for host_store and the other stores).
-  // Throws weft::InvalidArgument "equation 2 `psum[axes=('j',)] c`: axis 'j' is not an axis of the mesh ('i')".
+  // Throws weft::InvalidArgument "equation 2 `psum[axes=('j',)] c`: unbound axis name: j (the mesh's axes are ('i'))".
   // `source` ("train.py:42") is the user's line that recorded it, named by its errors.
   std::vector<ValueId> emit(const std::string& op, const std::vector<ValueId>& ins, Params params = {},
                             std::string source = {});

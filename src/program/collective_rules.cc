@@ -29,7 +29,7 @@ std::int64_t participants(const Params& params, const Mesh& mesh) {
   std::int64_t size = 1;
   for (const std::string& axis : axes) {
     if (!mesh.has_axis(axis)) {
-      throw RuleError("axis '" + axis + "' is not an axis of the mesh " + mesh_axes_text(mesh));
+      throw RuleError("unbound axis name: " + axis + " (the mesh's axes are " + mesh_axes_text(mesh) + ")");
     }
     if (!seen.insert(axis).second) throw RuleError("axis '" + axis + "' is named twice");
     size *= mesh.axes()[mesh.axis_position(axis)].size;
@@ -67,13 +67,17 @@ std::vector<std::string> with_axes(std::vector<std::string> varying, const Param
   return {all.begin(), all.end()};
 }
 
+// A dimension parameter of the operand (past_end: one past the last is allowed, where an axis is inserted);
+// negative counts from the end, as in JAX. Returns it non-negative.
 std::int64_t dimension(const ValueType& in, const Params& params, const std::string& name, bool past_end = false) {
   const std::int64_t axis = param_as<std::int64_t>(params, name, "an int");
   const auto rank = static_cast<std::int64_t>(in.shape.size()) + (past_end ? 1 : 0);
-  if (axis < 0 || axis >= rank) {
-    throw RuleError(name + " " + std::to_string(axis) + " is out of range for " + type_text(in));
+  if (axis < -rank || axis >= rank) {
+    throw RuleError(name + " " + std::to_string(axis) + " is out of range for " + type_text(in) + " (rank " +
+                    std::to_string(in.shape.size()) + "): it must be in [" + std::to_string(-rank) + ", " +
+                    std::to_string(rank - 1) + "]" + (past_end ? " (an untiled all_gather inserts a new axis)" : ""));
   }
-  return axis;
+  return axis < 0 ? axis + rank : axis;
 }
 
 bool tiled(const Params& params) { return has_param(params, "tiled") && param_as<bool>(params, "tiled", "a bool"); }

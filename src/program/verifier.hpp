@@ -8,7 +8,7 @@
 namespace weft::program {
 
 // Throws weft::InvalidArgument naming the first broken rule, and for an equation its index and text:
-// "equation 3 `d:f32[4,8] = psum[axes=('j',)] c`: axis 'j' is not an axis of the mesh ('i')".
+// "equation 3 `d:f32[4,8] = psum[axes=('j',)] c`: unbound axis name: j (the mesh's axes are ('i'))".
 void verify(const Program& program);
 
 // The prefix every equation error carries: "equation 3 `d:f32[4,8] = psum[axes=('j',)] c`: ".

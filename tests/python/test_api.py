@@ -39,7 +39,7 @@ def test_values_are_read_only_views():
             s[0] = 1
         return s
 
-    y = weft.pmap(f, axis_name="i")(np.ones((8, 3), np.float32))
+    y = weft.pmap(f, axis_name="i", eager=True)(np.ones((8, 3), np.float32))  # the replicas see numpy views
     assert seen == {"input_writeable": False, "result_writeable": False}
     # A shard read twice is the same memory (a view of the device buffer, not a copy).
     assert np.shares_memory(y.shards[2], y[2])
@@ -248,7 +248,7 @@ def test_views_go_back_without_copies_and_keep_their_dtype():
     def f(x):
         s = lax.psum(x, "i")
         return s, lax.psum(s.view(np.int32), "i")   # a reinterpreting view is a new value, not s again
-    s, a = weft.pmap(f, axis_name="i")(np.ones((2, 2), np.float32))
+    s, a = weft.pmap(f, axis_name="i", eager=True)(np.ones((2, 2), np.float32))  # numpy views inside
     assert np.asarray(a).dtype == np.int32
     np.testing.assert_array_equal(np.asarray(a), np.full((2, 2), np.float32(2).view(np.int32) * 2, np.int32))
     # A shard (a DeviceArray viewing a weft buffer) put on its own device: nothing moves.

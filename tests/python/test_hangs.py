@@ -32,7 +32,7 @@ def test_replica_raising_is_carried_to_the_caller_naming_it():
                 raise ValueError('boom-3')
             return lax.psum(v, 'i')          # the others wait for replica 3, which never comes
         try:
-            weft.pmap(f, axis_name='i')(x)
+            weft.pmap(f, axis_name='i', eager=True)(x)
         except ValueError as e:
             print('caught', type(e).__name__, e)
             print('notes', e.__notes__)
@@ -50,7 +50,7 @@ def test_a_replica_error_reaches_the_caller_with_its_traceback():
     done, _ = child("""
         def inner(v):
             raise KeyError('missing-key')
-        weft.pmap(inner, axis_name='i')(x)
+        weft.pmap(inner, axis_name='i', eager=True)(x)
     """)
     assert done.returncode == 1
     assert "KeyError: 'missing-key'" in done.stderr and "in inner" in done.stderr
@@ -65,7 +65,7 @@ def test_replica_returning_without_the_collective():
                 return v
             return lax.psum(v, 'i')
         try:
-            weft.pmap(f, axis_name='i')(x)
+            weft.pmap(f, axis_name='i', eager=True)(x)
         except weft.Error as e:
             print('caught', type(e).__name__, str(e).splitlines()[0])
     """, WEFT_COLLECTIVE_TIMEOUT=5)
@@ -85,7 +85,7 @@ def test_replica_stuck_in_python_times_out_the_others():
             return lax.psum(v, 'i')
         start = time.monotonic()
         try:
-            weft.pmap(f, axis_name='i')(x)
+            weft.pmap(f, axis_name='i', eager=True)(x)
         except weft.TimeoutError as e:
             print('caught TimeoutError', isinstance(e, TimeoutError))
             print(str(e))
@@ -105,7 +105,7 @@ def test_mismatched_collectives_raise_mismatch_error():
                 return lax.pmax(v, 'i')
             return lax.psum(v, 'i')
         try:
-            weft.pmap(f, axis_name='i')(x)
+            weft.pmap(f, axis_name='i', eager=True)(x)
         except weft.MismatchError as e:
             print('caught MismatchError')
             print(e)
@@ -123,12 +123,12 @@ SIGINT_CHILD = """
         return lax.psum(v, 'i')
     print('started', flush=True)
     try:
-        weft.pmap(f, axis_name='i')(x)
+        weft.pmap(f, axis_name='i', eager=True)(x)
     except KeyboardInterrupt:
         print('KeyboardInterrupt in the caller', flush=True)
     # the runtime works after the interrupt
     print(np.asarray(weft.pmap(lambda v: lax.psum(v, 'i'), axis_name='i')(x))[0], flush=True)
-    weft.pmap(f, axis_name='i')(x)    # and a second Ctrl-C is not caught: the default exit
+    weft.pmap(f, axis_name='i', eager=True)(x)    # and a second Ctrl-C is not caught: the default exit
 """
 
 
@@ -178,7 +178,7 @@ def test_exit_while_a_thread_is_inside_a_pmap():
                 while True:
                     pass
             return lax.psum(v, 'i')
-        t = threading.Thread(target=lambda: weft.pmap(f, axis_name='i')(x), daemon=True)
+        t = threading.Thread(target=lambda: weft.pmap(f, axis_name='i', eager=True)(x), daemon=True)
         t.start()
         time.sleep(0.5)
         print('main thread exits', flush=True)

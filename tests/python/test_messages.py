@@ -3,6 +3,7 @@ the replica where one is involved (once), and the fix in Python's terms (weft.pm
 weft.init(device_count=...)), never an internal name (_pmap_axis) or a C++ setting (RuntimeOptions).
 """
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -38,7 +39,8 @@ def test_a_named_axis_that_is_not_the_pmaps_names_the_mesh():
 
 
 def test_the_replica_is_named_once_and_the_others_in_one_line():
-    text = message_of(lambda: weft.pmap(lambda x: lax.all_gather(x, "i", axis=5), axis_name="i")(
+    # Eager: every replica runs the collective and fails (traced, the trace fails once, before any replica).
+    text = message_of(lambda: weft.pmap(lambda x: lax.all_gather(x, "i", axis=5), axis_name="i", eager=True)(
         np.ones((4, 3), np.float32)))
     first, *others = text.split("\n")
     who = re.match(r"pmap\(<lambda>\): (replica (\d) \(CpuDevice\(id=\d, process=0\)\)) failed: ", first)
@@ -49,11 +51,22 @@ def test_the_replica_is_named_once_and_the_others_in_one_line():
 
 
 def test_all_gather_axis_out_of_range_names_the_operands_rank():
-    text = message_of(lambda: weft.pmap(lambda x: lax.all_gather(x, "i", axis=5), axis_name="i")(
+    text = message_of(lambda: weft.pmap(lambda x: lax.all_gather(x, "i", axis=5), axis_name="i", eager=True)(
         np.ones((4, 3), np.float32)))
     assert ("all_gather over axes (i): axis 5 is out of range for an operand of rank 1 (shape (3,)): an untiled "
             "all_gather inserts a new axis, so axis must be in [-2, 1]") in text
     assert "rank 2" not in text
+    # Traced (the default), the trace names the equation, the user's line and the same rule.
+    line = None
+
+    def f(x):
+        nonlocal line
+        line = sys._getframe().f_lineno + 1
+        return lax.all_gather(x, "i", axis=5)
+    text = message_of(lambda: weft.pmap(f, axis_name="i")(np.ones((4, 3), np.float32)))
+    assert text.startswith("equation 0 `all_gather[axes=('i',) axis=5 tiled=False] a` ("), text
+    assert f"test_messages.py:{line}): axis 5 is out of range for f32[3] (rank 1): it must be in [-2, 1] (an untiled " \
+           "all_gather inserts a new axis)" in text, text
 
 
 def test_a_pmap_called_again_after_weft_init_prepares_for_the_new_runtime():

@@ -126,7 +126,7 @@ TEST(ProgramVerifier, EachRuleHasItsMessage) {
   };
   const std::vector<Case> cases = {
       {"axis not in mesh", hand_written({add, {"psum", {{"axes", axes_param({"j"})}}, {2}, {3}}}),
-       "equation 1 `d:f32[4,8] = psum[axes=('j',)] c`: axis 'j' is not an axis of the mesh ('i')"},
+       "equation 1 `d:f32[4,8] = psum[axes=('j',)] c`: unbound axis name: j (the mesh's axes are ('i'))"},
       {"use before definition", hand_written({{"psum", psum_i, {2}, {3}}, add}),
        "equation 0 `c:f32[4,8] = psum[axes=('i',)] d`: input 'd' is not defined before its use"},
       {"defined twice", hand_written({add, {"exp", {}, {0}, {2}}}, {f32({4, 8})}, {2}),
@@ -189,7 +189,7 @@ TEST(ProgramVerifier, RuleErrorsOfTheFamilies) {
       {"psum_scatter", {f32({6})}, {{"axes", axes_param({"i"})}, {"axis", int_param(0)}, {"tiled", bool_param(true)}},
        "dimension 0 of f32[6] must be a multiple of 4 (the participants)"},
       {"all_gather", {f32({6})}, {{"axes", axes_param({"i"})}, {"axis", int_param(2)}},
-       "axis 2 is out of range for f32[6]"},
+       "axis 2 is out of range for f32[6] (rank 1): it must be in [-2, 1] (an untiled all_gather inserts a new axis)"},
       {"ppermute", {f32({2})}, {{"axes", axes_param({"j"})}, {"perm", Param{Permutation{{0, 1}, {0, 0}}}}},
        "perm sends from 0 twice"},
       {"ppermute", {f32({2})}, {{"axes", axes_param({"j"})}, {"perm", Param{Permutation{{0, 2}}}}},
@@ -220,7 +220,7 @@ TEST(ProgramBuilder, ReportsTheEquationBeingBuilt) {
     b.emit("psum", {c}, {{"axes", axes_param({"j"})}});
     FAIL() << "psum over an unknown axis was accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_STREQ(e.what(), "equation 1 `psum[axes=('j',)] b`: axis 'j' is not an axis of the mesh ('i')");
+    EXPECT_STREQ(e.what(), "equation 1 `psum[axes=('j',)] b`: unbound axis name: j (the mesh's axes are ('i'))");
   }
   // The failed equation is not kept: the program still verifies.
   b.set_outputs({c});
