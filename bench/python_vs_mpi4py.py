@@ -6,11 +6,14 @@ all-reduce (issue 10, item 5; the numbers are in docs/benchmarks.md, "Python: we
 
 Measured, 8 replicas each, float32 sums:
   call       weft: one call of a pmapped Python function whose body is one lax.psum of a float32 scalar per
-             replica, timed from the caller (arguments placed, replicas run on the device threads, results
-             back as a ShardedArray). mpi4py: one SPMD step of the same program, i.e. comm.Allreduce of one
-             float32 on each of 8 ranks.
-  psum 4K    weft: lax.psum of 4 KiB per replica, called from Python inside one pmap (back to back);
-  psum 1M    mpi4py: comm.Allreduce of numpy buffers (the buffer interface, no pickling) on 8 ranks.
+             replica, timed from the caller (arguments placed, replicas run, results back as a
+             ShardedArray): traced (weft.pmap's default: the program runs in C++ on every replica) and eager
+             (eager=True: the Python function runs on every replica's thread). mpi4py: one SPMD step of the
+             same program, i.e. comm.Allreduce of one float32 on each of 8 ranks.
+  psum 4K    weft traced: a pmapped function of LOOP chained lax.psum calls of 4 KiB per replica (a Python
+  psum 1M    loop, unrolled by the trace into LOOP equations), the call's time / LOOP; eager: lax.psum called
+             from Python inside one eager pmap, back to back, timed by each replica.
+             mpi4py: comm.Allreduce of numpy buffers (the buffer interface, no pickling) on 8 ranks.
 Scheme (both sides alike): a warm-up, then iterations sized to a time budget (--budget seconds, from a short
 calibration agreed by every replica / rank), timed per replica or rank; a repetition's time is the slowest
 replica's or rank's per-iteration time (max over ranks); the result is the median of the repetitions.
@@ -31,6 +34,7 @@ import numpy as np
 
 REPLICAS = 8
 SIZES = {"psum 4K": 4 << 10, "psum 1M": 1 << 20}
+LOOP = 100  # chained psums per traced call
 
 
 def calibrated(per_iteration, budget, low=5, high=20000):
@@ -46,22 +50,36 @@ def weft_measure(budget, reps):
     weft.init(device_count=REPLICAS)
     results = {}
 
-    # One pmap call with one psum, timed by the caller.
-    step = weft.pmap(lambda v: lax.psum(v, "i"), axis_name="i")
-    x = np.ones((REPLICAS,), np.float32)
-    for _ in range(20):
-        step(x)
-    start = time.perf_counter()
-    for _ in range(20):
-        step(x)
-    iters = calibrated((time.perf_counter() - start) / 20, budget)
-    times = []
-    for _ in range(reps):
+    def caller_timed(call, per_call=1):
+        for _ in range(20):
+            call()
         start = time.perf_counter()
-        for _ in range(iters):
-            step(x)
-        times.append((time.perf_counter() - start) / iters)
-    results["call"] = (statistics.median(times), iters)
+        for _ in range(20):
+            call()
+        iters = calibrated((time.perf_counter() - start) / 20, budget)
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            for _ in range(iters):
+                call()
+            times.append((time.perf_counter() - start) / iters / per_call)
+        return statistics.median(times), iters
+
+    # One pmap call with one psum, timed by the caller; traced (the default) and eager.
+    x = np.ones((REPLICAS,), np.float32)
+    traced = weft.pmap(lambda v: lax.psum(v, "i"), axis_name="i")
+    eager = weft.pmap(lambda v: lax.psum(v, "i"), axis_name="i", eager=True)
+    results["call"] = caller_timed(lambda: traced(x))
+    results["call eager"] = caller_timed(lambda: eager(x))
+
+    def chain(v):
+        for _ in range(LOOP):
+            v = lax.psum(v, "i")
+        return v
+    chained = weft.pmap(chain, axis_name="i")
+    for label, size in SIZES.items():
+        data = np.ones((REPLICAS, size // 4), np.float32)
+        results[label] = caller_timed(lambda: chained(data), LOOP)
 
     # psum from Python inside one pmap: each replica times its own loop.
     def loop(iters, warmup):
@@ -73,7 +91,7 @@ def weft_measure(budget, reps):
             for _ in range(iters):
                 lax.psum(v, "i")
             return np.float64((time.perf_counter() - start) / iters)
-        return weft.pmap(body, axis_name="i")
+        return weft.pmap(body, axis_name="i", eager=True)
 
     for label, size in SIZES.items():
         data = np.ones((REPLICAS, size // 4), np.float32)
@@ -81,7 +99,7 @@ def weft_measure(budget, reps):
         iters = calibrated(probe, budget)
         timed = loop(iters, max(3, iters // 10))
         times = [float(np.max(np.asarray(timed(data)))) for _ in range(reps)]
-        results[label] = (statistics.median(times), iters)
+        results[label + " eager"] = (statistics.median(times), iters)
     return results
 
 
@@ -185,9 +203,10 @@ def main():
     print("| what (8 replicas) | weft (us) | mpi4py (us) | mpi4py/weft |")
     print("| --- | ---: | ---: | ---: |")
     for label in ["call"] + list(SIZES):
-        w = statistics.median(r[label][0] for r in runs["weft"]) * 1e6
         m = statistics.median(r[label][0] for r in runs["mpi4py"]) * 1e6
-        print(f"| {label} | {w:.1f} | {m:.1f} | {m / w:.2f}x |")
+        for mode, key in (("traced", label), ("eager", label + " eager")):
+            w = statistics.median(r[key][0] for r in runs["weft"]) * 1e6
+            print(f"| {label}, {mode} | {w:.1f} | {m:.1f} | {m / w:.2f}x |")
 
 
 if __name__ == "__main__":
