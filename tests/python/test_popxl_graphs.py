@@ -2,10 +2,15 @@
 equations and their op names, printed), a session running it on every replica with inputs, in-place updates
 of on-chip and sharded variables, the collectives, num_host_transfers set after the graph (the Ir's state
 replayed), and the errors for misuse and for PopXL names weft does not provide. The expected values are
-computed here by hand from the replicas' data.
+computed here by hand from the replicas' data, and docs/python.md's example prints what its comment says.
 """
+import re
+import subprocess
+
 import numpy as np
 import pytest
+
+from conftest import ROOT, PYTHON, python_env
 
 import weft.popxl as popxl
 import weft.popxl.ops as ops
@@ -35,7 +40,7 @@ def test_the_graph_records_equations_with_the_program_layers_op_names():
     text = str(ir.main_graph)
     assert "remote_load[buffer=buffer 'buffer0', dtype=f32, shape=(4,)]" in text
     assert "variable_update[variable=variable 'v']" in text
-    assert "psum[axes=('replica',), groups=((0, 1))]" in text
+    assert "psum[axes=('replica',), groups=((0, 1),)]" in text
 
 
 def test_a_session_runs_the_graph_on_every_replica():
@@ -183,3 +188,11 @@ def test_popxl_names_weft_does_not_provide_are_named_in_the_error():
         dtypes.uint16.as_numpy()
     with pytest.raises(NotImplementedError, match=r"create_graph: subgraphs .* not supported"):
         popxl.Ir(replication=1).create_graph(lambda: None)
+
+
+def test_the_docs_example_prints_what_it_says():
+    section = (ROOT / "docs" / "python.md").read_text().split("## PopXL programs as written", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60, env=python_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [code.strip().splitlines()[-1].split("# ", 1)[1]] == ["[2 3 4 5]"]

@@ -70,7 +70,7 @@ def _param_text(value):
     if isinstance(value, _np.dtype):
         return _SHORT.get(value.name, value.name)
     if hasattr(value, "groups") and hasattr(value, "assignment"):  # weft ReplicaGroups
-        return "(" + ", ".join("(" + ", ".join(map(str, g)) + ")" for g in value.groups) + ")"
+        return repr(tuple(tuple(g) for g in value.groups))
     return repr(value)
 
 
