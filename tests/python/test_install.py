@@ -1,8 +1,9 @@
-"""`cmake --install` puts the module where Debian's python3 looks (P/lib/python3/dist-packages/weft, with
-its weft.popxl subpackage), and the installed copy works on its own: imported from the prefix alone (not the
-build tree), it runs a pmap with a psum and a weft.popxl graph, knows its version (weft.__version__ and importlib.metadata, from the project version in
-CMakeLists.txt), and a script run from inside the installed package still imports numpy and weft (weft/numpy.py
-does not shadow numpy). WEFT_BUILD_DIR and WEFT_CMAKE come from ctest (tests/python/CMakeLists.txt).
+"""`cmake --install` puts the module where Debian's python3 looks (P/lib/python3/dist-packages/weft, with its
+weft.popxl subpackage), and the installed copy works on its own: imported from the prefix alone (not the build
+tree), it runs a pmap with a psum and a weft.popxl graph, knows its version (weft.__version__ and
+importlib.metadata, from the project version in CMakeLists.txt), and a script run from inside the installed
+package still imports numpy and weft (weft/numpy.py does not shadow numpy). WEFT_BUILD_DIR and WEFT_CMAKE come
+from ctest (tests/python/CMakeLists.txt).
 """
 import os
 import subprocess
