@@ -16,7 +16,7 @@ import weft as _weft
 from weft import _weft as _ext
 
 from ._graph import Constant
-from ._state import HostToDeviceStream, Variable
+from ._state import DeviceToHostStream, HostToDeviceStream, Variable
 
 _DEVICES = ("ipu_hw", "ipu_model", "cpu")
 
@@ -113,7 +113,7 @@ class Session:
         self._attached = False
         self._streams = {}  # weft HostStream -> popxl stream (run()'s keys)
         for handle, _ in ir._log:
-            if hasattr(handle, "_weft") and type(handle).__name__.endswith("Stream"):
+            if isinstance(handle, (HostToDeviceStream, DeviceToHostStream)):
                 self._streams[handle._weft] = handle
 
     # ---- attach / detach ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from . import dtypes as _dtypes
 from ._graph import Constant, Tensor, gcg
 
 
-def _host_data(data, dtype, downcast, op):
+def _host_data(data, dtype, downcast):
     """PopXL's host data: `dtype` (a popxl or numpy dtype) if given, else the data's own dtype with 64-bit
     types made 32-bit when `downcast` (popxl.variable's default)."""
     if dtype is not None:
@@ -127,7 +127,7 @@ def variable(data, dtype=None, name=None, downcast=True, replica_grouping=None, 
     """popxl.variable: an on-device variable, its host data grouped as `replica_grouping` says."""
     _no_fp8("popxl.variable", log2_scale, nan_on_overflow)
     graph = gcg("popxl.variable")
-    host = _host_data(data, dtype, downcast, "popxl.variable")
+    host = _host_data(data, dtype, downcast)
     name = _name(name, "variable", graph)
     mode = retrieval_mode or "one_per_group"
     handle = Variable(graph, name, (), host.dtype, "onchip", mode, replica_grouping)
@@ -141,7 +141,7 @@ def constant(data, dtype=None, name=None, downcast=True, log2_scale=None, nan_on
     """popxl.constant: data that is part of the graph (the same on every replica)."""
     _no_fp8("popxl.constant", log2_scale, nan_on_overflow)
     graph = gcg("popxl.constant")
-    host = _host_data(data, dtype, downcast, "popxl.constant").copy()
+    host = _host_data(data, dtype, downcast).copy()
     host.setflags(write=False)
     return Constant(graph, graph._constant(host), name)
 
@@ -171,7 +171,7 @@ def remote_variable(data, remote_buffer, offset=0, dtype=None, name=None, downca
     """popxl.remote_variable: a variable stored in entry `offset` of `remote_buffer`."""
     _no_fp8("popxl.remote_variable", log2_scale, nan_on_overflow)
     graph = gcg("popxl.remote_variable")
-    host = _host_data(data, dtype, downcast, "popxl.remote_variable")
+    host = _host_data(data, dtype, downcast)
     name = _name(name, "remote_variable", graph)
     mode = retrieval_mode or "one_per_group"
     handle = Variable(graph, name, (), host.dtype, "remote", mode, replica_grouping)
@@ -188,7 +188,7 @@ def remote_replica_sharded_variable(data, remote_buffer, offset=0, dtype=None, n
     of a replica-sharded buffer."""
     _no_fp8("popxl.remote_replica_sharded_variable", log2_scale, nan_on_overflow)
     graph = gcg("popxl.remote_replica_sharded_variable")
-    host = _host_data(data, dtype, downcast, "popxl.remote_replica_sharded_variable")
+    host = _host_data(data, dtype, downcast)
     name = _name(name, "remote_variable", graph)
     mode = retrieval_mode or "one_per_group"
     handle = Variable(graph, name, (), host.dtype, "remote", mode, replica_grouping)
@@ -205,7 +205,7 @@ def replica_sharded_variable(data, dtype=None, name=None, downcast=True, replica
     compute with: 1-d, ceil(elements / shard_over), meta_shape the whole shape)."""
     _no_fp8("popxl.replica_sharded_variable", log2_scale, nan_on_overflow)
     graph = gcg("popxl.replica_sharded_variable")
-    host = _host_data(data, dtype, downcast, "popxl.replica_sharded_variable")
+    host = _host_data(data, dtype, downcast)
     name = _name(name, "sharded_variable", graph)
     mode = retrieval_mode or "one_per_group"
     full = Variable(graph, name, (), host.dtype, "sharded_handle", mode, replica_grouping)
