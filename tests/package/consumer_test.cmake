@@ -39,7 +39,7 @@ if(MODE STREQUAL "install")
   expect_files(include/weft/weft.hpp include/weft/session.hpp include/weft/ops.hpp
                lib/libweft.a lib/libweft.so lib/cmake/weft/weftConfig.cmake lib/cmake/weft/weftConfigVersion.cmake
                lib/cmake/weft/weftTargets.cmake lib/pkgconfig/weft.pc
-               bin/weftrun bin/weft-conformance bin/weft-bench)
+               bin/weftrun bin/poprun bin/weft-conformance bin/weft-bench)
   # Only the public headers: weft's internal ones (src/) stay out of the include directory.
   file(GLOB_RECURSE headers RELATIVE ${PREFIX}/include ${PREFIX}/include/*)
   foreach(h ${headers})

@@ -1,8 +1,9 @@
-"""`cmake --install` puts the module where Debian's python3 looks (P/lib/python3/dist-packages/weft), and
-the installed copy works on its own: imported from the prefix alone (not the build tree), it runs a pmap
-with a psum, knows its version (weft.__version__ and importlib.metadata, from the project version in
-CMakeLists.txt), and a script run from inside the installed package still imports numpy and weft (weft/numpy.py
-does not shadow numpy). WEFT_BUILD_DIR and WEFT_CMAKE come from ctest (tests/python/CMakeLists.txt).
+"""`cmake --install` puts the module where Debian's python3 looks (P/lib/python3/dist-packages/weft, with its
+weft.popxl subpackage), and the installed copy works on its own: imported from the prefix alone (not the build
+tree), it runs a pmap with a psum and a weft.popxl graph, knows its version (weft.__version__ and
+importlib.metadata, from the project version in CMakeLists.txt), and a script run from inside the installed
+package still imports numpy and weft (weft/numpy.py does not shadow numpy). WEFT_BUILD_DIR and WEFT_CMAKE come
+from ctest (tests/python/CMakeLists.txt).
 """
 import os
 import subprocess
@@ -32,6 +33,20 @@ def test_installed_module_runs_from_the_prefix(site, tmp_path):
     run = run_installed(site, ["-c", code], tmp_path)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == [str(site / "weft" / "__init__.py"), "6.0"]
+
+
+def test_installed_popxl_subpackage_runs_from_the_prefix(site, tmp_path):
+    code = ("import numpy as np, weft.popxl as popxl, weft.popxl.ops as ops, weft.popxl.dtypes as dtypes\n"
+            "ir = popxl.Ir(replication=2)\n"
+            "with ir.main_graph:\n"
+            "    w = popxl.variable(np.arange(3, dtype=np.int32))\n"
+            "    ops.add_(w, popxl.constant(np.int32(1)))\n"
+            "with popxl.Session(ir) as s:\n"
+            "    s.run()\n"
+            "print(popxl.__file__); print(s.get_tensor_data(w))\n")
+    run = run_installed(site, ["-c", code], tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [str(site / "weft" / "popxl" / "__init__.py"), "[1 2 3]"]
 
 
 def test_the_build_tree_knows_its_version():
