@@ -43,6 +43,9 @@ struct PmapOptions {
   std::vector<std::optional<int>> out_axes{};
   Runtime* runtime = nullptr;                // default Runtime::current()
   std::string name = "pmap";                 // used in error messages
+  // Each replica needs an OS thread of its own (it runs code that cannot live on a fiber, e.g. a Python
+  // frame): the runtime then runs this program on one thread per device even when its scheduler is fibers.
+  bool replica_threads = false;
 };
 
 // An argument of a pmapped call: a host array or a sharded array already on devices.

@@ -83,6 +83,7 @@ struct SessionOptions {
   int num_host_transfers = 1;   // host_load / host_store calls per stream per run()
   Runtime* runtime = nullptr;   // default Runtime::current()
   std::string name = "session";
+  bool replica_threads = false; // each replica needs an OS thread (PmapOptions::replica_threads)
 };
 
 class Session {

@@ -169,7 +169,6 @@ void init_arrays(py::module_& m) {
              options.collective_warn_s = collective_warn;
              options.collective_timeout_s = collective_timeout;
              options.log_level = std::move(log_level);
-             options.scheduler = "threads";  // Python frames need a thread per replica (python/src/pmap.cc)
              py::gil_scoped_release nogil;  // under weftrun this meets the other instances
              return std::unique_ptr<Runtime, RuntimeDeleter>(new Runtime(options));
            }),

@@ -45,6 +45,7 @@ class PythonPmap {
     options.out_axes = std::move(out_axes);
     options.devices = std::move(devices);
     options.name = std::move(name);
+    options.replica_threads = true;  // a Python frame lives on one OS thread: a replica each
     std::shared_ptr<State> state = state_;
     program_ = std::make_shared<PmapProgram>(
         [state](Replica& r, std::span<const Array> inputs) -> std::vector<Array> {
@@ -80,11 +81,6 @@ class PythonPmap {
         arguments.emplace_back(to_array(a, "a pmap argument"));
       }
     }
-    // A Python frame lives on one OS thread: replicas that share a thread as fibers cannot run Python.
-    if (Runtime::current().options().scheduler != "threads")
-      throw InvalidArgument(state_->name + ": Python replicas need WEFT_SCHEDULER=threads (one OS thread per "
-                            "device), but this runtime runs replicas as " + Runtime::current().options().scheduler +
-                            " (unset WEFT_SCHEDULER or set it to threads)");
     CallState call;
     call.name = state_->name;
     std::vector<ShardedArray> result;

@@ -118,6 +118,7 @@ void init_session_class(py::module_& m) {
              options.replicas = replicas;
              options.num_host_transfers = num_host_transfers;
              options.name = std::move(name);
+             options.replica_threads = true;  // its program is Python, run by every replica
              py::gil_scoped_release nogil;
              return std::make_shared<Session>(options);
            }),

@@ -65,7 +65,14 @@ void start_workers(Runtime::Impl& rt) {
     }
   }
   rt.workers.resize(rt.devices.size());
-  for (int k = 0; k < local && !rt.fibers; ++k) {
+  if (!rt.fibers) ensure_thread_workers(rt);
+}
+
+void ensure_thread_workers(Runtime::Impl& rt) {
+  std::lock_guard lock(rt.workers_mutex);
+  if (rt.workers_started) return;
+  const int local = rt.local_device_count;
+  for (int k = 0; k < local; ++k) {
     const int id = rt.process_index * local + k;
     try {
       rt.workers[id] = std::make_unique<DeviceWorker>(rt.devices[id], rt.accounts[id]);
@@ -77,6 +84,7 @@ void start_workers(Runtime::Impl& rt) {
                   "or RuntimeOptions::device_count, or raise the process's thread limit)");
     }
   }
+  rt.workers_started = true;
 }
 
 }  // namespace detail

@@ -36,6 +36,10 @@ namespace detail {
 // Fills rt.fibers (fibers) or rt.workers (threads, one per local device); rt.devices and rt.accounts are
 // made already. Throws weft::Error, saying which limit to raise, when the threads cannot start.
 void start_workers(Runtime::Impl& rt);
+// Makes rt.workers (one thread per local device) if the runtime has none yet: a fiber runtime makes them on
+// the first execution that asks for replica threads (PmapOptions::replica_threads). Executions run one at a
+// time, but the first ones of two runtimes' callers may race: guarded by rt.workers_mutex.
+void ensure_thread_workers(Runtime::Impl& rt);
 }  // namespace detail
 
 }  // namespace weft

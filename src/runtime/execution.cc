@@ -115,7 +115,7 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   std::vector<std::function<void()>> tasks;
   tasks.reserve(n);
   for (int li = 0; li < n; ++li) tasks.emplace_back([this, li, &body] { run_replica(li, body); });
-  if (runtime.fibers) {
+  if (runtime.fibers && !on_threads) {
     // The watchdog reports a replica that holds its worker from outside (fiber_scheduler.hpp).
     detail::Watch watch{runtime.options.collective_warn_s, runtime.options.collective_timeout_s,
                         [this](int task) { return replica_name(local_replicas[task]); }, name,
@@ -124,6 +124,7 @@ void Execution::run(const std::function<void(Replica&)>& body) {
                         }};
     runtime.fibers->run(tasks, watch);  // returns once every replica has
   } else {
+    detail::ensure_thread_workers(runtime);
     for (int li = 0; li < n; ++li) runtime.workers[devices[local_replicas[li]].id]->submit(tasks[li]);
   }
   std::unique_lock lock(mutex_);

@@ -45,6 +45,8 @@ class Execution {
   // The session whose run this is (null for a pmap): the context that the session's replica operations
   // (session_replica.cc) find their variables, buffers and streams in. The execution itself never reads it.
   SessionState* session = nullptr;
+  // Run the replicas on one OS thread per device even under the fiber scheduler (PmapOptions::replica_threads).
+  bool on_threads = false;
   std::uint64_t serial = 0;            // Runtime::Impl::execution_serial when run() started
 
  private:

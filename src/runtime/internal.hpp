@@ -55,7 +55,10 @@ struct Runtime::Impl {
   int process_count = 1;
   int local_device_count = 0;
   std::vector<std::unique_ptr<DeviceWorker>> workers;    // by device id; null for other processes' devices
-                                                         // and with WEFT_SCHEDULER=fibers
+                                                         // and, with WEFT_SCHEDULER=fibers, until an
+                                                         // execution asks for replica threads
+  std::mutex workers_mutex;                              // guards making `workers` (ensure_thread_workers)
+  bool workers_started = false;
   std::unique_ptr<detail::FiberScheduler> fibers;        // WEFT_SCHEDULER=fibers; null with threads
   // Executions run one at a time (admission.hpp says why and how).
   detail::AdmissionState admission;

@@ -274,6 +274,7 @@ std::vector<ShardedArray> PmapProgram::operator()(std::vector<PmapArg> args) con
   std::shared_ptr<Prepared> p = impl_->prepare(rt, args);
   const int n = p->mesh.size();
   detail::Execution execution(rt.impl(), impl_->options.name, p->mesh, p->devices, p->groups);
+  execution.on_threads = impl_->options.replica_threads;
   const std::vector<int>& local = execution.local_replicas;
   std::vector<std::vector<Array>> inputs(n), outputs(n);
   for (int r : local) inputs[r] = impl_->replica_inputs(rt, *p, args, r);

@@ -445,6 +445,7 @@ std::map<HostStream, Array> Session::run(const std::function<void(Replica&)>& pr
   }
   detail::Execution execution(s.runtime->impl(), s.options.name, s.mesh, s.devices, s.groups);
   execution.session = &s;
+  execution.on_threads = s.options.replica_threads;
   s.host_stale = true;  // even a failed run may have changed the devices' values
   execution.run(program);
   // A device-to-host stream is returned only if the program wrote it, and then only whole: every local

@@ -58,6 +58,33 @@ TEST_P(Scheduler, ReplicasRunOnTheThreadsTheSchedulerPromises) {
   }
 }
 
+TEST_P(Scheduler, ReplicaThreadsGiveEachReplicaAnOsThreadUnderEitherScheduler) {
+  // PmapOptions::replica_threads (what Python's eager pmaps and sessions ask for): a thread per device, the
+  // caller not among them, whichever scheduler the runtime has; programs without it keep the scheduler's.
+  Runtime rt(Options(8));
+  std::mutex mutex;
+  std::vector<std::thread::id> ids(8);
+  auto record = [&](Replica& r, const Array& x) {
+    {
+      std::lock_guard lock(mutex);
+      ids[r.index()] = std::this_thread::get_id();
+    }
+    return r.psum(x, "i");
+  };
+  auto threaded = pmap(record, {.axis = "i", .runtime = &rt, .replica_threads = true});
+  for (int call = 0; call < 3; ++call) {
+    EXPECT_EQ(threaded(Array::arange(8)).to_host().to_doubles(), std::vector<double>(8, 28));
+    const std::set<std::thread::id> distinct(ids.begin(), ids.end());
+    EXPECT_EQ(distinct.size(), 8u);
+    EXPECT_EQ(distinct.count(std::this_thread::get_id()), 0u);
+  }
+  if (GetParam() == "fibers") {
+    auto fibers = pmap(record, {.axis = "i", .runtime = &rt});
+    EXPECT_EQ(fibers(Array::arange(8)).to_host().to_doubles(), std::vector<double>(8, 28));
+    EXPECT_EQ(ids[0], std::this_thread::get_id());  // the caller is the first fiber worker again
+  }
+}
+
 // The placement tests' common part: 8 replicas as fibers, and the thread each replica last ran on.
 RuntimeOptions FibersOn8Devices() {
   return {.device_count = 8, .collective_warn_s = 20, .collective_timeout_s = 60, .log_level = "error",
