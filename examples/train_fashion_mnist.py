@@ -153,9 +153,12 @@ def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update=
     def replicated_step(p, v, rows, labels):
         x = jnp.take(images, rows, axis=0)
         # Each replica's mean over its rows; pmean makes it the global batch's mean (the C++ trainer scales
-        # by 1 / global batch and sums: the same numbers up to rounding).
+        # by 1 / global batch and sums: the same numbers up to rounding). One pmean per parameter, as the C++
+        # trainer's all_reduce per parameter: lax.pmean of the whole dict would be one collective, but packing
+        # the leaves into one buffer and slicing them back out copies every gradient twice (measured: 10-15 %
+        # more CPU a step).
         loss, grads = gradients(p, x, labels, 1.0 / local_batch)
-        grads = lax.pmean(grads, "i")
+        grads = {k: lax.pmean(g, "i") for k, g in grads.items()}
         loss = lax.pmean(loss, "i")
         new_p, new_v = {}, {}
         for name in PARAMS:
