@@ -67,6 +67,8 @@ class Program {
   std::vector<ValueType> output_types() const;
   // Peak bytes of the buffers live at once when the program runs (inputs included; constants not).
   std::size_t peak_live_bytes() const;
+  // How many runs of elementwise equations execute fused (block by block; WEFT_FUSION, docs/programs.md).
+  std::size_t fused_runs() const;
 
   struct Impl;
   explicit Program(std::shared_ptr<const Impl> impl);

@@ -130,7 +130,8 @@ void init_program(py::module_& m) {
                                for (const ValueType& t : p.output_types()) types.append(type_tuple(t));
                                return types;
                              })
-      .def_property_readonly("peak_live_bytes", &Program::peak_live_bytes);
+      .def_property_readonly("peak_live_bytes", &Program::peak_live_bytes)
+      .def_property_readonly("fused_runs", &Program::fused_runs);
 
   py::class_<ProgramBuilder>(m, "ProgramBuilder", "What a trace records into (weft/_trace.py).")
       .def(py::init([](const std::vector<std::pair<std::string, int>>& mesh) {

@@ -36,7 +36,9 @@ class Trace:
         self.axis_sizes = dict(self.mesh)
         self.name = name
         self.builder = _weft.ProgramBuilder(self.mesh)
-        self._constants = {}  # id(numpy array) -> (array, tracer): one constant per captured array
+        # id(numpy array) -> (array, tracer): one constant per captured array; (dtype, bytes) -> (None, tracer)
+        # for scalars
+        self._constants = {}
 
     def __enter__(self):
         stack = getattr(_local, "stack", None)
@@ -54,16 +56,23 @@ class Trace:
         return Tracer(self, ident, (_np.dtype(dtype), tuple(shape), tuple(varying)))
 
     def constant(self, value):
-        if isinstance(value, _np.ndarray):
+        if isinstance(value, _np.ndarray) and value.ndim > 0:
             known = self._constants.get(id(value))
             if known is not None and known[0] is value:
                 return known[1]
         array = _np.asarray(value)
         if array.dtype == _np.float64 and not isinstance(value, _np.ndarray):
             array = array.astype(_np.float32)
+        if array.ndim == 0:  # scalars (x * 2, x + 0.5): one constant per value and dtype
+            key = (array.dtype.str, array.tobytes())
+            known = self._constants.get(key)
+            if known is not None:
+                return known[1]
         ident, typ = self.builder.constant(_np.array(array, order="C"))  # (ascontiguousarray makes 0-d 1-d)
         tracer = Tracer(self, ident, typ)
-        if isinstance(value, _np.ndarray):
+        if array.ndim == 0:
+            self._constants[(array.dtype.str, array.tobytes())] = (None, tracer)
+        elif isinstance(value, _np.ndarray):
             self._constants[id(value)] = (value, tracer)
         return tracer
 

@@ -1,8 +1,10 @@
 // What a built weft::Program holds (weft/program.hpp): the verified program, its liveness and, per
-// equation, the array kernel that computes it (null where the executor acts itself: collectives, effects).
+// equation, the array kernel that computes it (null where the executor acts itself: collectives, effects),
+// and the steps it runs in (fusion).
 #pragma once
 #include <vector>
 
+#include "fusion.hpp"
 #include "kernels.hpp"
 #include "liveness.hpp"
 #include "program.hpp"
@@ -13,6 +15,8 @@ struct Program::Impl {
   program::Program program;
   program::Liveness liveness;
   std::vector<program::Kernel> kernels;
+  // The equations as the executor runs them: one by one, or fused runs (fusion.hpp).
+  std::vector<program::Step> steps;
 };
 
 }  // namespace weft

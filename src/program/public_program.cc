@@ -51,6 +51,11 @@ std::vector<ValueType> Program::output_types() const {
   return types;
 }
 std::size_t Program::peak_live_bytes() const { return impl().liveness.peak_bytes; }
+std::size_t Program::fused_runs() const {
+  std::size_t n = 0;
+  for (const program::Step& step : impl().steps) n += step.count > 1 ? 1 : 0;
+  return n;
+}
 
 std::ostream& operator<<(std::ostream& os, const Program& program) { return os << program.text(); }
 
@@ -74,6 +79,7 @@ Program ProgramBuilder::build() const {
   impl->program = program::eliminate_dead_code(builder_->build());
   impl->liveness = program::analyze_liveness(impl->program);
   for (const program::Equation& eq : impl->program.equations) impl->kernels.push_back(program::find_kernel(eq.op));
+  impl->steps = program::plan_steps(impl->program);
   return Program(std::move(impl));
 }
 

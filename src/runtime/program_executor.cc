@@ -2,7 +2,7 @@
 // replica's own fiber or thread. Array equations call their resolved kernels; collectives go through the
 // Replica, the same funnel as hand-written code (so their mismatch, timeout and stall reports are the usual
 // ones, at the user's traced source line); each buffer is dropped right after its last use (the program's
-// liveness). An error in an equation keeps its kind and gains the equation and its source line.
+// liveness); runs of elementwise equations over large arrays are evaluated block by block (fusion.hpp). An error in an equation keeps its kind and gains the equation and its source line.
 #include <mutex>
 #include <set>
 
@@ -117,7 +117,19 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
   for (std::size_t k = 0; k < prog.constants.size(); ++k) values[prog.constants[k]] = prog.constant_values[k];
   for (program::ValueId id : impl.liveness.unused_inputs) values[id] = Array();
   std::vector<Array> in;
-  for (std::size_t i = 0; i < prog.equations.size(); ++i) {
+  for (const program::Step& step : impl.steps) {
+    if (step.count > 1) {
+      try {
+        program::run_fused(prog, impl.kernels, step, values);
+      } catch (const Error&) {
+        rethrow_at(prog, step.first);
+      }
+      for (std::size_t i = step.first; i < step.first + step.count; ++i) {
+        for (program::ValueId id : impl.liveness.dies_after[i]) values[id] = Array();
+      }
+      continue;
+    }
+    const std::size_t i = step.first;
     const Equation& eq = prog.equations[i];
     in.clear();
     for (program::ValueId id : eq.inputs) in.push_back(values[id]);

@@ -158,6 +158,34 @@ def test_a_chain_of_elementwise_ops_keeps_two_buffers_live():
     assert p._program.peak_live_bytes <= 3 * x.nbytes + 64
 
 
+FUSION_CHILD = """
+import hashlib, numpy as np, weft, weft.numpy as jnp
+def chain(x, y):
+    for _ in range(6):
+        x = jnp.tanh(x * y + 0.5) - jnp.exp(-jnp.abs(x)) / 3.0 + jnp.maximum(x, y) * (x > 0)
+    return x, jnp.sqrt(jnp.abs(x)) + 1
+rng = np.random.default_rng(3)
+x = rng.standard_normal(3 << 19).astype(np.float32)
+y = rng.standard_normal(3 << 19).astype(np.float32)
+x[:4] = [np.nan, np.inf, -np.inf, -0.0]
+print(hashlib.sha256(b"".join(o.tobytes() for o in weft.jit(chain)(x, y))).hexdigest(),
+      weft.make_program(chain)(x, y)._program.fused_runs)
+"""
+
+
+def test_fusion_gives_the_unfused_bits():
+    # A long elementwise chain over 1.5 M elements (above the fusion threshold; a size that is not a multiple
+    # of the block): fused (the default) and WEFT_FUSION=off give the same bytes, NaN and inf included.
+    from conftest import run_python
+    digests = {}
+    for setting in ("auto", "off"):
+        done, _ = run_python(FUSION_CHILD, 120, WEFT_FUSION=setting)
+        assert done.returncode == 0, done.stderr
+        digests[setting], runs = done.stdout.split()
+        assert (int(runs) > 0) == (setting == "auto"), (setting, runs)
+    assert digests["auto"] == digests["off"] and len(digests["auto"]) == 64
+
+
 @pytest.mark.parametrize("what,action", [
     ("numpy.asarray", lambda t: np.asarray(t)),
     ("float()", lambda t: float(t[0])),

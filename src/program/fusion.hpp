@@ -1,0 +1,31 @@
+// Elementwise fusion, where it pays: a run of consecutive elementwise equations over one large shape is
+// evaluated block by block (each block's intermediates stay in cache) instead of op by op over whole arrays
+// (each op a round trip to memory). Each block runs the same kernels as the unfused program, on views of
+// the block, so results are bit for bit the unfused ones; only the values the rest of the program uses are
+// written out whole. WEFT_FUSION=off turns it off (docs/settings.md).
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "kernels.hpp"
+#include "program.hpp"
+
+namespace weft::program {
+
+// Equations [first, first + count) of a program, run as one step; fused when count > 1.
+struct Step {
+  std::size_t first = 0;
+  std::size_t count = 1;
+  // For a fused step: the values it defines that later equations or the outputs use (written out whole).
+  std::vector<ValueId> materialize;
+};
+
+// The program's equations as steps, in order (every equation in exactly one). `program` must be verified.
+std::vector<Step> plan_steps(const Program& program);
+
+// Runs a fused step over `values` (indexed by ValueId: its inputs are there; its materialized results are
+// put there).
+void run_fused(const Program& program, const std::vector<Kernel>& kernels, const Step& step,
+               std::vector<Array>& values);
+
+}  // namespace weft::program
