@@ -28,6 +28,7 @@
 namespace weft {
 
 class Replica;
+struct ProgramHandles;  // weft/session.hpp
 namespace program {
 struct Program;
 class Builder;
@@ -108,7 +109,9 @@ class ProgramBuilder {
 // Runs `program` on this thread, outside any pmap (its collectives have no replicas to meet: the builder
 // refuses them, as the mesh is empty). Inputs must have the input types' dtypes and shapes.
 std::vector<Array> run_program(const Program& program, std::span<const Array> inputs);
-// Runs `program` as `replica` (inside pmap or a session): collectives go through the replica.
-std::vector<Array> run_program(const Program& program, Replica& replica, std::span<const Array> inputs);
+// Runs `program` as `replica` (inside pmap or a session): collectives go through the replica; session effects
+// find their variables, buffers and streams in `handles` (by name; null outside a session's run).
+std::vector<Array> run_program(const Program& program, Replica& replica, std::span<const Array> inputs,
+                               const ProgramHandles* handles = nullptr);
 
 }  // namespace weft

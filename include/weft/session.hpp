@@ -26,6 +26,7 @@
 
 #include "weft/array.hpp"
 #include "weft/groups.hpp"
+#include "weft/program.hpp"
 #include "weft/replica.hpp"
 #include "weft/runtime.hpp"
 
@@ -76,6 +77,13 @@ class HostStream {
   bool host_to_device() const;
   std::shared_ptr<detail::HostStreamState> state;
   bool operator<(const HostStream& other) const { return state < other.state; }
+};
+
+// What a traced program's session effects name: each handle by the name its equations give it.
+struct ProgramHandles {
+  std::map<std::string, Variable> variables;
+  std::map<std::string, RemoteBuffer> buffers;
+  std::map<std::string, HostStream> streams;
 };
 
 struct SessionOptions {
@@ -130,6 +138,11 @@ class Session {
   // fewer than num_host_transfers times is an InvalidArgument naming it and the replica: rows nobody wrote
   // are never returned). Weights go to the devices before the first run.
   std::map<HostStream, Array> run(const std::function<void(Replica&)>& program,
+                                  const std::map<HostStream, Array>& inputs = {});
+  // The same for a traced program (weft/program.hpp; weft.popxl records one): every replica runs it in C++,
+  // its session effects (host_load[stream='x'], remote_load[buffer=...], variable_read / variable_update
+  // [variable=...]) naming the handles by the names `handles` gives them. The program takes no inputs.
+  std::map<HostStream, Array> run(const Program& program, const ProgramHandles& handles,
                                   const std::map<HostStream, Array>& inputs = {});
 
   void weights_from_host();

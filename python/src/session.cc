@@ -179,6 +179,28 @@ void init_session_class(py::module_& m) {
              for (auto& [stream, value] : out) result[py::cast(stream)] = to_numpy(value);
              return result;
            })
+      .def("run_program",
+           [](Session& s, const Program& program, py::dict variables, py::dict buffers, py::dict streams,
+              py::dict inputs) {
+             // A traced program (weft.popxl's graphs): every replica runs it in C++, no Python, no GIL.
+             ProgramHandles handles;
+             for (auto [k, v] : variables) handles.variables.emplace(k.cast<std::string>(), v.cast<Variable>());
+             for (auto [k, v] : buffers) handles.buffers.emplace(k.cast<std::string>(), v.cast<RemoteBuffer>());
+             for (auto [k, v] : streams) handles.streams.emplace(k.cast<std::string>(), v.cast<HostStream>());
+             std::map<HostStream, Array> in;
+             for (auto [key, value] : inputs) in.emplace(key.cast<HostStream>(), to_array(value, "Session.run input"));
+             CallState call;
+             call.name = "Session.run";
+             ActiveCall active(call);
+             std::map<HostStream, Array> out;
+             {
+               py::gil_scoped_release nogil;
+               out = s.run(program, handles, in);
+             }
+             py::dict result;
+             for (auto& [stream, value] : out) result[py::cast(stream)] = to_numpy(value);
+             return result;
+           })
       .def("weights_from_host", &Session::weights_from_host, py::call_guard<py::gil_scoped_release>())
       .def("weights_to_host", &Session::weights_to_host, py::call_guard<py::gil_scoped_release>())
       .def("get_tensor_data", [](Session& s, const Variable& v) {

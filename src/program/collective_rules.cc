@@ -168,12 +168,39 @@ std::vector<ValueType> axis_index(const std::vector<ValueType>&, const Params& p
   return {ValueType{DType::i32, {}, with_axes({}, params)}};
 }
 
+// PopXL's collectives on flattened tensors (Replica::replicated_reduce_scatter, replica_sharded_slice): member
+// k of a group of G gets chunk k, ceil(size / G) elements, 1-d.
+std::vector<ValueType> flat_shard(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
+  const std::int64_t g = participants(params, mesh);
+  ValueType out = ins[0];
+  out.shape = {(ins[0].num_elements() + g - 1) / g};
+  out.varying = with_axes(out.varying, params);
+  return {out};
+}
+
+// Replica::gather_shards: the group's shards, unpadded and reshaped to `shape` (the whole tensor).
+std::vector<ValueType> gather_shards(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
+  const std::int64_t g = participants(params, mesh);
+  if (ins[0].shape.size() != 1) throw RuleError("the shard must be 1-d, not " + type_text(ins[0]));
+  ValueType out = ins[0];
+  out.shape = param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints");
+  if (out.num_elements() > ins[0].shape[0] * g) {
+    throw RuleError("shape " + type_text(out) + " needs more than the " + std::to_string(g) + " shards of " +
+                    type_text(ins[0]) + " hold");
+  }
+  out.varying = without_axes(out.varying, params);
+  return {out};
+}
+
 }  // namespace
 
 void register_collective_ops(std::vector<OpInfo>& ops) {
-  for (const char* name : {"psum", "pmean", "pmax", "pmin"}) {
+  for (const char* name : {"psum", "pmean", "pmax", "pmin", "pprod"}) {
     ops.push_back({name, 1, 1, {"axes"}, {"groups"}, false, all_reduce});
   }
+  ops.push_back({"replicated_reduce_scatter", 1, 1, {"axes"}, {"groups", "op"}, false, flat_shard});
+  ops.push_back({"replica_sharded_slice", 1, 1, {"axes"}, {"groups"}, false, flat_shard});
+  ops.push_back({"gather_shards", 1, 1, {"axes", "shape"}, {"groups"}, false, gather_shards});
   ops.push_back({"all_gather", 1, 1, {"axes", "axis"}, {"groups", "tiled"}, false, all_gather});
   ops.push_back({"psum_scatter", 1, 1, {"axes", "axis"}, {"groups", "tiled"}, false, psum_scatter});
   ops.push_back({"all_to_all", 1, 1, {"axes", "split_axis", "concat_axis"}, {"groups", "tiled"}, false, all_to_all});

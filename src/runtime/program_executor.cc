@@ -1,6 +1,7 @@
 // The executor: runs a built weft::Program (weft/program.hpp) as one replica, as an instruction loop on the
 // replica's own fiber or thread. Array equations call their resolved kernels; collectives go through the
-// Replica, the same funnel as hand-written code (so their mismatch, timeout and stall reports are the usual
+// Replica, the same funnel as hand-written code, and so do the session effects (host and remote transfers,
+// variables: by the names a session's run gives its handles) (so their mismatch, timeout and stall reports are the usual
 // ones, at the user's traced source line); each buffer is dropped right after its last use (the program's
 // liveness); runs of elementwise equations over large arrays are evaluated block by block (fusion.hpp). An error in an equation keeps its kind and gains the equation and its source line.
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "program/verifier.hpp"
 #include "weft/error.hpp"
 #include "weft/replica.hpp"
+#include "weft/session.hpp"
 
 namespace weft {
 namespace {
@@ -50,26 +52,86 @@ bool flag(const Params& p, const char* name) {
   return it != p.end() && std::get<bool>(it->second);
 }
 
-Array run_collective(Replica& r, const Equation& eq, const std::vector<Array>& in) {
+ReduceOp reduce_of(const Params& p) {
+  auto it = p.find("op");
+  return it == p.end() ? ReduceOp::sum : reduce_op_from_name(std::get<std::string>(it->second));
+}
+
+const std::string& name_of(const Params& p, const char* key) { return std::get<std::string>(p.at(key)); }
+
+template <class Handle>
+const Handle& handle(const std::map<std::string, Handle>* handles, const Equation& eq, const char* key,
+                     const char* kind) {
+  if (handles == nullptr) {
+    throw InvalidArgument(eq.op + " is a session effect: it runs only in a session's run (Session::run of a program)");
+  }
+  const std::string& name = name_of(eq.params, key);
+  auto it = handles->find(name);
+  if (it == handles->end()) {
+    throw InvalidArgument(eq.op + ": the session's run was given no " + kind + " named '" + name + "'");
+  }
+  return it->second;
+}
+
+// An equation the Replica runs: a collective, or a session effect. Returns its results (none for stores).
+std::vector<Array> run_on_replica(Replica& r, const Equation& eq, const std::vector<Array>& in,
+                                  const ProgramHandles* handles) {
   const Params& p = eq.params;
-  const CallSite site = site_of(eq);
   const std::string& op = eq.op;
-  if (op == "psum") return r.psum(in[0], axes_of(p), groups_of(p), site);
-  if (op == "pmean") return r.pmean(in[0], axes_of(p), groups_of(p), site);
-  if (op == "pmax") return r.pmax(in[0], axes_of(p), groups_of(p), site);
-  if (op == "pmin") return r.pmin(in[0], axes_of(p), groups_of(p), site);
-  if (op == "all_gather") return r.all_gather(in[0], axes_of(p), int_of(p, "axis"), flag(p, "tiled"), groups_of(p), site);
+  if (op == "host_load" || op == "host_store") {
+    const HostStream& stream = handle(handles ? &handles->streams : nullptr, eq, "stream", "stream");
+    if (op == "host_load") return {r.host_load(stream)};
+    r.host_store(stream, in[0]);
+    return {};
+  }
+  if (op == "remote_load" || op == "remote_store") {
+    const RemoteBuffer& buffer = handle(handles ? &handles->buffers : nullptr, eq, "buffer", "remote buffer");
+    if (op == "remote_load") return {in.empty() ? r.remote_load(buffer, 0) : r.remote_load(buffer, in[0])};
+    if (in.size() > 1) {
+      r.remote_store(buffer, in[1], in[0]);
+    } else {
+      r.remote_store(buffer, 0, in[0]);
+    }
+    return {};
+  }
+  if (op == "variable_read" || op == "variable_update") {
+    const Variable& variable = handle(handles ? &handles->variables : nullptr, eq, "variable", "variable");
+    if (op == "variable_read") return {r.value(variable)};
+    if (in[0].dtype() != variable.dtype() || in[0].shape() != r.value(variable).shape()) {
+      throw InvalidArgument("variable_update: variable '" + variable.name() + "' holds " +
+                            std::string(dtype_name(variable.dtype())) + shape_str(r.value(variable).shape()) +
+                            " on this replica, not " + std::string(dtype_name(in[0].dtype())) + shape_str(in[0].shape()));
+    }
+    r.value(variable) = in[0];
+    return {};
+  }
+  const CallSite site = site_of(eq);
+  if (op == "psum") return {r.psum(in[0], axes_of(p), groups_of(p), site)};
+  if (op == "pmean") return {r.pmean(in[0], axes_of(p), groups_of(p), site)};
+  if (op == "pmax") return {r.pmax(in[0], axes_of(p), groups_of(p), site)};
+  if (op == "pmin") return {r.pmin(in[0], axes_of(p), groups_of(p), site)};
+  if (op == "pprod") return {r.all_reduce(in[0], r.groups(axes_of(p), groups_of(p)), ReduceOp::prod, site)};
+  if (op == "all_gather") {
+    return {r.all_gather(in[0], axes_of(p), int_of(p, "axis"), flag(p, "tiled"), groups_of(p), site)};
+  }
   if (op == "psum_scatter") {
-    return r.psum_scatter(in[0], axes_of(p), int_of(p, "axis"), flag(p, "tiled"), groups_of(p), site);
+    return {r.psum_scatter(in[0], axes_of(p), int_of(p, "axis"), flag(p, "tiled"), groups_of(p), site)};
   }
   if (op == "all_to_all") {
-    return r.all_to_all(in[0], axes_of(p), int_of(p, "split_axis"), int_of(p, "concat_axis"), flag(p, "tiled"),
-                        groups_of(p), site);
+    return {r.all_to_all(in[0], axes_of(p), int_of(p, "split_axis"), int_of(p, "concat_axis"), flag(p, "tiled"),
+                         groups_of(p), site)};
   }
-  if (op == "ppermute") return r.ppermute(in[0], axes_of(p), std::get<Permutation>(p.at("perm")), site);
-  if (op == "axis_index") return Array::scalar(r.axis_index(axes_of(p)), DType::i32);
-  throw InvalidArgument(op + " is a session effect: it runs in a session's program (weft.popxl), which this "
-                        "executor does not run yet");
+  if (op == "ppermute") return {r.ppermute(in[0], axes_of(p), std::get<Permutation>(p.at("perm")), site)};
+  if (op == "axis_index") return {Array::scalar(r.axis_index(axes_of(p)), DType::i32)};
+  if (op == "replicated_reduce_scatter") {
+    return {r.replicated_reduce_scatter(in[0], r.groups(axes_of(p), groups_of(p)), reduce_of(p), site)};
+  }
+  if (op == "replica_sharded_slice") return {r.replica_sharded_slice(in[0], r.groups(axes_of(p), groups_of(p)), site)};
+  if (op == "gather_shards") {
+    const auto& shape = std::get<std::vector<std::int64_t>>(p.at("shape"));
+    return {r.gather_shards(in[0], r.groups(axes_of(p), groups_of(p)), Shape(shape.begin(), shape.end()), site)};
+  }
+  throw Error("weft internal error: no kernel and no replica operation for op '" + op + "'");
 }
 
 // The same kind of error, with the equation in front: a MismatchError stays one.
@@ -108,7 +170,8 @@ void check_inputs(const program::Program& prog, std::span<const Array> inputs) {
   }
 }
 
-std::vector<Array> execute(const Program& program, Replica* replica, std::span<const Array> inputs) {
+std::vector<Array> execute(const Program& program, Replica* replica, std::span<const Array> inputs,
+                           const ProgramHandles* handles) {
   const Program::Impl& impl = program.impl();
   const program::Program& prog = impl.program;
   check_inputs(prog, inputs);
@@ -149,7 +212,8 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
           throw InvalidArgument(eq.op + " needs replicas to meet, and run_program was given none (collectives run "
                                 "inside pmap or a session)");
         }
-        values[eq.outputs.at(0)] = run_collective(*replica, eq, in);
+        std::vector<Array> out = run_on_replica(*replica, eq, in, handles);
+        for (std::size_t k = 0; k < eq.outputs.size(); ++k) values[eq.outputs[k]] = std::move(out.at(k));
       }
     } catch (const Error&) {
       rethrow_at(prog, i);
@@ -165,11 +229,12 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
 }  // namespace
 
 std::vector<Array> run_program(const Program& program, std::span<const Array> inputs) {
-  return execute(program, nullptr, inputs);
+  return execute(program, nullptr, inputs, nullptr);
 }
 
-std::vector<Array> run_program(const Program& program, Replica& replica, std::span<const Array> inputs) {
-  return execute(program, &replica, inputs);
+std::vector<Array> run_program(const Program& program, Replica& replica, std::span<const Array> inputs,
+                               const ProgramHandles* handles) {
+  return execute(program, &replica, inputs, handles);
 }
 
 }  // namespace weft

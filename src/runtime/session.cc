@@ -403,6 +403,15 @@ void Session::write_variable_data(const Variable& variable, const Array& host) {
   if (s.weights_on_device) upload(s, v);
 }
 
+std::map<HostStream, Array> Session::run(const Program& program, const ProgramHandles& handles,
+                                         const std::map<HostStream, Array>& inputs) {
+  if (!program.input_types().empty()) {
+    throw InvalidArgument(state->options.name + ": a session's program takes no inputs (it host_loads them), but "
+                          "this one takes " + std::to_string(program.input_types().size()));
+  }
+  return run([&](Replica& r) { run_program(program, r, {}, &handles); }, inputs);
+}
+
 std::map<HostStream, Array> Session::run(const std::function<void(Replica&)>& program,
                                          const std::map<HostStream, Array>& inputs) {
   SessionState& s = *state;

@@ -3,11 +3,13 @@
 // keeping effects, and the liveness of a 20-op elementwise chain.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "program/builder.hpp"
 #include "program/dead_code.hpp"
+#include "program/kernels.hpp"
 #include "program/liveness.hpp"
 #include "program/op_registry.hpp"
 #include "program/printer.hpp"
@@ -346,6 +348,18 @@ TEST(ProgramInference, RegistryCoversTheOpFamilies) {
   EXPECT_FALSE(find_op("psum")->effectful);
   EXPECT_TRUE(is_elementwise_op("add"));
   EXPECT_FALSE(is_elementwise_op("matmul"));
+}
+
+// The executor runs an equation by its kernel, or on the replica (collectives, session effects): every op is
+// exactly one of the two, so a program that verifies also runs.
+TEST(ProgramKernels, EveryOpHasAKernelOrRunsOnTheReplica) {
+  const std::set<std::string> on_replica = {"psum", "pmean", "pmax", "pmin", "pprod", "all_gather", "psum_scatter",
+                                            "all_to_all", "ppermute", "axis_index", "replicated_reduce_scatter",
+                                            "replica_sharded_slice", "gather_shards"};
+  for (const std::string& op : registered_ops()) {
+    const bool replica = find_op(op)->effectful || on_replica.count(op) > 0;
+    EXPECT_EQ(find_kernel(op) == nullptr, replica) << op;
+  }
 }
 
 // ---- dead code and liveness ---------------------------------------------------------------------------------

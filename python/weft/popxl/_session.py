@@ -1,10 +1,9 @@
 """popxl.Session: runs an Ir's main graph on every replica, over the Ir's weft.Session.
 
-`session.run(inputs)` is one weft.Session.run whose program, on each replica, interprets the recorded
-equations in order: the transfers, variable reads and updates and collectives call weft.ops /
-weft.collectives (the same C++ paths a weft.Session program uses); the elementwise ops and matmul compute
-with numpy on the replica's values. An error in an equation is raised again with the equation's text and
-the user's line that recorded it.
+The recorded graph is lowered once to a C++ program (weft/program.hpp: the same op names; its streams,
+buffers and variables named by their popxl names), and `session.run(inputs)` runs that program on every
+replica in C++ (weft::Session::run of a program: no Python and no GIL in the replicas). An error in an
+equation names the equation, as the program prints it, and the user's line that recorded it.
 
 Attach and detach as PopXL: entering `with session:` sends the weights to the replicas (weights_from_host),
 leaving it fetches them (weights_to_host); run() needs the session attached. get_tensor_data,
@@ -15,84 +14,78 @@ import numpy as _np
 import weft as _weft
 from weft import _weft as _ext
 
+from weft._session import _stream_input
+
 from ._graph import Constant
 from ._state import DeviceToHostStream, HostToDeviceStream, Variable
 
 _DEVICES = ("ipu_hw", "ipu_model", "cpu")
 
 
-# ---- the interpreter: one function per op, (replica values of the inputs, params) -> outputs --------------
-def _reduce(op):
-    return lambda ins, p: [_weft.collectives.replicated_all_reduce(ins[0], op, p["groups"])]
+# ---- lowering: the recorded graph as a C++ program ----------------------------------------------------------
+# The graph's ops are the program layer's (its names and parameters); what the graph holds as Python objects
+# (streams, buffers, variables, groupings) becomes names and index lists the program's equations carry.
+_EFFECT_HANDLE = {"host_load": ("stream", "streams"), "host_store": ("stream", "streams"),
+                  "remote_load": ("buffer", "buffers"), "remote_store": ("buffer", "buffers"),
+                  "variable_read": ("variable", "variables"), "variable_update": ("variable", "variables")}
+_COLLECTIVES = {"psum", "pmean", "pmax", "pmin", "pprod", "all_gather", "gather_shards", "replicated_reduce_scatter",
+                "replica_sharded_slice"}
+_ARRAY_OPS = {"add", "subtract", "multiply", "divide", "negative", "matmul"}
+SUPPORTED = frozenset(_EFFECT_HANDLE) | _COLLECTIVES | _ARRAY_OPS
 
 
-def _elementwise(fn):
-    def run(ins, p, out_types):
-        return [_np.asarray(fn(*ins), dtype=out_types[0].dtype)]
-    run.typed = True
-    return run
+class _Handles:
+    """The handles a program names, each under the user's name (made unique) of its popxl object."""
+
+    def __init__(self):
+        self.by_kind = {"streams": {}, "buffers": {}, "variables": {}}
+        self._names = {}
+
+    def name(self, kind, obj):
+        known = self._names.get(id(obj))
+        if known is not None:
+            return known
+        base = getattr(obj, "_name", None) or kind[:-1]
+        name, k = base, 1
+        while name in self.by_kind[kind]:
+            name, k = f"{base}_{k}", k + 1
+        self.by_kind[kind][name] = obj._weft
+        self._names[id(obj)] = name
+        return name
 
 
-def _all_gather(ins, p):
-    return [_ext.all_gather_groups(ins[0], p["groups"], p["axis"], p["tiled"])]
-
-
-_RUN = {
-    "host_load": lambda ins, p: [_weft.ops.host_load(p["stream"]._weft)],
-    "host_store": lambda ins, p: _weft.ops.host_store(p["stream"]._weft, ins[0]) or [],
-    "remote_load": lambda ins, p: [_weft.ops.remote_load(p["buffer"]._weft, int(ins[0]))],
-    "remote_store": lambda ins, p: _weft.ops.remote_store(p["buffer"]._weft, int(ins[1]), ins[0]) or [],
-    "variable_read": lambda ins, p: [_weft.ops.read(p["variable"]._weft)],
-    "variable_update": lambda ins, p: _weft.ops.write(p["variable"]._weft, ins[0]) or [],
-    "add": _elementwise(_np.add),
-    "subtract": _elementwise(_np.subtract),
-    "multiply": _elementwise(_np.multiply),
-    "divide": _elementwise(_np.divide),
-    "negative": _elementwise(_np.negative),
-    "matmul": lambda ins, p: [_weft.ops.matmul(ins[0], ins[1])],
-    "psum": _reduce("add"),
-    "pmean": _reduce("mean"),
-    "pmax": _reduce("max"),
-    "pmin": _reduce("min"),
-    "pprod": _reduce("mul"),
-    "all_gather": _all_gather,
-    "gather_shards": lambda ins, p: [_weft.collectives.replicated_all_gather(ins[0], p["groups"], p["shape"])],
-    "replicated_reduce_scatter": lambda ins, p: [
-        _weft.collectives.replicated_reduce_scatter(ins[0], p["reduce"], p["groups"])],
-    "replica_sharded_slice": lambda ins, p: [_weft.collectives.replica_sharded_slice(ins[0], p["groups"])],
-}
-
-
-def _annotated(error, graph, index, eq):
-    where = (f"{eq.op}: in popxl graph {graph.name!r}, equation {index} `{eq.text()}` (recorded at {eq.where}): "
-             f"{error}")
-    try:
-        again = type(error)(where)
-    except Exception:  # an exception type that cannot be made from one message
-        error.add_note(where)
-        return error
-    return again
-
-
-def interpret(graph):
-    """The program one replica runs for `graph`: its equations in order over this replica's values."""
-    equations, constants = list(graph.equations), dict(graph.constants)
-
-    def program():
-        env = dict(constants)
-        for index, eq in enumerate(equations):
-            fn = _RUN[eq.op]
-            ins = [env[v] for v in eq.inputs]
-            try:
-                outs = fn(ins, eq.params, eq.outputs) if getattr(fn, "typed", False) else fn(ins, eq.params)
-            except Exception as error:
-                again = _annotated(error, graph, index, eq)
-                if again is error:
-                    raise
-                raise again from error
-            for value, data in zip(eq.outputs, outs):
-                env[value] = data
-    return program
+def lower(graph, replicas):
+    """(weft._weft.Program, handles) for `graph` over `replicas` replicas (the session's mesh: ('replica',))."""
+    builder = _ext.ProgramBuilder([("replica", int(replicas))])
+    handles = _Handles()
+    ids = {}
+    for value, data in graph.constants.items():
+        ids[value] = builder.constant(_np.ascontiguousarray(data) if _np.ndim(data) else _np.array(data))[0]
+    for eq in graph.equations:
+        p, params = eq.params, []
+        if eq.op in _EFFECT_HANDLE:
+            key, kind = _EFFECT_HANDLE[eq.op]
+            params.append((key, "str", handles.name(kind, p[key])))
+            if "shape" in p:
+                params += [("shape", "ints", [int(d) for d in p["shape"]]), ("dtype", "dtype", _np.dtype(p["dtype"]))]
+        elif eq.op in _COLLECTIVES:
+            params.append(("axes", "strs", ["replica"]))
+            groups = p.get("groups")
+            if groups is not None:
+                params.append(("groups", "groups", [[int(m) for m in g] for g in groups.groups]))
+            if eq.op == "all_gather":
+                params += [("axis", "int", int(p["axis"])), ("tiled", "bool", bool(p["tiled"]))]
+            if eq.op == "gather_shards":
+                params.append(("shape", "ints", [int(d) for d in p["shape"]]))
+            if eq.op == "replicated_reduce_scatter":
+                params.append(("op", "str", str(p["reduce"])))
+        outs = builder.emit(eq.op, [ids[v] for v in eq.inputs], params, eq.where)
+        for value, (ident, typ) in zip(eq.outputs, outs):
+            if _np.dtype(typ[0]) != value.dtype:  # the graph's own dtype rule (popxl's) decides the stored type
+                ident = builder.emit("astype", [ident], [("dtype", "dtype", value.dtype)], eq.where)[0][0]
+            ids[value] = ident
+    builder.set_outputs([])
+    return builder.build(), handles.by_kind
 
 
 class Session:
@@ -103,12 +96,12 @@ class Session:
             raise ValueError(f"popxl.Session: device_desc={device_desc!r} is none of {', '.join(_DEVICES)} (weft runs "
                              "every one on its CPU devices)")
         for eq in ir.main_graph.equations:
-            if eq.op not in _RUN:
+            if eq.op not in SUPPORTED:
                 raise NotImplementedError(f"popxl.Session: the graph's op {eq.op!r} (recorded at {eq.where}) has no "
                                           "weft implementation")
         self.ir, self.device_desc = ir, device_desc
         self._session = ir._freeze()
-        self._program = interpret(ir.main_graph)
+        self._program, self._handles = lower(ir.main_graph, ir.replication_factor)
         self._weights_to_host_on_exit = weights_to_host_on_exit
         self._attached = False
         self._streams = {}  # weft HostStream -> popxl stream (run()'s keys)
@@ -142,8 +135,15 @@ class Session:
             if not isinstance(stream, HostToDeviceStream):
                 raise ValueError(f"popxl.Session.run: input key {stream!r} is not a popxl.h2d_stream of this Ir")
             given[stream._weft] = data
-        outs = self._session.run(given, program=self._program)
+        h = self._handles
+        given = {stream: _stream_input(stream, data) for stream, data in given.items()}
+        outs = self._session.run_program(self._program, h["variables"], h["buffers"], h["streams"], given)
         return {self._streams[stream]: data for stream, data in outs.items()}
+
+    @property
+    def program(self):
+        """The C++ program every replica runs (prints like a jaxpr)."""
+        return self._program
 
     def run_with_outputs(self, inputs, outputs):
         outputs.update(self.run(inputs))
