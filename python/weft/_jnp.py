@@ -1,7 +1,9 @@
 """weft.numpy's functions (JAX's jnp): on tracers they record program equations (weft/_trace.py); on
-concrete values they are numpy's, so eager code (weft.pmap(f, eager=True), sessions) keeps working as it
-did. Shapes broadcast as numpy's; dtypes promote as JAX's (float32 stays float32, a Python number is weakly
-typed, integer true division gives float32).
+concrete values the arithmetic, elementwise math, reductions, where, matmul and concatenate run the same op
+through weft's kernels (a one-equation program, cached per op and signature), so they give what the traced
+program gives: JAX's dtypes (float32 stays float32, a Python number is weakly typed, integer true division
+gives float32, int32 + float32 is float32) and read-only results. Shape-only functions (reshape, transpose,
+...) are numpy's on concrete arrays. Shapes broadcast as numpy's.
 """
 import builtins
 import math
@@ -12,6 +14,34 @@ from . import _weft
 from ._trace import Tracer, bind, bind_many, is_tracer, trace_of, weak_constant
 
 _pyslice = builtins.slice
+
+
+_CONCRETE = {}  # (op, params, input signature) -> the one-equation program
+
+
+def _concrete(op, args, params=()):
+    """op[params](args) on concrete values through weft's kernels: the equation a trace would record, run."""
+    like = next((_np.asarray(a).dtype for a in args if not isinstance(a, (bool, int, float, complex))), None)
+    if like is None:  # only Python numbers: JAX's default types
+        like = next((_np.dtype(_np.float32) for a in args if isinstance(a, float)), _np.dtype(_np.int32))
+        if all(isinstance(a, bool) for a in args):
+            like = _np.dtype(_np.bool_)
+    values = [_np.asarray(weak_constant(a, like)) if isinstance(a, (bool, int, float, complex)) else _np.asarray(a)
+              for a in args]
+    key = (op, tuple((n, k, tuple(v) if isinstance(v, list) else v) for n, k, v in params),
+           tuple((v.dtype.str, v.shape) for v in values))
+    program = _CONCRETE.get(key)
+    if program is None:
+        builder = _weft.ProgramBuilder([])
+        ids = [builder.input(v.dtype, list(v.shape), []) for v in values]
+        try:
+            (out, _), = builder.emit(op, ids, list(params), "")
+        except _weft.InvalidArgument as error:
+            rule = str(error).split("`: ", 1)[-1]  # the rule, without the one-equation program's prefix
+            raise _weft.InvalidArgument(f"weft.numpy.{op}: {rule}") from None
+        builder.set_outputs([out])
+        program = _CONCRETE[key] = builder.build()
+    return _weft.run_program(program, values)[0]
 
 
 def _any_tracer(*xs):
@@ -43,7 +73,7 @@ def _unary(op, np_fn):
     def fn(x):
         if isinstance(x, Tracer):
             return bind(op, [x])
-        return np_fn(x)
+        return _concrete(op, [x])
     fn.__name__ = op
     return fn
 
@@ -52,7 +82,7 @@ def _binary(op, np_fn):
     def fn(a, b):
         if _any_tracer(a, b):
             return bind(op, _operands(a, b))
-        return np_fn(a, b)
+        return _concrete(op, [a, b])
     fn.__name__ = op
     return fn
 
@@ -94,7 +124,9 @@ def power(a, b):
         return bind("integer_pow", [a], [("y", "int", b)])
     if _any_tracer(a, b):
         return bind("power", _operands(a, b))
-    return _np.power(a, b)
+    if isinstance(b, int) and not isinstance(b, bool):
+        return _concrete("integer_pow", [a], [("y", "int", b)])
+    return _concrete("power", [a, b])
 
 
 def matmul(a, b):
@@ -121,7 +153,8 @@ def where(condition, x, y):
             c = not_equal(c, 0) if isinstance(c, Tracer) else _np.asarray(c).astype(bool)
         x, y = _operands(x, y) if _any_tracer(x, y) else (_np.asarray(x), _np.asarray(y))
         return bind("where", [c, x, y])
-    return _np.where(condition, x, y)
+    c = _np.asarray(condition)
+    return _concrete("where", [c if c.dtype == _np.bool_ else c != 0, x, y])
 
 
 def clip(a, a_min=None, a_max=None):
@@ -148,14 +181,14 @@ array = asarray
 # ---- reductions ---------------------------------------------------------------------------------------
 def _reduction(op, np_fn):
     def fn(a, axis=None, dtype=None, keepdims=False):
-        if not isinstance(a, Tracer):
-            return np_fn(a, axis=axis, keepdims=keepdims) if dtype is None else np_fn(a, axis=axis, dtype=dtype,
-                                                                                      keepdims=keepdims)
+        concrete = not isinstance(a, Tracer)
+        if concrete:
+            a = _np.asarray(a)
         params = [("keepdims", "bool", bool(keepdims))]
         axes = _axes_tuple(axis, a.ndim, op)
         if axes is not None:
             params.append(("axes", "ints", list(axes)))
-        out = bind(op, [a], params)
+        out = _concrete(op, [a], params) if concrete else bind(op, [a], params)
         return out if dtype is None else asarray(out, dtype)
     fn.__name__ = op
     return fn
@@ -170,12 +203,13 @@ amax, amin = max, min
 
 def _arg_reduction(op, np_fn):
     def fn(a, axis=None, keepdims=False):
-        if not isinstance(a, Tracer):
-            return np_fn(a, axis=axis, keepdims=keepdims)
+        concrete = not isinstance(a, Tracer)
+        if concrete:
+            a = _np.asarray(a)
         params = [("keepdims", "bool", bool(keepdims))]
         if axis is not None:
             params.append(("axis", "int", _norm_axis(int(axis), a.ndim, op)))
-        return bind(op, [a], params)
+        return _concrete(op, [a], params) if concrete else bind(op, [a], params)
     fn.__name__ = op
     return fn
 
@@ -252,7 +286,10 @@ def broadcast_to(a, shape):
 def concatenate(arrays, axis=0):
     arrays = list(arrays)
     if not _any_tracer(*arrays):
-        return _np.concatenate(arrays, axis=axis)
+        arrays = [_np.asarray(a) for a in arrays]
+        if not arrays:
+            raise _weft.InvalidArgument("weft.numpy.concatenate: need at least one array to concatenate")
+        return _concrete("concatenate", arrays, [("axis", "int", _norm_axis(axis, arrays[0].ndim, "concatenate"))])
     ndim = next(x for x in arrays if isinstance(x, Tracer)).ndim
     return bind("concatenate", arrays, [("axis", "int", _norm_axis(axis, ndim, "concatenate"))])
 

@@ -234,8 +234,28 @@ def test_traced_pmap_equals_eager_pmap():
         np.testing.assert_allclose(np.asarray(t), np.asarray(e), rtol=1e-6, atol=1e-6)
 
 
-def test_weft_numpy_on_concrete_arrays_is_numpy():
-    np.testing.assert_array_equal(jnp.concatenate([V, V]), np.concatenate([V, V]))
+@pytest.mark.parametrize("name,call,dtype,want", [
+    ("int true divide", lambda: jnp.divide(I, 2), np.float32, I / 2),
+    ("weak float on int", lambda: jnp.multiply(I, 2.5), np.float32, I * 2.5),
+    ("int32 + float32", lambda: jnp.add(I, np.float32(1)), np.float32, I + 1.0),
+    ("mean of ints", lambda: jnp.mean(I), np.float32, I.mean()),
+    ("sum of bools", lambda: jnp.sum(I > 5), np.int32, 6),
+    ("exp of ints", lambda: jnp.exp(I[0]), np.float32, np.exp(I[0])),
+    ("int power", lambda: jnp.power(I, 2), np.int32, I ** 2),
+    ("where with a weak float", lambda: jnp.where(I > 5, I, 0.5), np.float32, np.where(I > 5, I, 0.5)),
+    ("concatenate promotes", lambda: jnp.concatenate([I[0], V[:2]]), np.float32, np.concatenate([I[0], V[:2]])),
+    ("Python numbers", lambda: jnp.add(1, 2.5), np.float32, 3.5),
+])
+def test_weft_numpy_on_concrete_arrays_has_jaxs_dtypes(name, call, dtype, want):
+    # numpy would give float64 or int64 in most of these; JAX's (and a traced program's) dtypes are these.
+    got = call()
+    assert got.dtype == np.dtype(dtype), f"{name}: {got.dtype}"
+    np.testing.assert_allclose(got, np.asarray(want).astype(dtype), rtol=1e-6)
+
+
+def test_weft_numpy_concrete_errors_and_numpy_names():
+    with pytest.raises(weft.InvalidArgument, match=r"weft.numpy.add: shapes \[3\] and \[4\] do not broadcast"):
+        jnp.add(np.ones(3, np.float32), np.ones(4, np.float32))
     assert jnp.float32 is np.float32 and jnp.pi == np.pi
     assert jnp.sort(np.array([3, 1, 2])).tolist() == [1, 2, 3]  # a numpy name weft does not trace
 
