@@ -3,6 +3,9 @@
 // Replica, the same funnel as hand-written code (so their mismatch, timeout and stall reports are the usual
 // ones, at the user's traced source line); each buffer is dropped right after its last use (the program's
 // liveness). An error in an equation keeps its kind and gains the equation and its source line.
+#include <algorithm>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 
@@ -50,25 +53,77 @@ bool flag(const Params& p, const char* name) {
   return it != p.end() && std::get<bool>(it->second);
 }
 
-Array run_collective(Replica& r, const Equation& eq, const std::vector<Array>& in) {
-  const Params& p = eq.params;
-  const CallSite site = site_of(eq);
-  const std::string& op = eq.op;
-  if (op == "psum") return r.psum(in[0], axes_of(p), groups_of(p), site);
-  if (op == "pmean") return r.pmean(in[0], axes_of(p), groups_of(p), site);
-  if (op == "pmax") return r.pmax(in[0], axes_of(p), groups_of(p), site);
-  if (op == "pmin") return r.pmin(in[0], axes_of(p), groups_of(p), site);
-  if (op == "all_gather") return r.all_gather(in[0], axes_of(p), int_of(p, "axis"), flag(p, "tiled"), groups_of(p), site);
-  if (op == "psum_scatter") {
-    return r.psum_scatter(in[0], axes_of(p), int_of(p, "axis"), flag(p, "tiled"), groups_of(p), site);
+enum class Collective { psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, axis_index, effect };
+
+// One collective equation's arguments, read from its parameters once per program (not per run).
+struct CollectiveCall {
+  Collective kind = Collective::effect;
+  CallSite site;
+  Axes axes{std::vector<std::string>{}};
+  AxisIndexGroups groups;
+  int axis = 0;
+  int concat_axis = 0;
+  bool tiled = false;
+  Permutation perm;
+};
+
+Collective kind_of(const std::string& op) {
+  static const std::map<std::string, Collective> kinds = {
+      {"psum", Collective::psum},         {"pmean", Collective::pmean},
+      {"pmax", Collective::pmax},         {"pmin", Collective::pmin},
+      {"all_gather", Collective::all_gather}, {"psum_scatter", Collective::psum_scatter},
+      {"all_to_all", Collective::all_to_all}, {"ppermute", Collective::ppermute},
+      {"axis_index", Collective::axis_index}};
+  auto it = kinds.find(op);
+  return it == kinds.end() ? Collective::effect : it->second;
+}
+
+// Per equation, its collective's call (unused for array equations): prepared on a program's first run.
+struct Prepared {
+  std::vector<CollectiveCall> calls;
+};
+
+const Prepared& prepared(const Program::Impl& impl) {
+  std::call_once(impl.executor_once, [&impl] {
+    auto p = std::make_shared<Prepared>();
+    const program::Program& prog = impl.program;
+    p->calls.resize(prog.equations.size());
+    for (std::size_t i = 0; i < prog.equations.size(); ++i) {
+      if (impl.kernels[i] != nullptr) continue;
+      const Equation& eq = prog.equations[i];
+      CollectiveCall& c = p->calls[i];
+      c.kind = kind_of(eq.op);
+      c.site = site_of(eq);
+      if (c.kind == Collective::effect) continue;
+      const Params& params = eq.params;
+      c.axes = Axes(axes_of(params));
+      c.groups = groups_of(params);
+      if (params.contains("axis")) c.axis = int_of(params, "axis");
+      if (params.contains("split_axis")) c.axis = int_of(params, "split_axis");
+      if (params.contains("concat_axis")) c.concat_axis = int_of(params, "concat_axis");
+      c.tiled = flag(params, "tiled");
+      if (params.contains("perm")) c.perm = std::get<Permutation>(params.at("perm"));
+    }
+    impl.executor_data = std::move(p);
+  });
+  return *static_cast<const Prepared*>(impl.executor_data.get());
+}
+
+// `x` is the equation's one input (none for axis_index), read in place from the run's values.
+Array run_collective(Replica& r, const Equation& eq, const CollectiveCall& c, const Array* x) {
+  switch (c.kind) {
+    case Collective::psum: return r.psum(*x, c.axes, c.groups, c.site);
+    case Collective::pmean: return r.pmean(*x, c.axes, c.groups, c.site);
+    case Collective::pmax: return r.pmax(*x, c.axes, c.groups, c.site);
+    case Collective::pmin: return r.pmin(*x, c.axes, c.groups, c.site);
+    case Collective::all_gather: return r.all_gather(*x, c.axes, c.axis, c.tiled, c.groups, c.site);
+    case Collective::psum_scatter: return r.psum_scatter(*x, c.axes, c.axis, c.tiled, c.groups, c.site);
+    case Collective::all_to_all: return r.all_to_all(*x, c.axes, c.axis, c.concat_axis, c.tiled, c.groups, c.site);
+    case Collective::ppermute: return r.ppermute(*x, c.axes, c.perm, c.site);
+    case Collective::axis_index: return r.axis_index(c.axes, c.site);
+    case Collective::effect: break;
   }
-  if (op == "all_to_all") {
-    return r.all_to_all(in[0], axes_of(p), int_of(p, "split_axis"), int_of(p, "concat_axis"), flag(p, "tiled"),
-                        groups_of(p), site);
-  }
-  if (op == "ppermute") return r.ppermute(in[0], axes_of(p), std::get<Permutation>(p.at("perm")), site);
-  if (op == "axis_index") return Array::scalar(r.axis_index(axes_of(p)), DType::i32);
-  throw InvalidArgument(op + " is a session effect: it runs in a session's program (weft.popxl), which this "
+  throw InvalidArgument(eq.op + " is a session effect: it runs in a session's program (weft.popxl), which this "
                         "executor does not run yet");
 }
 
@@ -112,6 +167,7 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
   const Program::Impl& impl = program.impl();
   const program::Program& prog = impl.program;
   check_inputs(prog, inputs);
+  const Prepared& prep = prepared(impl);
   std::vector<Array> values(prog.types.size());
   for (std::size_t k = 0; k < prog.inputs.size(); ++k) values[prog.inputs[k]] = inputs[k];
   for (std::size_t k = 0; k < prog.constants.size(); ++k) values[prog.constants[k]] = prog.constant_values[k];
@@ -119,10 +175,10 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
   std::vector<Array> in;
   for (std::size_t i = 0; i < prog.equations.size(); ++i) {
     const Equation& eq = prog.equations[i];
-    in.clear();
-    for (program::ValueId id : eq.inputs) in.push_back(values[id]);
     try {
       if (impl.kernels[i] != nullptr) {
+        in.clear();
+        for (program::ValueId id : eq.inputs) in.push_back(values[id]);
         std::vector<Array> out = impl.kernels[i](in, eq.params);
         for (std::size_t k = 0; k < eq.outputs.size(); ++k) {
           const ValueType& want = prog.types[eq.outputs[k]];
@@ -137,7 +193,7 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
           throw InvalidArgument(eq.op + " needs replicas to meet, and run_program was given none (collectives run "
                                 "inside pmap or a session)");
         }
-        values[eq.outputs.at(0)] = run_collective(*replica, eq, in);
+        values[eq.outputs.at(0)] = run_collective(*replica, eq, prep.calls[i], eq.inputs.empty() ? nullptr : &values[eq.inputs[0]]);
       }
     } catch (const Error&) {
       rethrow_at(prog, i);
@@ -146,7 +202,13 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
   }
   std::vector<Array> outputs;
   outputs.reserve(prog.outputs.size());
-  for (program::ValueId id : prog.outputs) outputs.push_back(values[id]);
+  for (std::size_t k = 0; k < prog.outputs.size(); ++k) {
+    // Moved out unless a later output is the same value.
+    const program::ValueId id = prog.outputs[k];
+    const bool again = std::find(prog.outputs.begin() + static_cast<std::ptrdiff_t>(k) + 1, prog.outputs.end(), id) !=
+                       prog.outputs.end();
+    outputs.push_back(again ? values[id] : std::move(values[id]));
+  }
   return outputs;
 }
 
