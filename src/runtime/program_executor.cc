@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "program/printer.hpp"
@@ -168,17 +169,18 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
   const program::Program& prog = impl.program;
   check_inputs(prog, inputs);
   const Prepared& prep = prepared(impl);
-  std::vector<Array> values(prog.types.size());
+  // Optional: a default Array allocates its shape (0,), and a run makes and drops one per value.
+  std::vector<std::optional<Array>> values(prog.types.size());
   for (std::size_t k = 0; k < prog.inputs.size(); ++k) values[prog.inputs[k]] = inputs[k];
   for (std::size_t k = 0; k < prog.constants.size(); ++k) values[prog.constants[k]] = prog.constant_values[k];
-  for (program::ValueId id : impl.liveness.unused_inputs) values[id] = Array();
+  for (program::ValueId id : impl.liveness.unused_inputs) values[id].reset();
   std::vector<Array> in;
   for (std::size_t i = 0; i < prog.equations.size(); ++i) {
     const Equation& eq = prog.equations[i];
     try {
       if (impl.kernels[i] != nullptr) {
         in.clear();
-        for (program::ValueId id : eq.inputs) in.push_back(values[id]);
+        for (program::ValueId id : eq.inputs) in.push_back(*values[id]);
         std::vector<Array> out = impl.kernels[i](in, eq.params);
         for (std::size_t k = 0; k < eq.outputs.size(); ++k) {
           const ValueType& want = prog.types[eq.outputs[k]];
@@ -193,12 +195,13 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
           throw InvalidArgument(eq.op + " needs replicas to meet, and run_program was given none (collectives run "
                                 "inside pmap or a session)");
         }
-        values[eq.outputs.at(0)] = run_collective(*replica, eq, prep.calls[i], eq.inputs.empty() ? nullptr : &values[eq.inputs[0]]);
+        values[eq.outputs.at(0)] =
+            run_collective(*replica, eq, prep.calls[i], eq.inputs.empty() ? nullptr : &*values[eq.inputs[0]]);
       }
     } catch (const Error&) {
       rethrow_at(prog, i);
     }
-    for (program::ValueId id : impl.liveness.dies_after[i]) values[id] = Array();
+    for (program::ValueId id : impl.liveness.dies_after[i]) values[id].reset();
   }
   std::vector<Array> outputs;
   outputs.reserve(prog.outputs.size());
@@ -207,7 +210,7 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
     const program::ValueId id = prog.outputs[k];
     const bool again = std::find(prog.outputs.begin() + static_cast<std::ptrdiff_t>(k) + 1, prog.outputs.end(), id) !=
                        prog.outputs.end();
-    outputs.push_back(again ? values[id] : std::move(values[id]));
+    outputs.push_back(again ? *values[id] : std::move(*values[id]));
   }
   return outputs;
 }
