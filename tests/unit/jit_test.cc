@@ -71,6 +71,25 @@ TEST(MakeProgram, MethodsAndShapeOpsRecordPythonsOps) {
             "  in (e, f, g) }");
 }
 
+TEST(MakeProgram, IndexingRecordsPythonsSlices) {
+  // x[1], x[1:3] and where(x > 0, x, 0.0) as weft.make_program prints them from weft.numpy (the constants
+  // aside: C++ scalars are f32[]).
+  auto f = [](const Array& x) {
+    Array row = x[1];
+    Array rows = x.slice(1, 3);
+    return std::tuple{row, rows, where(x > Array::scalar(0.0), x, 0.0)};
+  };
+  const Program p = make_program(f)(Array::zeros({4, 8}));
+  EXPECT_EQ(p.text(),
+            "{ lambda a:f32[] b:f32[] ; c:f32[4,8] . let\n"
+            "    d:f32[1,8] = slice[limit=(2, 8) start=(1, 0) step=(1, 1)] c\n"
+            "    e:f32[8] = reshape[shape=(8,)] d\n"
+            "    f:f32[2,8] = slice[limit=(3, 8) start=(1, 0) step=(1, 1)] c\n"
+            "    g:bool[4,8] = greater c a\n"
+            "    h:f32[4,8] = where g c b\n"
+            "  in (e, f, h) }");
+}
+
 TEST(MakeProgram, ReplicaFunctionOverAMesh) {
   auto f = [](Replica& r, const Array& x) {
     const Array total = r.psum(x, "i");  // statements, not one expression: C++ leaves operand order open
