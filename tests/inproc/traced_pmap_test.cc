@@ -119,6 +119,24 @@ TEST(TracedPmap, ArrayOnlyFunctionsArePmappedToo) {
   for (int k = 0; k < 4; ++k) EXPECT_TRUE(y.shards()[k].data.identical(exp(x[k]).sum()));
 }
 
+TEST(TracedPmap, AxisIndexIsAnArrayTracedAndAlsoAnIntEagerly) {
+  Runtime rt({.device_count = 4});
+  // One spelling for both: the index as an int32 Array in arithmetic (f32 * i32 promotes to f32).
+  auto body = [](Replica& r, const Array& x) { return x * r.axis_index("i") + r.axis_index("i") * 2.0; };
+  const Array x = Iota({4, 3});
+  const ShardedArray traced = pmap(jit(body), {.axis = "i", .runtime = &rt})(x);
+  const ShardedArray hand = pmap(body, {.axis = "i", .runtime = &rt})(x);
+  ExpectSameShards(traced, hand, "x * axis_index");
+  EXPECT_EQ(traced.shards()[2].data.to_doubles(), (x[2] * 2.0 + 4.0).to_doubles());
+  // Eagerly it is also an int, as before AxisIndex.
+  auto as_int = pmap([](Replica& r, const Array& x) {
+                       const int k = r.axis_index("i");
+                       return x + static_cast<double>(k == 3 ? 100 : k);
+                     },
+                     {.axis = "i", .runtime = &rt});
+  EXPECT_EQ(as_int(x).shards()[3].data.to_doubles(), (x[3] + 100.0).to_doubles());
+}
+
 TEST(TracedPmap, TheReplicasUnknownsAreErrors) {
   Runtime rt({.device_count = 2});
   ExpectInvalid([&] { pmap(jit([](Replica& r, const Array& x) { return x * static_cast<float>(static_cast<int>(r.axis_index("i"))); }),
