@@ -13,10 +13,13 @@ out as mlp.cc writes it. Two layouts of the update, as the C++ trainer has:
 
 - `--update replicated` (the C++ `--replicated-update`, PyTorch DDP's): every replica computes its rows'
   gradients, `lax.pmean` averages them over the replicas, and every replica updates every parameter.
-- `--update sharded` (the C++ default in one process): the replicas `all_gather` the batch's layer inputs
-  and deltas; replica d forms the gradient of its 1/D of every weight's rows from the whole batch, updates
-  those rows (its velocity holds only them: a mapped argument) and an `all_gather` of the new rows gives
-  every replica the whole new weight; the loss and bias gradients are summed in one `psum`.
+- `--update sharded` (the C++ default in one process): replica d holds its 1/D of every weight's rows and
+  their velocity (mapped arguments); a step `all_gather`s the whole weights, runs the forward and backward
+  passes on the replica's rows of the batch, `all_gather`s the deltas and `all_to_all`s the layer inputs
+  (replica d receives its columns of every replica's rows), forms the gradient of its weight rows from the
+  whole batch and updates them; the loss and bias gradients are summed in one `psum`. The C++ trainer
+  gathers the new rows at the end of a step instead and keeps whole weights (it slices its rows as views;
+  weft.numpy has no slice at a traced offset, and `take` of the rows copied them: 10 % slower).
 
 The data set is a constant of the traced program (one array every replica reads, as the C++ trainer's
 split); each step the host passes each replica the indices of its rows and their labels. The initial
@@ -143,10 +146,9 @@ def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update=
     """The pmapped training step: step(params, velocities, rows, labels) -> (params, velocities, loss).
 
     `images` (the whole training split) is captured as a constant of the program; `rows` and `labels`
-    (devices, global_batch / devices) are each replica's batch. params are mapped (devices, ...) with every
-    replica's copy equal; velocities are mapped too: full copies (replicated update) or, for the sharded
-    update, replica d's rows of each weight's velocity and a full copy of each bias's (shapes from
-    velocity_shapes)."""
+    (devices, global_batch / devices) are each replica's batch. params and velocities are mapped (devices,
+    ...): every replica's copy equal (replicated update) or, for the sharded update, replica d's rows of each
+    weight and its velocity, and equal copies of the biases (shapes from velocity_shapes)."""
     local_batch = global_batch // devices
 
     @functools.partial(weft.pmap, axis_name="i")
@@ -167,34 +169,33 @@ def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update=
 
     @functools.partial(weft.pmap, axis_name="i")
     def sharded_step(p, v, rows, labels):
+        # p and v hold this replica's rows of each weight (and whole biases): the weights are gathered first.
+        full = dict(p)
+        for w, _ in LAYERS:
+            full[w] = lax.all_gather(p[w], "i", axis=0, tiled=True)
         x = jnp.take(images, rows, axis=0)
-        loss, inputs, deltas = forward_deltas(p, x, labels, 1.0 / global_batch)
+        loss, inputs, deltas = forward_deltas(full, x, labels, 1.0 / global_batch)
         # One psum for the loss and the three bias gradients (trainer.cc's train_program_sharded_update).
         sums = lax.psum(jnp.concatenate([jnp.reshape(loss, (1,))] + [jnp.sum(d, axis=0) for d in deltas]), "i")
-        rank = lax.axis_index("i")
         new_p, new_v = {}, {}
         at = 1
         for (w, b), inp, delta in zip(LAYERS, inputs, deltas):
             width = p[b].shape[0]
-            bias_grad = sums[at:at + width]
+            new_p[b], new_v[b] = sgd_momentum(p[b], v[b], sums[at:at + width], lr, momentum)
             at += width
-            new_p[b], new_v[b] = sgd_momentum(p[b], v[b], bias_grad, lr, momentum)
-            rows_per_rank = p[w].shape[0] // devices
-            mine = rank * rows_per_rank + np.arange(rows_per_rank, dtype=np.int32)
-            # The whole batch's rows of the layer input's columns this rank owns (one all_to_all: its columns
-            # of every replica's rows) and the whole batch's delta.
+            # The whole batch's rows of the input columns that multiply this replica's weight rows (its columns
+            # of every replica's rows: one all_to_all, no gather and slice) and the whole batch's delta.
             full_in = lax.all_to_all(inp, "i", 1, 0, tiled=True)
             full_delta = lax.all_gather(delta, "i", axis=0, tiled=True)
-            grad = full_in.T @ full_delta
-            w_rows, new_v[w] = sgd_momentum(jnp.take(p[w], mine, axis=0), v[w], grad, lr, momentum)
-            new_p[w] = lax.all_gather(w_rows, "i", axis=0, tiled=True)
+            new_p[w], new_v[w] = sgd_momentum(p[w], v[w], full_in.T @ full_delta, lr, momentum)
         return new_p, new_v, sums[0]
 
     return {"replicated": replicated_step, "sharded": sharded_step}[update]
 
 
 def velocity_shapes(params, devices, update):
-    """Each replica's velocity of each parameter: all of it, or (sharded update) its rows of the weights."""
+    """Each replica's part of each parameter and its velocity: all of it, or (sharded update) its rows of the
+    weights."""
     shapes = {}
     for name, value in params.items():
         shape = value.shape
@@ -232,9 +233,11 @@ class Trainer:
         self.devices, self.global_batch, self.seed = devices, global_batch, seed
         self.local_batch = global_batch // devices
         params = init_parameters(seed)
-        self.params = stacked(params, devices)
-        self.velocities = {k: np.zeros((devices,) + s, np.float32)
-                           for k, s in velocity_shapes(params, devices, update).items()}
+        self.update = update
+        shapes = velocity_shapes(params, devices, update)
+        self.params = {k: v.reshape((devices,) + shapes[k]) if shapes[k] != v.shape else stacked({k: v}, devices)[k]
+                       for k, v in params.items()}
+        self.velocities = {k: np.zeros((devices,) + s, np.float32) for k, s in shapes.items()}
         self.step_fn = make_train_step(train[0], global_batch, devices, lr, momentum, update)
         self.eval_fn = make_eval_step(test[0]) if test is not None else None
         self.order_rng = np.random.default_rng([seed, 1])
@@ -257,12 +260,18 @@ class Trainer:
         return float(loss.shards[0])
 
     def parameters(self):
-        """Replica 0's parameters, as numpy arrays."""
-        return {k: np.array(v.shards[0]) if hasattr(v, "shards") else v[0] for k, v in self.params.items()}
+        """The parameters as numpy arrays: replica 0's copies (sharded update: the weights joined from every
+        replica's rows)."""
+        out = {}
+        for k, v in self.params.items():
+            shards = [np.asarray(s) for s in v.shards] if hasattr(v, "shards") else list(v)
+            out[k] = np.concatenate(shards) if self.update == "sharded" and k.startswith("w") else np.array(shards[0])
+        return out
 
     def evaluate(self):
         images, labels = self.test
         n, correct = len(labels), 0.0
+        params = stacked(self.parameters(), self.devices)
         for begin in range(0, n, self.global_batch):
             rows = np.zeros(self.global_batch, np.int32)
             lab = np.full(self.global_batch, -1, np.int32)
@@ -270,7 +279,7 @@ class Trainer:
             rows[:take] = np.arange(begin, begin + take)
             lab[:take] = labels[begin:begin + take]
             shape = (self.devices, self.local_batch)
-            correct += float(self.eval_fn(self.params, rows.reshape(shape), lab.reshape(shape)).shards[0])
+            correct += float(self.eval_fn(params, rows.reshape(shape), lab.reshape(shape)).shards[0])
         return correct / n
 
 

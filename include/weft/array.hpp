@@ -62,6 +62,18 @@ class Buffer {
   std::shared_ptr<MemoryAccount> account_;
 };
 
+namespace detail {
+// The trace a symbolic Array belongs to (src/array/trace_hook.hpp; the program layer implements it).
+class TraceHook;
+struct TraceAccess;
+// Reading the data of a traced Array: InvalidArgument naming `op` and saying the value is traced.
+[[noreturn]] void throw_traced_read(const char* op);
+}  // namespace detail
+
+// While a function is traced (weft::jit, weft::make_program, pmap(jit(f)): weft/jit.hpp), its Arrays are
+// symbolic: they have a dtype and a shape but no buffer, and every op on them (operators, weft::ops, the
+// methods below, Replica collectives) records a program equation instead of computing. Reading their data
+// (bytes, data, to_doubles, value_at, item, ...) is an InvalidArgument naming the op.
 class Array {
  public:
   // An empty float32 array of shape (0,).
@@ -107,9 +119,12 @@ class Array {
   std::size_t nbytes() const { return static_cast<std::size_t>(size()) * dtype_size(dtype_); }
   // Global id of the device this array lives on, -1 for host memory.
   int device() const { return device_; }
+  // True for a symbolic array of a function being traced (no data until the program runs).
+  bool traced() const { return trace_ != nullptr; }
   const std::byte* bytes() const;
   template <class T>
   std::span<const T> data() const {
+    if (trace_) [[unlikely]] detail::throw_traced_read("Array::data");
     check_element_type(dtype_v<T>);
     return {reinterpret_cast<const T*>(bytes()), static_cast<std::size_t>(size())};
   }
@@ -117,6 +132,7 @@ class Array {
   std::byte* mutable_bytes();
   template <class T>
   std::span<T> mutable_data() {
+    if (trace_) [[unlikely]] detail::throw_traced_read("Array::mutable_data");
     check_element_type(dtype_v<T>);
     return {reinterpret_cast<T*>(mutable_bytes()), static_cast<std::size_t>(size())};
   }
@@ -124,10 +140,17 @@ class Array {
   double value_at(std::int64_t flat_index) const;
   std::vector<double> to_doubles() const;
   template <class T>
-  std::vector<T> to_vector() const { auto d = data<T>(); return {d.begin(), d.end()}; }
+  std::vector<T> to_vector() const {
+    if (trace_) [[unlikely]] detail::throw_traced_read("Array::to_vector");
+    auto d = data<T>();
+    return {d.begin(), d.end()};
+  }
   // The only element of a size-1 array, as T.
   template <class T>
-  T item() const { return static_cast<T>(value_at(0)); }
+  T item() const {
+    if (trace_) [[unlikely]] detail::throw_traced_read("Array::item");
+    return static_cast<T>(value_at(0));
+  }
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
   std::size_t offset() const { return offset_; }
   bool shares_buffer_with(const Array& other) const { return buffer_ && buffer_ == other.buffer_; }
@@ -179,12 +202,15 @@ class Array {
   Array mean(const ReduceAxes& axes = {}, bool keepdims = false) const;
 
  private:
+  friend struct detail::TraceAccess;
   void check_element_type(DType wanted) const;
   DType dtype_ = DType::f32;
   Shape shape_{0};
   std::shared_ptr<Buffer> buffer_;
   std::size_t offset_ = 0;
   int device_ = -1;
+  int value_id_ = -1;                   // a symbolic array's value in its trace
+  std::shared_ptr<detail::TraceHook> trace_;  // null for every concrete array
 };
 
 Array operator+(const Array& a, double b);

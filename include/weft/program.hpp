@@ -24,6 +24,7 @@
 #include "weft/array.hpp"
 #include "weft/dtype.hpp"
 #include "weft/groups.hpp"
+#include "weft/program_params.hpp"
 
 namespace weft {
 
@@ -32,6 +33,7 @@ struct ProgramHandles;  // weft/session.hpp
 namespace program {
 struct Program;
 class Builder;
+class TraceState;
 }  // namespace program
 
 // What a trace knows of an array without its data (JAX's abstract value): dtype, shape, and the mesh axes
@@ -45,12 +47,6 @@ struct ValueType {
   std::size_t num_bytes() const;
   bool operator==(const ValueType&) const = default;
 };
-
-// One parameter of an equation. No plain `int` alternative: callers say which (std::int64_t), so a literal
-// never lands in `bool` by accident. The last alternative is JAX's axis_index_groups.
-using ProgramParam = std::variant<bool, std::int64_t, std::string, DType, std::vector<std::int64_t>,
-                                  std::vector<std::string>, Permutation, std::vector<std::vector<int>>>;
-using ProgramParams = std::map<std::string, ProgramParam>;
 
 // A built program: immutable and shared (copies share it). Empty until built.
 class Program {
@@ -104,6 +100,35 @@ class ProgramBuilder {
 
  private:
   std::unique_ptr<program::Builder> builder_;
+};
+
+// One function being traced into a program (what weft::jit, weft::make_program and pmap(jit(f)) use,
+// weft/jit.hpp): its inputs are symbolic Arrays, and every op on them (operators, weft::ops, Array methods,
+// a traced Replica's collectives) records an equation here; concrete Arrays they meet become constants.
+class ProgramTrace {
+ public:
+  explicit ProgramTrace(Mesh mesh = Mesh(), std::string name = "jit");
+  // Ends the trace: a symbolic Array of it kept past this point refuses every op, naming the trace.
+  ~ProgramTrace();
+  ProgramTrace(const ProgramTrace&) = delete;
+  ProgramTrace& operator=(const ProgramTrace&) = delete;
+
+  // A new program input: a symbolic Array of `type` (its varying axes: mesh axes it may differ along).
+  Array input(ValueType type);
+  // Records `outs = op[params](ins)` (for ops no Array function records: the collectives). `source` is the
+  // user's line ("file.cc:42"), named by the equation's errors.
+  std::vector<Array> record(const std::string& op, const std::vector<Array>& ins, ProgramParams params = {},
+                            std::string source = {});
+  // The full type of a symbolic Array of this trace (with its varying axes).
+  const ValueType& type(const Array& value) const;
+  const Mesh& mesh() const;
+  const std::string& name() const;
+  // The program with these outputs (a concrete output becomes a constant), built: verified, dead code
+  // removed, liveness computed. Ends the trace.
+  Program finish(const std::vector<Array>& outputs);
+
+ private:
+  std::shared_ptr<program::TraceState> state_;
 };
 
 // Runs `program` on this thread, outside any pmap (its collectives have no replicas to meet: the builder

@@ -30,7 +30,24 @@ using AxisIndexGroups = std::vector<std::vector<int>>;
 
 namespace detail {
 struct ReplicaState;
+[[noreturn]] void throw_traced_axis_index();
 }
+
+// What Replica::axis_index returns: this replica's index along the axes as an int32 scalar Array, which also
+// converts to int (`if (r.axis_index("i") == 0)`). In a traced pmap (pmap(jit(f)), weft/jit.hpp) it is a
+// symbolic Array (an axis_index equation): use it as an Array (`x * r.axis_index("i")`); converting it to
+// int there is an InvalidArgument, as the index is known only when the program runs.
+class AxisIndex : public Array {
+ public:
+  AxisIndex(Array value, int index) : Array(std::move(value)), index_(index) {}
+  operator int() const {
+    if (traced()) [[unlikely]] detail::throw_traced_axis_index();
+    return index_;
+  }
+
+ private:
+  int index_;
+};
 class Variable;
 class RemoteBuffer;
 class HostStream;
@@ -40,11 +57,13 @@ class Replica {
   // Where each collective was called (weft/call_site.hpp): the caller's line unless given.
   using Loc = CallSite;
 
+  // In a traced pmap (weft/jit.hpp) the replica's collectives and axis_index record program equations;
+  // index() and device() are unknown there (InvalidArgument), mesh(), axis_size() and num_replicas() known.
   int index() const;         // replica id in this program (row-major over the mesh)
   int num_replicas() const;
   const Device& device() const;
   const Mesh& mesh() const;
-  int axis_index(const Axes& axes) const;
+  AxisIndex axis_index(const Axes& axes, Loc loc = std::source_location::current()) const;
   int axis_size(const Axes& axes) const;
   // The groups a collective over `axes` (optionally sub-grouped) runs in.
   ReplicaGroups groups(const Axes& axes, const AxisIndexGroups& index_groups = {}) const;

@@ -80,7 +80,7 @@ void init_lax(py::module_& m) {
   m.def("ppermute", [](py::handle x, const Names& axes, const Permutation& perm) {
     return collective("weft.lax.ppermute", x, axes, [&](Replica& r, const Array& a, const Axes& ax, Site site) { return r.ppermute(a, ax, perm, site); });
   });
-  m.def("axis_index", [](const Names& names) {
+  m.def("axis_index", [](const Names& names) -> int {  // Replica::axis_index is an AxisIndex: here, its int
     const Replica& r = current_replica("weft.lax.axis_index");
     const Axes axes = to_axes(names);
     check_axes_are_named("weft.lax.axis_index", r, axes);

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "array/buffer_pool.hpp"
+#include "array/trace_hook.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 
@@ -173,9 +174,13 @@ Array Array::empty(const Shape& shape, DType dtype, std::shared_ptr<MemoryAccoun
   return Array(dtype, shape, std::make_shared<Buffer>(n, std::move(account)), 0, device);
 }
 
-const std::byte* Array::bytes() const { return buffer_ ? buffer_->data() + offset_ : nullptr; }
+const std::byte* Array::bytes() const {
+  if (trace_) [[unlikely]] detail::throw_traced_read("Array::bytes");
+  return buffer_ ? buffer_->data() + offset_ : nullptr;
+}
 
 std::byte* Array::mutable_bytes() {
+  if (trace_) [[unlikely]] detail::throw_traced_read("Array::mutable_bytes");
   const std::size_t n = nbytes();
   const bool exclusive = buffer_ && buffer_.use_count() == 1 && offset_ == 0 && buffer_->size() == n;
   if (!exclusive) {
@@ -197,6 +202,7 @@ void Array::check_element_type(DType wanted) const {
 // ---- views ------------------------------------------------------------------------------------------
 
 Array Array::reshape(Shape shape) const {
+  if (trace_) [[unlikely]] return detail::record1("reshape", {*this}, {{"shape", shape}});
   int unknown = -1;
   std::int64_t known = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -236,6 +242,13 @@ Array Array::operator[](std::int64_t index) const {
   }
   if (index < 0) index += n;
   Shape rest(shape_.begin() + 1, shape_.end());
+  if (trace_) [[unlikely]] {
+    // x[k] as weft/_jnp.py records it: a slice of axis 0, then the axis dropped.
+    std::vector<std::int64_t> start(shape_.size(), 0), limit = shape_, step(shape_.size(), 1);
+    start[0] = index;
+    limit[0] = index + 1;
+    return detail::record1("slice", {*this}, {{"start", start}, {"limit", limit}, {"step", step}}).reshape(rest);
+  }
   const std::size_t row = static_cast<std::size_t>(num_elements(rest)) * dtype_size(dtype_);
   return Array(dtype_, std::move(rest), buffer_, offset_ + static_cast<std::size_t>(index) * row, device_);
 }
@@ -245,6 +258,7 @@ Array Array::slice(std::int64_t begin, std::int64_t end) const {
   const std::int64_t n = shape_[0];
   const std::int64_t b = clamp_bound(begin, n);
   const std::int64_t e = std::max(b, clamp_bound(end, n));
+  if (trace_) [[unlikely]] return slice_axis(0, begin, end);
   Shape shape = shape_;
   shape[0] = e - b;
   Shape tail(shape_.begin() + 1, shape_.end());
@@ -260,6 +274,7 @@ Array Array::squeeze(int axis) const {
   }
   Shape shape = shape_;
   shape.erase(shape.begin() + a);
+  if (trace_) [[unlikely]] return reshape(std::move(shape));
   return Array(dtype_, std::move(shape), buffer_, offset_, device_);
 }
 
@@ -267,6 +282,7 @@ Array Array::expand_dims(int axis) const {
   const int a = normalize_axis(axis, ndim() + 1, "expand_dims");
   Shape shape = shape_;
   shape.insert(shape.begin() + a, 1);
+  if (trace_) [[unlikely]] return reshape(std::move(shape));
   return Array(dtype_, std::move(shape), buffer_, offset_, device_);
 }
 
@@ -277,6 +293,7 @@ Array Array::with_device(int device) const {
 }
 
 bool Array::identical(const Array& other) const {
+  if (trace_ || other.trace_) [[unlikely]] detail::throw_traced_read("Array::identical");
   if (dtype_ != other.dtype_ || shape_ != other.shape_) return false;
   const std::size_t n = nbytes();
   return n == 0 || std::memcmp(bytes(), other.bytes(), n) == 0;
@@ -285,6 +302,7 @@ bool Array::identical(const Array& other) const {
 // ---- byte-level copies ------------------------------------------------------------------------------
 
 Array Array::copy() const {
+  if (trace_) [[unlikely]] return detail::record1("copy", {*this});
   Array out = empty(shape_, dtype_, buffer_ ? buffer_->account() : nullptr, device_);
   if (nbytes() > 0) std::memcpy(out.mutable_bytes(), bytes(), nbytes());
   return out;
@@ -297,6 +315,13 @@ Array Array::slice_axis(int axis, std::int64_t begin, std::int64_t end) const {
   const std::int64_t e = std::max(b, clamp_bound(end, n));
   Shape shape = shape_;
   shape[a] = e - b;
+  if (trace_) [[unlikely]] {
+    if (b == 0 && e == n) return *this;
+    std::vector<std::int64_t> start(shape_.size(), 0), limit = shape_, step(shape_.size(), 1);
+    start[a] = b;
+    limit[a] = e;
+    return detail::record1("slice", {*this}, {{"start", start}, {"limit", limit}, {"step", step}});
+  }
   Array out = empty(shape, dtype_);
   const std::int64_t outer = num_elements(Shape(shape_.begin(), shape_.begin() + a));
   const std::size_t inner =
@@ -323,6 +348,9 @@ Array Array::moveaxis(int source, int destination) const {
     if (i != s) perm.push_back(i);
   }
   perm.insert(perm.begin() + d, s);
+  if (trace_) [[unlikely]] {
+    return detail::record1("transpose", {*this}, {{"perm", std::vector<std::int64_t>(perm.begin(), perm.end())}});
+  }
   Shape shape(nd);
   for (int i = 0; i < nd; ++i) shape[i] = shape_[perm[i]];
   Array out = empty(shape, dtype_);
@@ -373,6 +401,9 @@ Array Array::concatenate(const std::vector<Array>& arrays, int axis) {
       }
     }
     dtype = promote_types(dtype, x.dtype());
+  }
+  for (const Array& x : arrays) {
+    if (x.traced()) [[unlikely]] return detail::record1("concatenate", arrays, {{"axis", std::int64_t{a}}});
   }
   Shape shape = arrays[0].shape();
   shape[a] = 0;

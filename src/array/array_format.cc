@@ -473,12 +473,31 @@ std::string scalar_str(const Array& a) {
 
 }  // namespace
 
+namespace {
+// A traced array prints as its type, as a weft.jit tracer does in Python: "Traced<float32[4,8]>".
+std::string traced_str(const Array& array) {
+  std::string dims;
+  for (std::size_t i = 0; i < array.shape().size(); ++i) {
+    if (i > 0) dims.push_back(',');
+    dims.append(std::to_string(array.shape()[i]));
+  }
+  std::string text = "Traced<";
+  text.append(dtype_name(array.dtype()));
+  text.push_back('[');
+  text.append(dims);
+  text.append("]>");
+  return text;
+}
+}  // namespace
+
 std::string to_string(const Array& array) {
+  if (array.traced()) return traced_str(array);
   if (array.ndim() == 0) return scalar_str(array);
   return array2string(array, " ", "", kLineWidth);
 }
 
 std::string repr(const Array& array, std::string_view prefix_name, bool always_dtype) {
+  if (array.traced()) return traced_str(array);
   const DType t = array.dtype();
   const bool implied = t == DType::f64 || t == DType::i64 || t == DType::boolean;
   const bool skip_dtype = !always_dtype && implied && array.size() > 0;

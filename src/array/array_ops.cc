@@ -13,6 +13,7 @@
 #include "array/broadcast.hpp"
 #include "array/element_types.hpp"
 #include "array/isa.hpp"
+#include "array/trace_hook.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
@@ -309,6 +310,7 @@ Array binary(const Array& a, const Array& b, Op op) {
   isa::ensure_kernels_supported();
   const DType common = compute_dtype(op, a.dtype(), b.dtype());
   const Shape shape = broadcast_for(op, a.shape(), b.shape());
+  if (a.traced() || b.traced()) [[unlikely]] return detail::record1(op_name(op), {a, b});
   const Array x = a.astype(common);
   const Array y = b.astype(common);
   Array out = Array::empty(shape, is_comparison(op) ? DType::boolean : common);
@@ -330,6 +332,12 @@ void compound_assign(Array& target, const Array& other, Op op, const char* name)
   if (shape != target.shape()) {
     throw InvalidArgument(std::string(name) + ": non-broadcastable output operand with shape " +
                           shape_str(target.shape()) + " doesn't match the broadcast shape " + shape_str(shape));
+  }
+  if (target.traced() || other.traced()) [[unlikely]] {
+    // x op= y on a traced x: x = (x op y) in x's dtype, as the in-place form computes it.
+    Array result = binary(target, other, op);
+    target = result.dtype() == target.dtype() ? result : result.astype(target.dtype());
+    return;
   }
   if (target.size() == 0) return;
   if (common != target.dtype()) {
@@ -400,6 +408,7 @@ Array Array::arange(std::int64_t n, DType dtype) {
 }
 
 double Array::value_at(std::int64_t flat_index) const {
+  if (trace_) [[unlikely]] detail::throw_traced_read("Array::value_at");
   const std::int64_t n = size();
   if (flat_index < 0 || flat_index >= n) {
     throw InvalidArgument("value_at: index " + std::to_string(flat_index) + " is out of bounds for size " +
@@ -412,6 +421,7 @@ double Array::value_at(std::int64_t flat_index) const {
 }
 
 std::vector<double> Array::to_doubles() const {
+  if (trace_) [[unlikely]] detail::throw_traced_read("Array::to_doubles");
   std::vector<double> out(static_cast<std::size_t>(size()));
   if (out.empty()) return out;
   dispatch(dtype_, [&](auto tag) {
@@ -424,6 +434,7 @@ std::vector<double> Array::to_doubles() const {
 
 Array Array::astype(DType dtype) const {
   if (dtype == dtype_) return *this;
+  if (trace_) [[unlikely]] return detail::record1("astype", {*this}, {{"dtype", dtype}});
   Array out = empty(shape_, dtype);
   if (out.size() == 0) return out;
   dispatch(dtype_, [&](auto from_tag) {
@@ -469,6 +480,7 @@ Array Array::operator-() const {
   if (dtype_ == DType::boolean) {
     throw InvalidArgument("negative: the `-` operator is not supported for dtype bool; use the `~` operator instead");
   }
+  if (trace_) [[unlikely]] return detail::record1("negative", {*this});
   Array out = empty(shape_, dtype_);
   if (out.size() == 0) return out;
   dispatch(dtype_, [&](auto tag) {
@@ -493,6 +505,7 @@ Array Array::operator~() const {
     throw InvalidArgument("invert: the `~` operator is not supported for dtype " + dname(dtype_) +
                           " (only integer and bool arrays)");
   }
+  if (trace_) [[unlikely]] return detail::record1("bitwise_not", {*this});
   Array out = empty(shape_, dtype_);
   if (out.size() == 0) return out;
   dispatch(dtype_, [&](auto tag) {

@@ -33,6 +33,7 @@
 #include "array/element_types.hpp"
 #include "array/float_kernels.hpp"
 #include "array/isa.hpp"
+#include "array/trace_hook.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
@@ -335,15 +336,37 @@ void kernels::exp_f32(const float* in, float* out, std::int64_t n) {
 
 // ---- one operand ------------------------------------------------------------------------------------------------
 
-Array exp(const Array& x) { return transcendental(x, {exp_f32, exp_f64}); }
-Array log(const Array& x) { return transcendental(x, {log_f32, log_f64}); }
-Array log1p(const Array& x) { return transcendental(x, {log1p_f32, log1p_f64}); }
-Array tanh(const Array& x) { return transcendental(x, {tanh_f32, tanh_f64}); }
-Array sqrt(const Array& x) { return transcendental(x, {sqrt_f32, sqrt_f64}); }
-Array rsqrt(const Array& x) { return transcendental(x, {rsqrt_f32, rsqrt_f64}); }
-Array sigmoid(const Array& x) { return transcendental(x, {sigmoid_f32, sigmoid_f64}); }
+Array exp(const Array& x) {
+  if (x.traced()) [[unlikely]] return detail::record1("exp", {x});
+  return transcendental(x, {exp_f32, exp_f64});
+}
+Array log(const Array& x) {
+  if (x.traced()) [[unlikely]] return detail::record1("log", {x});
+  return transcendental(x, {log_f32, log_f64});
+}
+Array log1p(const Array& x) {
+  if (x.traced()) [[unlikely]] return detail::record1("log1p", {x});
+  return transcendental(x, {log1p_f32, log1p_f64});
+}
+Array tanh(const Array& x) {
+  if (x.traced()) [[unlikely]] return detail::record1("tanh", {x});
+  return transcendental(x, {tanh_f32, tanh_f64});
+}
+Array sqrt(const Array& x) {
+  if (x.traced()) [[unlikely]] return detail::record1("sqrt", {x});
+  return transcendental(x, {sqrt_f32, sqrt_f64});
+}
+Array rsqrt(const Array& x) {
+  if (x.traced()) [[unlikely]] return detail::record1("rsqrt", {x});
+  return transcendental(x, {rsqrt_f32, rsqrt_f64});
+}
+Array sigmoid(const Array& x) {
+  if (x.traced()) [[unlikely]] return detail::record1("sigmoid", {x});
+  return transcendental(x, {sigmoid_f32, sigmoid_f64});
+}
 
 Array abs(const Array& x) {
+  if (x.traced()) [[unlikely]] return detail::record1("abs", {x});
   // Unsigned integers and bool are their own absolute value (numpy keeps them; JAX returns x).
   if (x.dtype() == DType::boolean || x.dtype() == DType::u8) return x;
   if (x.dtype() == DType::f16 || x.dtype() == DType::bf16) {
@@ -359,10 +382,12 @@ Array sign(const Array& x) {
   if (x.dtype() == DType::boolean) {
     throw InvalidArgument("sign: not supported for dtype bool (numeric arrays only)");
   }
+  if (x.traced()) [[unlikely]] return detail::record1("sign", {x});
   return same_dtype(x, [](const auto* in, auto* out, std::int64_t n) { sign_loop(in, out, n); });
 }
 
 Array relu(const Array& x) {
+  if (x.traced()) [[unlikely]] return detail::record1("relu", {x});
   if (x.dtype() == DType::boolean) return x;  // max(b, false) = b
   return same_dtype(x, [](const auto* in, auto* out, std::int64_t n) { relu_loop(in, out, n); });
 }
@@ -372,6 +397,11 @@ Array relu(const Array& x) {
 Array where(const Array& cond, const Array& a, const Array& b) {
   isa::ensure_kernels_supported();
   const Shape shape = broadcast3("where", cond.shape(), a.shape(), b.shape());
+  if (cond.traced() || a.traced() || b.traced()) [[unlikely]] {
+    // The program's where takes a bool condition: nonzero is true (weft/_jnp.py records not_equal(c, 0)).
+    const Array c = cond.dtype() == DType::boolean ? cond : not_equal(cond, Array::scalar(0, cond.dtype()));
+    return detail::record1("where", {c, a, b});
+  }
   const DType common = promote_types(a.dtype(), b.dtype());
   const Array c = cond.astype(DType::boolean);  // nonzero (NaN included) is true, as numpy
   const Array x = a.astype(common);

@@ -10,6 +10,7 @@
 
 #include "array/element_types.hpp"
 #include "array/isa.hpp"
+#include "array/trace_hook.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
@@ -44,6 +45,9 @@ Array one_hot(const Array& labels, int num_classes, DType dtype) {
   if (num_classes < 0) {
     throw InvalidArgument("one_hot: num_classes must be non-negative, got " + std::to_string(num_classes));
   }
+  if (labels.traced()) [[unlikely]] {
+    return detail::record1("one_hot", {labels}, {{"num_classes", std::int64_t{num_classes}}, {"dtype", dtype}});
+  }
   const std::vector<std::int64_t> values = integer_values(labels, "one_hot", "labels");
   Shape shape = labels.shape();
   shape.push_back(num_classes);
@@ -64,6 +68,11 @@ Array one_hot(const Array& labels, int num_classes, DType dtype) {
 
 Array take(const Array& x, const Array& indices, std::optional<int> axis) {
   isa::ensure_kernels_supported();
+  if (x.traced() || indices.traced()) [[unlikely]] {
+    // As weft/_jnp.py: no axis takes from the flattened x.
+    if (!axis) return detail::record1("take", {x.reshape({-1}), indices});
+    return detail::record1("take", {x, indices}, {{"axis", detail::traced_axis(*axis, x.ndim())}});
+  }
   std::vector<std::int64_t> index = integer_values(indices, "take", "indices");
   const Array source = axis ? x : x.reshape({x.size()});
   const int nd = source.ndim();

@@ -20,6 +20,7 @@
 #include "array/blas.hpp"
 #include "array/broadcast.hpp"
 #include "array/isa.hpp"
+#include "array/trace_hook.hpp"
 #include "array/onednn.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
@@ -231,6 +232,13 @@ Array matmul(const Array& a, const Array& b, MatmulOptions options) {
   Shape out_shape = batch;
   if (na > 1) out_shape.push_back(m);
   if (nb > 1) out_shape.push_back(n);
+  if (a.traced() || b.traced()) [[unlikely]] {
+    // The transposed forms stay one equation (the same kernel call as here), not a transpose and a matmul.
+    ProgramParams params;
+    if (ta) params["transpose_a"] = true;
+    if (tb) params["transpose_b"] = true;
+    return detail::record1("matmul", {a, b}, std::move(params));
+  }
 
   const DType dtype = promote_types(a.dtype(), b.dtype());
   const DType compute = compute_dtype(dtype);
@@ -275,6 +283,10 @@ Array transpose(const Array& x, const std::vector<int>& perm_in) {
       }
       seen[perm[i]] = true;
     }
+  }
+  if (x.traced()) [[unlikely]] {
+    if (perm_in.empty()) return detail::record1("transpose", {x});
+    return detail::record1("transpose", {x}, {{"perm", std::vector<std::int64_t>(perm.begin(), perm.end())}});
   }
   const Shape& shape = x.shape();
   std::vector<std::int64_t> in_strides(nd);

@@ -18,6 +18,7 @@
 
 #include "array/element_types.hpp"
 #include "array/isa.hpp"
+#include "array/trace_hook.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
@@ -252,6 +253,15 @@ Array reduce(const Array& a, const ReduceAxes& axes, bool keepdims, Reduce kind)
   isa::ensure_kernels_supported();
   const char* name = reduce_name(kind);
   const std::vector<bool> reduce_axis = reduced_axes(name, axes, a.ndim());
+  if (a.traced()) [[unlikely]] {
+    ProgramParams params{{"keepdims", keepdims}};
+    if (!axes.all()) {
+      std::vector<std::int64_t> list;
+      for (int axis : axes.axes()) list.push_back(detail::traced_axis(axis, a.ndim()));
+      params["axes"] = list;
+    }
+    return detail::record1(name, {a}, std::move(params));
+  }
   Array in = a;
   DType result_dtype = a.dtype();
   if (kind == Reduce::sum && a.dtype() == DType::boolean) {
@@ -352,6 +362,11 @@ Array arg_reduce(const Array& x, std::optional<int> axis, bool keepdims, bool is
     }
   } else if (keepdims) {
     out_shape.assign(nd, 1);
+  }
+  if (x.traced()) [[unlikely]] {
+    ProgramParams params{{"keepdims", keepdims}};
+    if (axis) params["axis"] = detail::traced_axis(*axis, nd);
+    return detail::record1(name, {x}, std::move(params));
   }
   if (n == 0) {
     throw InvalidArgument(std::string(name) + ": attempt to get " + name + " of an empty sequence (shape " +

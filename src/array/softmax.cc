@@ -25,6 +25,7 @@
 #include "array/element_types.hpp"
 #include "array/float_kernels.hpp"
 #include "array/isa.hpp"
+#include "array/trace_hook.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
@@ -244,6 +245,12 @@ void run(Kind kind, const C* x, C* out, const Split& sp) {
 Array softmax_family(Kind kind, const Array& x, int axis, bool keepdims) {
   isa::ensure_kernels_supported();
   const int ax = positive_axis(kind, axis, x.ndim());
+  if (x.traced()) [[unlikely]] {
+    if (kind == Kind::logsumexp) {
+      return detail::record1("logsumexp", {x}, {{"axis", std::int64_t{ax}}, {"keepdims", keepdims}});
+    }
+    return detail::record1(kind == Kind::softmax ? "softmax" : "log_softmax", {x}, {{"axis", std::int64_t{ax}}});
+  }
   const Split sp = split_at(x.shape(), ax);
   Shape out_shape = x.shape();
   if (kind == Kind::logsumexp) {

@@ -78,7 +78,8 @@ std::vector<Step> plan_steps(const Program& p) {
   return steps;
 }
 
-void run_fused(const Program& p, const std::vector<Kernel>& kernels, const Step& step, std::vector<Array>& values) {
+void run_fused(const Program& p, const std::vector<Kernel>& kernels, const Step& step,
+               std::vector<std::optional<Array>>& values) {
   const std::vector<std::int64_t>& shape = p.types[p.equations[step.first].outputs[0]].shape;
   const std::int64_t n = elements(shape);
   std::vector<bool> inside(p.types.size(), false);
@@ -100,9 +101,9 @@ void run_fused(const Program& p, const std::vector<Kernel>& kernels, const Step&
         if (inside[id]) {
           ins.push_back(block.at(id));
         } else if (p.types[id].shape.empty()) {
-          ins.push_back(values[id]);
+          ins.push_back(*values[id]);
         } else {
-          const Array& full = values[id];
+          const Array& full = *values[id];
           const std::size_t size = dtype_size(full.dtype());
           ins.emplace_back(full.dtype(), Shape{m}, full.buffer(), full.offset() + static_cast<std::size_t>(start) * size,
                            full.device());

@@ -5,6 +5,7 @@
 // written out whole. WEFT_FUSION=off turns it off (docs/settings.md).
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "kernels.hpp"
@@ -26,6 +27,6 @@ std::vector<Step> plan_steps(const Program& program);
 // Runs a fused step over `values` (indexed by ValueId: its inputs are there; its materialized results are
 // put there).
 void run_fused(const Program& program, const std::vector<Kernel>& kernels, const Step& step,
-               std::vector<Array>& values);
+               std::vector<std::optional<Array>>& values);
 
 }  // namespace weft::program

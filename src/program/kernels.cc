@@ -191,7 +191,10 @@ const Table& table() {
          return {p.contains("perm") ? weft::transpose(in[0], as_int(ints(p, "perm"))) : weft::transpose(in[0])};
        }},
       {"broadcast_to", broadcast_to},
-      {"matmul", [](const Ins& in, const Params&) -> Outs { return {weft::matmul(in[0], in[1])}; }},
+      {"matmul",
+       [](const Ins& in, const Params& p) -> Outs {
+         return {weft::matmul(in[0], in[1], {.transpose_a = flag(p, "transpose_a"), .transpose_b = flag(p, "transpose_b")})};
+       }},
       {"softmax",
        [](const Ins& in, const Params& p) -> Outs { return {weft::softmax(in[0], optional_axis(p).value_or(-1))}; }},
       {"log_softmax",

@@ -2,6 +2,8 @@
 // equation, the array kernel that computes it (null where the executor acts itself: collectives, effects),
 // and the steps it runs in (fusion).
 #pragma once
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "fusion.hpp"
@@ -17,6 +19,10 @@ struct Program::Impl {
   std::vector<program::Kernel> kernels;
   // The equations as the executor runs them: one by one, or fused runs (fusion.hpp).
   std::vector<program::Step> steps;
+  // What the executor (the runtime layer, above this one) prepares from the program once, on its first run
+  // (call sites, collective arguments), so that a run parses nothing: opaque here.
+  mutable std::once_flag executor_once;
+  mutable std::shared_ptr<const void> executor_data;
 };
 
 }  // namespace weft

@@ -118,11 +118,17 @@ std::vector<ValueType> broadcast_to(const std::vector<ValueType>& ins, const Par
   return {ValueType{in.dtype, shape, in.varying}};
 }
 
-// numpy matmul: 1-D operands gain and lose a unit dimension; leading (batch) dimensions broadcast.
-std::vector<ValueType> matmul(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+// numpy matmul: 1-D operands gain and lose a unit dimension; leading (batch) dimensions broadcast. The
+// optional transpose_a / transpose_b (weft::MatmulOptions) swap an operand's last two axes first.
+std::vector<ValueType> matmul(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
   std::vector<std::int64_t> a = ins[0].shape;
   std::vector<std::int64_t> b = ins[1].shape;
   if (a.empty() || b.empty()) throw RuleError("matmul needs operands of rank 1 or more");
+  for (auto [name, shape] : {std::pair{"transpose_a", &a}, std::pair{"transpose_b", &b}}) {
+    if (!has_param(params, name) || !param_as<bool>(params, name, "a bool")) continue;
+    if (shape->size() < 2) throw RuleError(std::string(name) + " needs an operand of rank 2 or more");
+    std::swap((*shape)[shape->size() - 1], (*shape)[shape->size() - 2]);
+  }
   const bool a_vector = a.size() == 1;
   const bool b_vector = b.size() == 1;
   if (a_vector) a.insert(a.begin(), 1);
@@ -247,7 +253,7 @@ void register_shape_ops(std::vector<OpInfo>& ops) {
   ops.push_back({"reshape", 1, 1, {"shape"}, {}, false, reshape});
   ops.push_back({"transpose", 1, 1, {}, {"perm"}, false, transpose});
   ops.push_back({"broadcast_to", 1, 1, {"shape"}, {}, false, broadcast_to});
-  ops.push_back({"matmul", 2, 2, {}, {}, false, matmul});
+  ops.push_back({"matmul", 2, 2, {}, {"transpose_a", "transpose_b"}, false, matmul});
   for (const char* name : {"softmax", "log_softmax"}) ops.push_back({name, 1, 1, {}, {"axis"}, false, along_axis});
   ops.push_back({"logsumexp", 1, 1, {"axis"}, {"keepdims"}, false, logsumexp});
   ops.push_back({"concatenate", 1, -1, {"axis"}, {}, false, concatenate});

@@ -17,6 +17,10 @@
 #include "weft/replica.hpp"
 #include "weft/runtime.hpp"
 
+namespace weft {
+class ProgramTrace;
+}
+
 namespace weft::detail {
 
 struct SessionState;
@@ -82,6 +86,9 @@ struct ReplicaState {
   int local;        // index among the execution's local replicas (its rank in the communicator)
   const Device* device;
   FlightRing* flight = nullptr;  // the device's flight recorder ring; null when off
+  // Set on the replica a traced pmap traces with (runtime/jit.cc): it has no execution, index or device,
+  // and its collectives record equations in this trace.
+  ProgramTrace* trace = nullptr;
 };
 
 }  // namespace weft::detail

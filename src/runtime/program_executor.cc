@@ -1,10 +1,15 @@
 // The executor: runs a built weft::Program (weft/program.hpp) as one replica, as an instruction loop on the
 // replica's own fiber or thread. Array equations call their resolved kernels; collectives go through the
-// Replica, the same funnel as hand-written code, and so do the session effects (host and remote transfers,
-// variables: by the names a session's run gives its handles) (so their mismatch, timeout and stall reports are the usual
-// ones, at the user's traced source line); each buffer is dropped right after its last use (the program's
-// liveness); runs of elementwise equations over large arrays are evaluated block by block (fusion.hpp). An error in an equation keeps its kind and gains the equation and its source line.
+// Replica, the same funnel as hand-written code (so their mismatch, timeout and stall reports are the usual
+// ones, at the user's traced source line), and so do the session effects (host and remote transfers,
+// variables: by the names a session's run gives its handles); each buffer is dropped right after its last
+// use (the program's liveness); runs of elementwise equations over large arrays are evaluated block by block
+// (fusion.hpp). An error in an equation keeps its kind and gains the equation and its source line.
+#include <algorithm>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "program/printer.hpp"
@@ -52,12 +57,66 @@ bool flag(const Params& p, const char* name) {
   return it != p.end() && std::get<bool>(it->second);
 }
 
+enum class Collective { psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, axis_index, effect };
+
+// One collective equation's arguments, read from its parameters once per program (not per run).
+struct CollectiveCall {
+  Collective kind = Collective::effect;
+  CallSite site;
+  Axes axes{std::vector<std::string>{}};
+  AxisIndexGroups groups;
+  int axis = 0;
+  int concat_axis = 0;
+  bool tiled = false;
+  Permutation perm;
+};
+
+Collective kind_of(const std::string& op) {
+  static const std::map<std::string, Collective> kinds = {
+      {"psum", Collective::psum},         {"pmean", Collective::pmean},
+      {"pmax", Collective::pmax},         {"pmin", Collective::pmin},
+      {"all_gather", Collective::all_gather}, {"psum_scatter", Collective::psum_scatter},
+      {"all_to_all", Collective::all_to_all}, {"ppermute", Collective::ppermute},
+      {"axis_index", Collective::axis_index}};
+  auto it = kinds.find(op);
+  return it == kinds.end() ? Collective::effect : it->second;
+}
+
+// Per equation, its collective's call (unused for array equations): prepared on a program's first run.
+struct Prepared {
+  std::vector<CollectiveCall> calls;
+};
+
+const Prepared& prepared(const Program::Impl& impl) {
+  std::call_once(impl.executor_once, [&impl] {
+    auto p = std::make_shared<Prepared>();
+    const program::Program& prog = impl.program;
+    p->calls.resize(prog.equations.size());
+    for (std::size_t i = 0; i < prog.equations.size(); ++i) {
+      if (impl.kernels[i] != nullptr) continue;
+      const Equation& eq = prog.equations[i];
+      CollectiveCall& c = p->calls[i];
+      c.kind = kind_of(eq.op);
+      c.site = site_of(eq);
+      if (c.kind == Collective::effect) continue;
+      const Params& params = eq.params;
+      c.axes = Axes(axes_of(params));
+      c.groups = groups_of(params);
+      if (params.contains("axis")) c.axis = int_of(params, "axis");
+      if (params.contains("split_axis")) c.axis = int_of(params, "split_axis");
+      if (params.contains("concat_axis")) c.concat_axis = int_of(params, "concat_axis");
+      c.tiled = flag(params, "tiled");
+      if (params.contains("perm")) c.perm = std::get<Permutation>(params.at("perm"));
+    }
+    impl.executor_data = std::move(p);
+  });
+  return *static_cast<const Prepared*>(impl.executor_data.get());
+}
+
 ReduceOp reduce_of(const Params& p) {
   auto it = p.find("op");
   return it == p.end() ? ReduceOp::sum : reduce_op_from_name(std::get<std::string>(it->second));
 }
-
-const std::string& name_of(const Params& p, const char* key) { return std::get<std::string>(p.at(key)); }
 
 template <class Handle>
 const Handle& handle(const std::map<std::string, Handle>* handles, const Equation& eq, const char* key,
@@ -65,7 +124,7 @@ const Handle& handle(const std::map<std::string, Handle>* handles, const Equatio
   if (handles == nullptr) {
     throw InvalidArgument(eq.op + " is a session effect: it runs only in a session's run (Session::run of a program)");
   }
-  const std::string& name = name_of(eq.params, key);
+  const std::string& name = std::get<std::string>(eq.params.at(key));
   auto it = handles->find(name);
   if (it == handles->end()) {
     throw InvalidArgument(eq.op + ": the session's run was given no " + kind + " named '" + name + "'");
@@ -73,8 +132,9 @@ const Handle& handle(const std::map<std::string, Handle>* handles, const Equatio
   return it->second;
 }
 
-// An equation the Replica runs: a collective, or a session effect. Returns its results (none for stores).
-std::vector<Array> run_on_replica(Replica& r, const Equation& eq, const std::vector<Array>& in,
+// The equations the replica runs that are not JAX's collectives: the session effects and PopXL's collectives
+// on flattened tensors. Returns their results (none for the stores).
+std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite& site, const std::vector<Array>& in,
                                   const ProgramHandles* handles) {
   const Params& p = eq.params;
   const std::string& op = eq.op;
@@ -105,33 +165,32 @@ std::vector<Array> run_on_replica(Replica& r, const Equation& eq, const std::vec
     r.value(variable) = in[0];
     return {};
   }
-  const CallSite site = site_of(eq);
-  if (op == "psum") return {r.psum(in[0], axes_of(p), groups_of(p), site)};
-  if (op == "pmean") return {r.pmean(in[0], axes_of(p), groups_of(p), site)};
-  if (op == "pmax") return {r.pmax(in[0], axes_of(p), groups_of(p), site)};
-  if (op == "pmin") return {r.pmin(in[0], axes_of(p), groups_of(p), site)};
-  if (op == "pprod") return {r.all_reduce(in[0], r.groups(axes_of(p), groups_of(p)), ReduceOp::prod, site)};
-  if (op == "all_gather") {
-    return {r.all_gather(in[0], axes_of(p), int_of(p, "axis"), flag(p, "tiled"), groups_of(p), site)};
-  }
-  if (op == "psum_scatter") {
-    return {r.psum_scatter(in[0], axes_of(p), int_of(p, "axis"), flag(p, "tiled"), groups_of(p), site)};
-  }
-  if (op == "all_to_all") {
-    return {r.all_to_all(in[0], axes_of(p), int_of(p, "split_axis"), int_of(p, "concat_axis"), flag(p, "tiled"),
-                         groups_of(p), site)};
-  }
-  if (op == "ppermute") return {r.ppermute(in[0], axes_of(p), std::get<Permutation>(p.at("perm")), site)};
-  if (op == "axis_index") return {Array::scalar(r.axis_index(axes_of(p)), DType::i32)};
-  if (op == "replicated_reduce_scatter") {
-    return {r.replicated_reduce_scatter(in[0], r.groups(axes_of(p), groups_of(p)), reduce_of(p), site)};
-  }
-  if (op == "replica_sharded_slice") return {r.replica_sharded_slice(in[0], r.groups(axes_of(p), groups_of(p)), site)};
+  const ReplicaGroups groups = r.groups(axes_of(p), groups_of(p));
+  if (op == "pprod") return {r.all_reduce(in[0], groups, ReduceOp::prod, site)};
+  if (op == "replicated_reduce_scatter") return {r.replicated_reduce_scatter(in[0], groups, reduce_of(p), site)};
+  if (op == "replica_sharded_slice") return {r.replica_sharded_slice(in[0], groups, site)};
   if (op == "gather_shards") {
     const auto& shape = std::get<std::vector<std::int64_t>>(p.at("shape"));
-    return {r.gather_shards(in[0], r.groups(axes_of(p), groups_of(p)), Shape(shape.begin(), shape.end()), site)};
+    return {r.gather_shards(in[0], groups, Shape(shape.begin(), shape.end()), site)};
   }
   throw Error("weft internal error: no kernel and no replica operation for op '" + op + "'");
+}
+
+// `x` is the equation's one input (none for axis_index), read in place from the run's values.
+Array run_collective(Replica& r, const Equation& eq, const CollectiveCall& c, const Array* x) {
+  switch (c.kind) {
+    case Collective::psum: return r.psum(*x, c.axes, c.groups, c.site);
+    case Collective::pmean: return r.pmean(*x, c.axes, c.groups, c.site);
+    case Collective::pmax: return r.pmax(*x, c.axes, c.groups, c.site);
+    case Collective::pmin: return r.pmin(*x, c.axes, c.groups, c.site);
+    case Collective::all_gather: return r.all_gather(*x, c.axes, c.axis, c.tiled, c.groups, c.site);
+    case Collective::psum_scatter: return r.psum_scatter(*x, c.axes, c.axis, c.tiled, c.groups, c.site);
+    case Collective::all_to_all: return r.all_to_all(*x, c.axes, c.axis, c.concat_axis, c.tiled, c.groups, c.site);
+    case Collective::ppermute: return r.ppermute(*x, c.axes, c.perm, c.site);
+    case Collective::axis_index: return r.axis_index(c.axes, c.site);
+    case Collective::effect: break;
+  }
+  throw Error("weft internal error: " + eq.op + " is not one of JAX's collectives");
 }
 
 // The same kind of error, with the equation in front: a MismatchError stays one.
@@ -175,10 +234,12 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
   const Program::Impl& impl = program.impl();
   const program::Program& prog = impl.program;
   check_inputs(prog, inputs);
-  std::vector<Array> values(prog.types.size());
+  const Prepared& prep = prepared(impl);
+  // Optional: a default Array allocates its shape (0,), and a run makes and drops one per value.
+  std::vector<std::optional<Array>> values(prog.types.size());
   for (std::size_t k = 0; k < prog.inputs.size(); ++k) values[prog.inputs[k]] = inputs[k];
   for (std::size_t k = 0; k < prog.constants.size(); ++k) values[prog.constants[k]] = prog.constant_values[k];
-  for (program::ValueId id : impl.liveness.unused_inputs) values[id] = Array();
+  for (program::ValueId id : impl.liveness.unused_inputs) values[id].reset();
   std::vector<Array> in;
   for (const program::Step& step : impl.steps) {
     if (step.count > 1) {
@@ -188,16 +249,16 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
         rethrow_at(prog, step.first);
       }
       for (std::size_t i = step.first; i < step.first + step.count; ++i) {
-        for (program::ValueId id : impl.liveness.dies_after[i]) values[id] = Array();
+        for (program::ValueId id : impl.liveness.dies_after[i]) values[id].reset();
       }
       continue;
     }
     const std::size_t i = step.first;
     const Equation& eq = prog.equations[i];
-    in.clear();
-    for (program::ValueId id : eq.inputs) in.push_back(values[id]);
     try {
       if (impl.kernels[i] != nullptr) {
+        in.clear();
+        for (program::ValueId id : eq.inputs) in.push_back(*values[id]);
         std::vector<Array> out = impl.kernels[i](in, eq.params);
         for (std::size_t k = 0; k < eq.outputs.size(); ++k) {
           const ValueType& want = prog.types[eq.outputs[k]];
@@ -212,17 +273,31 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
           throw InvalidArgument(eq.op + " needs replicas to meet, and run_program was given none (collectives run "
                                 "inside pmap or a session)");
         }
-        std::vector<Array> out = run_on_replica(*replica, eq, in, handles);
-        for (std::size_t k = 0; k < eq.outputs.size(); ++k) values[eq.outputs[k]] = std::move(out.at(k));
+        const CollectiveCall& call = prep.calls[i];
+        if (call.kind != Collective::effect) {
+          values[eq.outputs.at(0)] =
+              run_collective(*replica, eq, call, eq.inputs.empty() ? nullptr : &*values[eq.inputs[0]]);
+        } else {
+          in.clear();
+          for (program::ValueId id : eq.inputs) in.push_back(*values[id]);
+          std::vector<Array> out = run_session_op(*replica, eq, call.site, in, handles);
+          for (std::size_t k = 0; k < eq.outputs.size(); ++k) values[eq.outputs[k]] = std::move(out.at(k));
+        }
       }
     } catch (const Error&) {
       rethrow_at(prog, i);
     }
-    for (program::ValueId id : impl.liveness.dies_after[i]) values[id] = Array();
+    for (program::ValueId id : impl.liveness.dies_after[i]) values[id].reset();
   }
   std::vector<Array> outputs;
   outputs.reserve(prog.outputs.size());
-  for (program::ValueId id : prog.outputs) outputs.push_back(values[id]);
+  for (std::size_t k = 0; k < prog.outputs.size(); ++k) {
+    // Moved out unless a later output is the same value.
+    const program::ValueId id = prog.outputs[k];
+    const bool again = std::find(prog.outputs.begin() + static_cast<std::ptrdiff_t>(k) + 1, prog.outputs.end(), id) !=
+                       prog.outputs.end();
+    outputs.push_back(again ? *values[id] : std::move(*values[id]));
+  }
   return outputs;
 }
 

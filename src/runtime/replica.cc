@@ -12,6 +12,8 @@
 #include "runtime/internal.hpp"
 #include "runtime/replica_sharding.hpp"
 #include "weft/error.hpp"
+#include "weft/program.hpp"
+#include "array/trace_hook.hpp"
 
 namespace weft {
 
@@ -67,6 +69,36 @@ Array run_collective(detail::ReplicaState& st, Request& req) {
   }
 }
 
+// ---- in a traced pmap (weft/jit.hpp): collectives over named axes record equations -------------------------
+bool tracing(const detail::ReplicaState& st, const Array& x) { return st.trace != nullptr || x.traced(); }
+
+std::string source_of(CallSite loc) { return std::string(loc.file_name()) + ":" + std::to_string(loc.line()); }
+
+ProgramParams named(const Axes& axes, const AxisIndexGroups& groups = {}) {
+  ProgramParams params{{"axes", axes.names}};
+  if (!groups.empty()) params["groups"] = groups;
+  return params;
+}
+
+// The equation `op[params] x` in the replica's trace (or, for a symbolic x met by a concrete replica, x's).
+Array record_collective(detail::ReplicaState& st, const char* op, const Array& x, ProgramParams params, CallSite loc) {
+  if (st.trace) return st.trace->record(op, {x}, std::move(params), source_of(loc)).at(0);
+  return detail::record(op, {x}, std::move(params), source_of(loc)).at(0);
+}
+
+[[noreturn]] void refuse_traced(const char* api) {
+  throw InvalidArgument(std::string(api) +
+                        ": not traced yet: a traced pmap (pmap(jit(f))) records the collectives over named axes "
+                        "(psum pmean pmax pmin all_gather psum_scatter all_to_all ppermute axis_index); call this "
+                        "one from a pmap of the function without jit");
+}
+
+[[noreturn]] void refuse_unknown(const char* api) {
+  throw InvalidArgument(std::string("Replica::") + api +
+                        ": the replica is traced (pmap(jit(f))): which replica runs is known only when the program "
+                        "runs; use r.axis_index(axes), an int32 Array, to compute with its position");
+}
+
 Request make(detail::ReplicaState& st, Kind kind, const char* api, const Array& x, const Axes& axes,
              const AxisIndexGroups& index_groups, CallSite loc) {
   Request r;
@@ -102,14 +134,37 @@ Array reduce_named(detail::ReplicaState& st, const char* api, ReduceOp op, const
 }
 }  // namespace
 
-int Replica::index() const { return state_->index; }
-int Replica::num_replicas() const { return static_cast<int>(state_->execution->devices.size()); }
-const Device& Replica::device() const { return *state_->device; }
-const Mesh& Replica::mesh() const { return state_->execution->mesh; }
+namespace detail {
+void throw_traced_axis_index() {
+  throw InvalidArgument("Replica::axis_index: converted to int in a traced pmap (pmap(jit(f))): the index is known "
+                        "only when the program runs; use it as an int32 Array (x * r.axis_index(\"i\"))");
+}
+}  // namespace detail
 
-int Replica::axis_index(const Axes& axes) const {
+int Replica::index() const {
+  if (state_->trace) [[unlikely]] refuse_unknown("index");
+  return state_->index;
+}
+int Replica::num_replicas() const {
+  if (state_->trace) [[unlikely]] return state_->trace->mesh().size();
+  return static_cast<int>(state_->execution->devices.size());
+}
+const Device& Replica::device() const {
+  if (state_->trace) [[unlikely]] refuse_unknown("device");
+  return *state_->device;
+}
+const Mesh& Replica::mesh() const {
+  if (state_->trace) [[unlikely]] return state_->trace->mesh();
+  return state_->execution->mesh;
+}
+
+AxisIndex Replica::axis_index(const Axes& axes, Loc loc) const {
+  if (state_->trace) [[unlikely]] {
+    return AxisIndex(state_->trace->record("axis_index", {}, named(axes), source_of(loc)).at(0), -1);
+  }
   try {
-    return mesh().axis_index(state_->index, axes.names);
+    const int index = mesh().axis_index(state_->index, axes.names);
+    return AxisIndex(Array::scalar(index, DType::i32), index);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(state_->execution->replica_name(state_->index) + ": axis_index: " + e.what());
   }
@@ -119,28 +174,41 @@ int Replica::axis_size(const Axes& axes) const {
   try {
     return mesh().axis_size(axes.names);
   } catch (const InvalidArgument& e) {
+    if (state_->trace) throw InvalidArgument(std::string("axis_size: ") + e.what());
     throw InvalidArgument(state_->execution->replica_name(state_->index) + ": axis_size: " + e.what());
   }
 }
 
 ReplicaGroups Replica::groups(const Axes& axes, const AxisIndexGroups& index_groups) const {
+  if (state_->trace) [[unlikely]] return index_groups.empty() ? ReplicaGroups::along_axes(mesh(), axes.names)
+                                                              : ReplicaGroups::along_axes(mesh(), axes.names).subdivide(index_groups);
   return *state_->execution->groups.along_axes(mesh(), axes, index_groups);
 }
 
 Array Replica::psum(const Array& x, const Axes& axes, const AxisIndexGroups& groups, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] return record_collective(*state_, "psum", x, named(axes, groups), loc);
   return reduce_named(*state_, "psum", ReduceOp::sum, x, axes, groups, loc);
 }
 Array Replica::pmean(const Array& x, const Axes& axes, const AxisIndexGroups& groups, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] return record_collective(*state_, "pmean", x, named(axes, groups), loc);
   return reduce_named(*state_, "pmean", ReduceOp::mean, x, axes, groups, loc);
 }
 Array Replica::pmax(const Array& x, const Axes& axes, const AxisIndexGroups& groups, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] return record_collective(*state_, "pmax", x, named(axes, groups), loc);
   return reduce_named(*state_, "pmax", ReduceOp::max, x, axes, groups, loc);
 }
 Array Replica::pmin(const Array& x, const Axes& axes, const AxisIndexGroups& groups, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] return record_collective(*state_, "pmin", x, named(axes, groups), loc);
   return reduce_named(*state_, "pmin", ReduceOp::min, x, axes, groups, loc);
 }
 
 Array Replica::all_gather(const Array& x, const Axes& axes, int axis, bool tiled, const AxisIndexGroups& groups, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] {
+    ProgramParams params = named(axes, groups);
+    params["axis"] = std::int64_t{axis};
+    params["tiled"] = tiled;
+    return record_collective(*state_, "all_gather", x, std::move(params), loc);
+  }
   Request r = make(*state_, Kind::all_gather, "all_gather", x, axes, groups, loc);
   r.axis = axis;
   r.tiled = tiled;
@@ -149,6 +217,12 @@ Array Replica::all_gather(const Array& x, const Axes& axes, int axis, bool tiled
 
 Array Replica::psum_scatter(const Array& x, const Axes& axes, int scatter_dimension, bool tiled,
                             const AxisIndexGroups& groups, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] {
+    ProgramParams params = named(axes, groups);
+    params["axis"] = std::int64_t{scatter_dimension};
+    params["tiled"] = tiled;
+    return record_collective(*state_, "psum_scatter", x, std::move(params), loc);
+  }
   Request r = make(*state_, Kind::reduce_scatter, "psum_scatter", x, axes, groups, loc);
   r.axis = scatter_dimension;
   r.tiled = tiled;
@@ -157,6 +231,13 @@ Array Replica::psum_scatter(const Array& x, const Axes& axes, int scatter_dimens
 
 Array Replica::all_to_all(const Array& x, const Axes& axes, int split_axis, int concat_axis, bool tiled,
                           const AxisIndexGroups& groups, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] {
+    ProgramParams params = named(axes, groups);
+    params["split_axis"] = std::int64_t{split_axis};
+    params["concat_axis"] = std::int64_t{concat_axis};
+    params["tiled"] = tiled;
+    return record_collective(*state_, "all_to_all", x, std::move(params), loc);
+  }
   Request r = make(*state_, Kind::all_to_all, "all_to_all", x, axes, groups, loc);
   r.axis = split_axis;
   r.concat_axis = concat_axis;
@@ -165,18 +246,25 @@ Array Replica::all_to_all(const Array& x, const Axes& axes, int split_axis, int 
 }
 
 Array Replica::ppermute(const Array& x, const Axes& axes, const Permutation& perm, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] {
+    ProgramParams params = named(axes);
+    params["perm"] = perm;
+    return record_collective(*state_, "ppermute", x, std::move(params), loc);
+  }
   Request r = make(*state_, Kind::ppermute, "ppermute", x, axes, {}, loc);
   r.perm = &perm;
   return run_collective(*state_, r);
 }
 
 Array Replica::all_reduce(const Array& x, const ReplicaGroups& groups, ReduceOp op, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] refuse_traced("all_reduce over ReplicaGroups");
   Request r = make(Kind::all_reduce, "all_reduce", x, groups, loc);
   r.reduce = op;
   return run_collective(*state_, r);
 }
 
 Array Replica::all_gather(const Array& x, const ReplicaGroups& groups, int axis, bool tiled, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] refuse_traced("all_gather over ReplicaGroups");
   Request r = make(Kind::all_gather, "all_gather", x, groups, loc);
   r.axis = axis;
   r.tiled = tiled;
@@ -185,6 +273,7 @@ Array Replica::all_gather(const Array& x, const ReplicaGroups& groups, int axis,
 
 Array Replica::reduce_scatter(const Array& x, const ReplicaGroups& groups, ReduceOp op, int scatter_dimension,
                               bool tiled, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] refuse_traced("reduce_scatter over ReplicaGroups");
   Request r = make(Kind::reduce_scatter, "reduce_scatter", x, groups, loc);
   r.reduce = op;
   r.axis = scatter_dimension;
@@ -194,6 +283,7 @@ Array Replica::reduce_scatter(const Array& x, const ReplicaGroups& groups, Reduc
 
 Array Replica::all_to_all(const Array& x, const ReplicaGroups& groups, int split_axis, int concat_axis, bool tiled,
                           Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] refuse_traced("all_to_all over ReplicaGroups");
   Request r = make(Kind::all_to_all, "all_to_all", x, groups, loc);
   r.axis = split_axis;
   r.concat_axis = concat_axis;
@@ -202,6 +292,7 @@ Array Replica::all_to_all(const Array& x, const ReplicaGroups& groups, int split
 }
 
 Array Replica::ppermute(const Array& x, const ReplicaGroups& groups, const Permutation& perm, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] refuse_traced("ppermute over ReplicaGroups");
   Request r = make(Kind::ppermute, "ppermute", x, groups, loc);
   r.perm = &perm;
   return run_collective(*state_, r);
@@ -218,6 +309,7 @@ int group_size_for(const detail::ReplicaState& st, const ReplicaGroups& groups, 
 }  // namespace
 
 Array Replica::replicated_reduce_scatter(const Array& x, const ReplicaGroups& groups, ReduceOp op, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] refuse_traced("replicated_reduce_scatter");
   const int g = group_size_for(*state_, groups, "replicated_reduce_scatter");
   Array flat = detail::flat_padded(x, g);
   Request r = make(Kind::reduce_scatter, "replicated_reduce_scatter", flat, groups, loc);
@@ -227,6 +319,7 @@ Array Replica::replicated_reduce_scatter(const Array& x, const ReplicaGroups& gr
 }
 
 Array Replica::replica_sharded_slice(const Array& x, const ReplicaGroups& groups, Loc) {
+  if (tracing(*state_, x)) [[unlikely]] refuse_traced("replica_sharded_slice");
   const int g = group_size_for(*state_, groups, "replica_sharded_slice");
   const int k = groups.rank_in_group(state_->index);
   Array flat = detail::flat_padded(x, g);
@@ -235,6 +328,7 @@ Array Replica::replica_sharded_slice(const Array& x, const ReplicaGroups& groups
 }
 
 Array Replica::gather_shards(const Array& shard, const ReplicaGroups& groups, const Shape& full_shape, Loc loc) {
+  if (tracing(*state_, shard)) [[unlikely]] refuse_traced("gather_shards");
   if (shard.ndim() != 1)
     throw InvalidArgument(state_->execution->replica_name(state_->index) + ": gather_shards: a shard is 1-d, got shape " +
                           shape_str(shard.shape()));

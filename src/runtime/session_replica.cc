@@ -16,6 +16,9 @@ namespace weft {
 namespace {
 
 detail::SessionState& session_of(const detail::ReplicaState& st, const char* api) {
+  if (st.trace)
+    throw InvalidArgument(std::string(api) + " is only available inside Session::run, and this replica is being traced "
+                          "by a pmap (pmap(jit(f))), not run by a session");
   if (!st.execution->session)
     throw InvalidArgument(st.execution->replica_name(st.index) + ": " + api + " is only available inside Session::run (" +
                           st.execution->name + " is not a session)");

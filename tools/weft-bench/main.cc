@@ -3,6 +3,8 @@
 //   weft-bench --op allreduce --devices 8 --sizes 4K,1M,64M [--budget-ms 200] [--reps 5] [--iters N]
 //              [--warmup N] [--dtype float32] [--no-check] [--json] [--verbose]
 //   weft-bench --op dispatch [--devices 8]  (the cost of one call of an empty pmapped function)
+//   weft-bench --op psum_call [--devices 8] [--traced]  (one call of a pmapped function that psums a scalar;
+//              --traced: of pmap(jit(f)), the function traced once into a program every replica runs)
 //   weft-bench --op membw [--devices 2]     (host copy bandwidth, the ceiling for in-process collectives)
 //   weft-bench --op allreduce --sweep [--sweep-devices 2,4,...,64] [--sizes 4K,...,256M] [--max-memory 6G]
 //              (every size at every device count, one JSON line each; points whose buffers would pass
@@ -61,12 +63,12 @@ constexpr int kMembwDefaultIters = 20;
 
 // ---- command line ------------------------------------------------------------------------------------
 
-enum class Op { allreduce, all_gather, reduce_scatter, all_to_all, ppermute, dispatch, membw };
+enum class Op { allreduce, all_gather, reduce_scatter, all_to_all, ppermute, dispatch, psum_call, membw };
 
 const std::map<std::string, Op> kOpNames = {
     {"allreduce", Op::allreduce},   {"all_gather", Op::all_gather}, {"reduce_scatter", Op::reduce_scatter},
     {"all_to_all", Op::all_to_all}, {"ppermute", Op::ppermute},     {"dispatch", Op::dispatch},
-    {"membw", Op::membw},
+    {"membw", Op::membw},           {"psum_call", Op::psum_call},
 };
 
 std::string op_name(Op op) {
@@ -87,6 +89,7 @@ struct Options {
   bool check = true;
   bool json = false;
   bool verbose = false;
+  bool traced = false;         // dispatch, psum_call: pmap(jit(f)) (weft/jit.hpp) instead of pmap(f)
   bool devices_given = false;  // --devices on the command line (else: 8, or the job's devices under weftrun)
   std::int64_t max_memory = 0;  // --sweep: skip points whose buffers would need more (0: no limit)
 };
@@ -221,6 +224,7 @@ double bus_factor(Op op, int n) {
     case Op::all_to_all: return static_cast<double>(n - 1) / n;
     case Op::ppermute:
     case Op::dispatch:
+    case Op::psum_call:
     case Op::membw: return 1.0;
   }
   return 1.0;
@@ -283,6 +287,7 @@ std::vector<Segment> expected_segments(Op op, const Geometry& g, int k, int sum_
       segments.push_back({g.count, (k + g.n - 1) % g.n, 0});
       break;
     case Op::dispatch:
+    case Op::psum_call:
     case Op::membw:
       break;
   }
@@ -298,6 +303,7 @@ Array run_op(Op op, Replica& r, const Array& x, const weft::Permutation& ring) {
     case Op::all_to_all: return r.all_to_all(x, kAxis, /*split_axis=*/0, /*concat_axis=*/0);
     case Op::ppermute: return r.ppermute(x, kAxis, ring);
     case Op::dispatch:
+    case Op::psum_call:
     case Op::membw: break;
   }
   throw weft::InvalidArgument(op_name(op) + " is not a collective");
@@ -450,9 +456,24 @@ Result measure_collective(weft::Runtime& rt, const Options& opt, std::int64_t by
   return result;
 }
 
-// The cost of a pmap call: an empty pmapped function (it returns its argument, already on the devices)
-// called back to back from the host, planned and repeated like the collectives. Issue 9 asks <= 10 us.
+// The cost of a pmap call: an empty pmapped function (it returns its argument, already on the devices), or
+// one that psums it (psum_call), called back to back from the host, planned and repeated like the
+// collectives. Issue 9 asks <= 10 us for dispatch; issue 22 asks the traced psum_call (pmap(jit(f)), its
+// program run on every replica) within 1.2x of the hand-called one.
+template <class F>
+Result measure_calls(weft::Runtime& rt, const Options& opt, F fn);
+
 Result measure_dispatch(weft::Runtime& rt, const Options& opt) {
+  if (opt.op == Op::psum_call) {
+    auto psum = [](Replica& r, const Array& x) { return r.psum(x, kAxis); };
+    return opt.traced ? measure_calls(rt, opt, weft::jit(psum)) : measure_calls(rt, opt, psum);
+  }
+  auto identity = [](const Array& x) { return x; };
+  return opt.traced ? measure_calls(rt, opt, weft::jit(identity)) : measure_calls(rt, opt, identity);
+}
+
+template <class F>
+Result measure_calls(weft::Runtime& rt, const Options& opt, F fn) {
   std::vector<weft::Shard> shards;
   for (int r = 0; r < opt.devices; ++r) {
     const weft::Device& device = rt.devices()[r];
@@ -464,8 +485,8 @@ Result measure_dispatch(weft::Runtime& rt, const Options& opt) {
   weft::PmapOptions options;
   options.axis = kAxis;
   options.runtime = &rt;
-  options.name = "weft-bench dispatch";
-  auto program = weft::pmap([](const Array& x) { return x; }, options);
+  options.name = "weft-bench " + op_name(opt.op);
+  auto program = weft::pmap(std::move(fn), options);
   auto timed = [&](int calls) {
     const Clock::time_point start = Clock::now();
     for (int i = 0; i < calls; ++i) program(inputs);
@@ -487,6 +508,12 @@ Result measure_dispatch(weft::Runtime& rt, const Options& opt) {
   Result result;
   result.time_us = median(times) * 1e6;
   result.iters = iters;
+  if (opt.check) {
+    // Every replica's value is 1: the identity gives 1, the psum the replica count.
+    const double want = opt.op == Op::psum_call ? static_cast<double>(opt.devices) : 1.0;
+    const weft::ShardedArray outputs = program(inputs);
+    for (const weft::Shard& shard : outputs.shards()) result.wrong += shard.data.item<double>() != want;
+  }
   return result;
 }
 
@@ -626,7 +653,8 @@ std::int64_t run(const Options& opt) {
   std::int64_t wrong = 0;
   double busbw_sum = 0;
   // dispatch has no size: one row.
-  const std::vector<std::int64_t> sizes = opt.op == Op::dispatch ? std::vector<std::int64_t>{0} : opt.sizes;
+  const bool no_size = opt.op == Op::dispatch || opt.op == Op::psum_call;
+  const std::vector<std::int64_t> sizes = no_size ? std::vector<std::int64_t>{0} : opt.sizes;
   for (std::int64_t bytes : sizes) {
     // Inputs, outputs and the host's expected values: about three buffers of devices x size at most.
     const double need = 3.0 * static_cast<double>(devices) * static_cast<double>(bytes);
@@ -641,7 +669,7 @@ std::int64_t run(const Options& opt) {
     }
     const Result r = membw ? measure_membw(devices, bytes, opt.iters > 0 ? opt.iters : kMembwDefaultIters,
                                            std::max(opt.warmup, 1), opt.check)
-                     : opt.op == Op::dispatch ? measure_dispatch(*runtime, effective)
+                     : no_size ? measure_dispatch(*runtime, effective)
                                               : visit_codec(opt.dtype, [&](auto codec) {
                                                   return measure_collective<decltype(codec)>(*runtime, effective, bytes);
                                                 });
@@ -687,6 +715,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype, "element type: float32, float64, float16, bfloat16, int8, int32, int64, uint8");
   app.add_flag("--no-check", no_check, "skip the comparison of outputs with host-computed values");
   app.add_flag("--json", opt.json, "one JSON object per size instead of the table");
+  app.add_flag("--traced", opt.traced, "dispatch, psum_call: call pmap(jit(f)), whose f is traced once into a program");
   app.add_flag("--verbose", opt.verbose, "print the peak resident set size to stderr at the end");
   bool sweep = false;
   std::string sweep_devices = "2,4,8,16,32,64";

@@ -22,6 +22,8 @@ constexpr double kRelativeTolerance = 1e-5;  // inexact cases
 constexpr double kAbsoluteTolerance = 1e-6;  // ... near zero
 constexpr int kIntMax = std::numeric_limits<int>::max();
 
+bool g_traced = false;  // set_traced_collectives
+
 // What one replica does, from "op" and "params".
 struct OpSpec {
   std::string op;
@@ -106,7 +108,8 @@ weft::Array apply_op(weft::Replica& r, const OpSpec& s, const weft::Array& x) {
   if (op == "psum_scatter") return r.psum_scatter(x, s.axes, s.scatter_dimension, s.tiled);
   if (op == "all_to_all") return r.all_to_all(x, s.axes, s.split_axis, s.concat_axis, s.tiled);
   if (op == "ppermute") return r.ppermute(x, s.axes, s.perm);
-  if (op == "axis_index") return weft::Array::full(x.shape(), r.axis_index(s.axes), x.dtype());
+  // The index as an Array (not an int), so the traced mode records it: zeros + index is the index exactly.
+  if (op == "axis_index") return weft::Array::zeros(x.shape(), x.dtype()) + r.axis_index(s.axes).astype(x.dtype());
   if (op == "program:square") return weft::power(x, 2.0);
   if (op == "program:normalize") return x / r.psum(x, "i");
   if (op == "program:normalize_pmean") return x / r.pmean(x, "i");
@@ -151,8 +154,20 @@ class CollectiveCase final : public Case {
     options.runtime = runtime;
     options.name = name();
     const OpSpec& s = spec;
-    auto program = weft::pmap([&s](weft::Replica& r, const weft::Array& x) { return apply_op(r, s, x); }, options);
-    const weft::ShardedArray got = program(input);
+    auto body = [&s](weft::Replica& r, const weft::Array& x) { return apply_op(r, s, x); };
+    weft::ShardedArray got;
+    if (g_traced) {
+      auto jitted = weft::jit(body, name());
+      got = weft::pmap(jitted, options)(input);
+      // Traced means one trace for the one signature: a pmap that ran the function per replica fails here.
+      // A process holding none of the mesh's devices (under weftrun) runs no replica, so traces nothing.
+      const std::size_t want = got.shards().empty() ? 0 : 1;
+      if (jitted.traces() != want)
+        return "traced mode: " + std::to_string(jitted.traces()) + " traces for one signature (expected " +
+               std::to_string(want) + ")";
+    } else {
+      got = weft::pmap(body, options)(input);
+    }
 
     weft::Shape slice_shape(expected.shape().begin() + static_cast<long>(mesh.size()), expected.shape().end());
     weft::Shape flat{devices()};
@@ -167,6 +182,8 @@ class CollectiveCase final : public Case {
 };
 
 }  // namespace
+
+void set_traced_collectives(bool traced) { g_traced = traced; }
 
 std::unique_ptr<Case> parse_collective_case(const json& j) {
   auto c = std::make_unique<CollectiveCase>(j.at("name").get<std::string>());

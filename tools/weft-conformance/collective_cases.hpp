@@ -14,4 +14,8 @@ namespace conformance {
 // the rule broken (the caller turns it into a broken case).
 std::unique_ptr<Case> parse_collective_case(const nlohmann::json& j);
 
+// How collective cases run: as a pmap of the replica function (the default), or traced, as pmap(jit(f))
+// (weft/jit.hpp): the function traced once into a program every replica runs. Set before running cases.
+void set_traced_collectives(bool traced);
+
 }  // namespace conformance

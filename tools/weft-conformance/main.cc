@@ -22,6 +22,7 @@
 
 #include "case.hpp"
 #include "case_file.hpp"
+#include "collective_cases.hpp"
 
 namespace {
 
@@ -76,9 +77,14 @@ int run(int argc, char** argv) {
   app.add_option("FILE", paths, "case files (JSON)")->required();
   app.add_flag("-v,--verbose", verbose, "print every case, not only the failing ones");
   app.add_option("-f,--filter", filter, "run only the cases whose name contains SUBSTR")->option_text("SUBSTR");
+  bool traced = false;
+  app.add_flag("--traced", traced,
+               "run collective cases as pmap(jit(f)): the replica function traced once into a program that "
+               "every replica runs (weft/jit.hpp), instead of calling it on every replica");
   app.add_option("--collective-timeout", collective_timeout,
                  "seconds a collective may wait before failing its case (default: the runtime's)");
   CLI11_PARSE(app, argc, argv);
+  conformance::set_traced_collectives(traced);
 
   // Parse every file first: the runtime needs the largest mesh.
   bool unreadable = false;
