@@ -97,6 +97,9 @@ class ProgramBuilder {
   std::size_t num_equations() const;
   // The program so far: verified, with dead code removed and liveness computed.
   Program build() const;
+  // Appends `program`'s equations, its inputs bound to `inputs` (values of this builder); returns the values
+  // of its outputs (how a traced grad or jit inlines into the trace around it).
+  std::vector<int> inline_program(const Program& program, const std::vector<int>& inputs);
 
  private:
   std::unique_ptr<program::Builder> builder_;
@@ -130,6 +133,12 @@ class ProgramTrace {
  private:
   std::shared_ptr<program::TraceState> state_;
 };
+
+// Reverse mode (JAX's vjp on a jaxpr): the program computing `program`'s outputs and the cotangents of its
+// inputs at positions `wrt`. Its inputs are `program`'s, then one cotangent per output (the output's type);
+// its outputs are `program`'s, then one cotangent per `wrt` input. Collectives transpose by JAX's pmap rules
+// (docs/autodiff.md); an op without a rule (pmax, pmin, take, slice, ...) is an InvalidArgument naming it.
+Program vjp_program(const Program& program, const std::vector<int>& wrt);
 
 // Runs `program` on this thread, outside any pmap (its collectives have no replicas to meet: the builder
 // refuses them, as the mesh is empty). Inputs must have the input types' dtypes and shapes.

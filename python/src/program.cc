@@ -157,9 +157,18 @@ void init_program(py::module_& m) {
              }
              return out;
            })
+      .def("inline",
+           [](ProgramBuilder& b, const Program& program, const std::vector<int>& inputs) {
+             py::list out;
+             for (int id : b.inline_program(program, inputs)) out.append(py::make_tuple(id, type_tuple(b.type(id))));
+             return out;
+           })
       .def("set_outputs", &ProgramBuilder::set_outputs)
       .def_property_readonly("num_equations", &ProgramBuilder::num_equations)
       .def("build", &ProgramBuilder::build);
+
+  m.def("vjp_program", &vjp_program, py::arg("program"), py::arg("wrt"),
+        "The program of `program`'s outputs and the cotangents of its inputs at `wrt` (weft.grad, weft.vjp).");
 
   m.def("caller_source", [] {
     const CallSite site = python_call_site();

@@ -36,22 +36,30 @@ def leaf_type(leaf, what):
         return array.dtype, array.shape
 
 
-def trace_function(fun, in_types, treedef, mesh, name):
+def trace_function(fun, in_types, treedef, mesh, name, captured=None):
     """Traces fun(*unflatten(treedef, tracers)) with one input per (dtype, shape, varying) of `in_types`:
-    (the built weft._weft.Program, the result's treedef)."""
+    (the built weft._weft.Program, the result's treedef). Tracers of enclosing traces the function uses
+    become further inputs, after those; `captured` (a list) receives them, in order (else they are an error)."""
     trace = Trace(mesh, name)
     with trace:
         tracers = [trace.input(dtype, shape, varying) for dtype, shape, varying in in_types]
         out = fun(*_tree.unflatten(treedef, tracers))
-    out_leaves, out_def = _tree.flatten(out)
-    ids = []
-    for leaf in out_leaves:
-        if not isinstance(leaf, Tracer):
-            leaf = trace.constant(leaf)
-        elif leaf._trace is not trace:
-            raise _weft.InvalidArgument(f"{name}: an output is a tracer of another trace ({leaf._trace.name})")
-        ids.append(leaf._id)
+        out_leaves, out_def = _tree.flatten(out)
+        ids = []
+        for leaf in out_leaves:
+            if not isinstance(leaf, Tracer):
+                leaf = trace.constant(leaf)
+            elif leaf._trace is not trace and trace.encloses(leaf._trace):
+                leaf = trace.capture(leaf)
+            elif leaf._trace is not trace:
+                raise _weft.InvalidArgument(f"{name}: an output is a tracer of another trace ({leaf._trace.name})")
+            ids.append(leaf._id)
     trace.builder.set_outputs(ids)
+    if trace.captured and captured is None:
+        raise _weft.InvalidArgument(f"{name}: the function uses a value traced by another function around it "
+                                    "(pass it as an argument)")
+    if captured is not None:
+        captured.extend(outer for outer, _ in trace.captured)
     return trace.builder.build(), out_def
 
 

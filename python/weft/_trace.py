@@ -39,6 +39,25 @@ class Trace:
         # id(numpy array) -> (array, tracer): one constant per captured array; (dtype, bytes) -> (None, tracer)
         # for scalars
         self._constants = {}
+        # Tracers of enclosing traces this one used (a closure inside weft.grad): each became an input of this
+        # program, (outer tracer, inner input tracer), in order; the caller passes them in (JAX's closure
+        # conversion).
+        self.captured = []
+        self._captured_ids = {}
+
+    def capture(self, outer):
+        """The input of this trace standing for `outer`, a tracer of an enclosing trace."""
+        inner = self._captured_ids.get(id(outer))
+        if inner is None:
+            inner = self.input(outer.dtype, outer.shape, outer._varying)
+            self.captured.append((outer, inner))
+            self._captured_ids[id(outer)] = inner
+        return inner
+
+    def encloses(self, other):
+        """Whether `other` is a trace running around this one (on this thread's stack, below it)."""
+        stack = getattr(_local, "stack", [])
+        return other in stack and self in stack and stack.index(other) < stack.index(self)
 
     def __enter__(self):
         stack = getattr(_local, "stack", None)
@@ -81,6 +100,8 @@ class Trace:
         for x in inputs:
             if not isinstance(x, Tracer):
                 x = self.constant(x)
+            elif x._trace is not self and self.encloses(x._trace):
+                x = self.capture(x)
             elif x._trace is not self:
                 raise _weft.InvalidArgument(
                     f"{op}: a tracer of another trace ({x._trace.name}) reached {self.name}: a value from one traced "
@@ -103,13 +124,14 @@ def trace_of(values):
 
 
 def bind(op, inputs, params=(), trace=None):
-    """Records `op[params](inputs)` in the trace of its tracer inputs; returns the single result."""
-    trace = trace or trace_of(inputs) or current_trace()
+    """Records `op[params](inputs)` in the innermost trace running (tracers of traces around it are captured
+    as its inputs), else in the trace of its tracer inputs; returns the single result."""
+    trace = trace or current_trace() or trace_of(inputs)
     return trace.emit(op, inputs, params)[0]
 
 
 def bind_many(op, inputs, params=(), trace=None):
-    trace = trace or trace_of(inputs) or current_trace()
+    trace = trace or current_trace() or trace_of(inputs)
     return trace.emit(op, inputs, params)
 
 

@@ -53,8 +53,8 @@ std::vector<ValueId> Builder::emit(const std::string& op, const std::vector<Valu
   return eq.outputs;
 }
 
-ValueId Builder::emit1(const std::string& op, const std::vector<ValueId>& ins, Params params) {
-  const std::vector<ValueId> outs = emit(op, ins, std::move(params));
+ValueId Builder::emit1(const std::string& op, const std::vector<ValueId>& ins, Params params, std::string source) {
+  const std::vector<ValueId> outs = emit(op, ins, std::move(params), std::move(source));
   if (outs.size() != 1) {
     throw InvalidArgument("program builder: " + op + " has " + std::to_string(outs.size()) +
                           " results; emit1 is for ops with one");

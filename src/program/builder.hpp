@@ -22,7 +22,7 @@ class Builder {
   std::vector<ValueId> emit(const std::string& op, const std::vector<ValueId>& ins, Params params = {},
                             std::string source = {});
   // emit() for ops with exactly one result.
-  ValueId emit1(const std::string& op, const std::vector<ValueId>& ins, Params params = {});
+  ValueId emit1(const std::string& op, const std::vector<ValueId>& ins, Params params = {}, std::string source = {});
   void set_outputs(std::vector<ValueId> outputs);
 
   const ValueType& type(ValueId id) const;

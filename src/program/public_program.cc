@@ -3,6 +3,7 @@
 // lookups.
 #include <ostream>
 
+#include "autodiff.hpp"
 #include "builder.hpp"
 #include "dead_code.hpp"
 #include "printer.hpp"
@@ -74,13 +75,28 @@ const ValueType& ProgramBuilder::type(int value) const { return builder_->type(v
 void ProgramBuilder::set_outputs(std::vector<int> outputs) { builder_->set_outputs(std::move(outputs)); }
 std::size_t ProgramBuilder::num_equations() const { return builder_->num_equations(); }
 
-Program ProgramBuilder::build() const {
+namespace {
+
+// A verified program made runnable: dead code removed, liveness, kernels, steps.
+Program finish(program::Program verified) {
   auto impl = std::make_shared<Program::Impl>();
-  impl->program = program::eliminate_dead_code(builder_->build());
+  impl->program = program::eliminate_dead_code(verified);
   impl->liveness = program::analyze_liveness(impl->program);
   for (const program::Equation& eq : impl->program.equations) impl->kernels.push_back(program::find_kernel(eq.op));
   impl->steps = program::plan_steps(impl->program);
   return Program(std::move(impl));
+}
+
+}  // namespace
+
+Program ProgramBuilder::build() const { return finish(builder_->build()); }
+
+std::vector<int> ProgramBuilder::inline_program(const Program& program, const std::vector<int>& inputs) {
+  return program::inline_program(*builder_, program.impl().program, inputs);
+}
+
+Program vjp_program(const Program& program, const std::vector<int>& wrt) {
+  return finish(program::vjp_program(program.impl().program, wrt));
 }
 
 }  // namespace weft

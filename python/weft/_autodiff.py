@@ -1,0 +1,139 @@
+"""weft.grad, weft.value_and_grad, weft.vjp: reverse mode on traced programs, with JAX's signatures.
+
+The function is traced (weft/_jit.py) into a program; weft._weft.vjp_program transposes it in C++ (one rule
+per op, JAX's pmap rules for the collectives: docs/autodiff.md); the result runs in C++ outside any trace,
+or is inlined into the trace around it (inside a traced weft.pmap or weft.jit), so a pmapped training step
+with weft.grad is one program. Arguments and results are pytrees; integer and boolean leaves get no
+gradient (zeros), as JAX gives float0 there.
+"""
+import functools
+
+import numpy as _np
+
+from . import _tree, _weft
+from ._jit import leaf_type, trace_function
+from ._trace import Tracer, current_trace, trace_of
+
+
+def _argnums(argnums, n, name):
+    many = isinstance(argnums, (tuple, list))
+    nums = tuple(argnums) if many else (argnums,)
+    for a in nums:
+        if not isinstance(a, int) or not -n <= a < n:
+            raise _weft.InvalidArgument(f"{name}: argnums {argnums!r} is out of range for {n} positional arguments")
+    return tuple(a % n for a in nums), many
+
+
+def _run(program, inputs, trace):
+    """The program's outputs for these input leaves: inlined into `trace`, or run now."""
+    if trace is None:
+        # Python numbers as traced: JAX's default types (float32, int32).
+        values = [x if isinstance(x, _np.ndarray) else _np.asarray(x, dtype=leaf_type(x, "grad")[0]) for x in inputs]
+        return list(_weft.run_program(program, values))
+    ids = []
+    for x in inputs:
+        if not isinstance(x, Tracer):
+            x = trace.constant(x)
+        ids.append(x._id)
+    return [Tracer(trace, ident, typ) for ident, typ in trace.builder.inline(program, ids)]
+
+
+def _trace(fun, args, name):
+    """(program, input leaves, input treedef, output treedef, outer trace) of fun(*args)."""
+    leaves, treedef = _tree.flatten(tuple(args))
+    outer = current_trace() or trace_of(leaves)
+    mesh = outer.mesh if outer is not None else []
+    types = []
+    for leaf in leaves:
+        dtype, shape = leaf_type(leaf, name)
+        types.append((dtype, shape, leaf._varying if isinstance(leaf, Tracer) else ()))
+    captured = []
+    program, out_def = trace_function(lambda *a: fun(*a), types, treedef, mesh, name, captured)
+    return program, leaves, treedef, out_def, outer, captured
+
+
+def _ones_like_output(program, index):
+    dtype, shape, _ = program.output_types[index]
+    return _np.ones(shape, dtype)
+
+
+def value_and_grad(fun, argnums=0, has_aux=False):
+    """jax.value_and_grad: (fun(*args), d fun / d args[argnums]) for a scalar float output (with has_aux,
+    fun returns (scalar, aux) and the result is ((value, aux), grads))."""
+    name = f"value_and_grad({getattr(fun, '__name__', 'fun')})"
+
+    @functools.wraps(fun)
+    def wrapped(*args):
+        nums, many = _argnums(argnums, len(args), name)
+        program, leaves, treedef, out_def, outer, captured = _trace(fun, args, name)
+        outs = program.output_types
+        if has_aux:
+            if not (out_def[0] == "tuple" and len(out_def[1]) == 2):
+                raise _weft.InvalidArgument(f"{name}: with has_aux=True the function must return a pair (output, aux)")
+            value_def = out_def[1][0]
+        else:
+            value_def = out_def
+        if value_def != _tree.LEAF or outs[0][1] != () or _np.dtype(outs[0][0]).kind != "f":
+            dtype, shape, _ = outs[0]
+            raise _weft.InvalidArgument(f"{name}: grad requires a real scalar output, got {_np.dtype(dtype).name}"
+                                        f"{list(shape)} (use weft.vjp for other outputs)")
+        # The leaves of each differentiated argument, by position in the flat list.
+        spans, at = [], 0
+        for i, arg in enumerate(args):
+            n = len(_tree.flatten(arg)[0])
+            spans.append(range(at, at + n))
+            at += n
+        wrt = [k for i in nums for k in spans[i]]
+        vjp_prog = _weft.vjp_program(program, wrt)
+        seeds = [_np.ones((), outs[0][0])] + [_np.zeros(shape, dtype) for dtype, shape, _ in outs[1:]]
+        results = _run(vjp_prog, list(leaves) + captured + seeds, outer)
+        n_out = len(outs)
+        out = _tree.unflatten(out_def, results[:n_out])
+        grads_flat = results[n_out:]
+        grads, at = [], 0
+        for i in nums:
+            n = len(spans[i])
+            grads.append(_tree.unflatten(_tree.flatten(args[i])[1], grads_flat[at:at + n]))
+            at += n
+        grads = tuple(grads) if many else grads[0]
+        return out, grads
+
+    return wrapped
+
+
+def grad(fun, argnums=0, has_aux=False):
+    """jax.grad: d fun / d args[argnums] (with has_aux, (grads, aux))."""
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    @functools.wraps(fun)
+    def wrapped(*args):
+        out, grads = vg(*args)
+        return (grads, out[1]) if has_aux else grads
+
+    return wrapped
+
+
+def vjp(fun, *primals, has_aux=False):
+    """jax.vjp: (fun(*primals), vjp_fn) with vjp_fn(cotangents) -> a tuple of one cotangent per primal."""
+    name = f"vjp({getattr(fun, '__name__', 'fun')})"
+    program, leaves, treedef, out_def, outer, captured = _trace(fun, primals, name)
+    out_leaves = _run(program, list(leaves) + captured, outer)
+    out = _tree.unflatten(out_def, out_leaves)
+    aux = None
+    if has_aux:
+        out, aux = out
+    vjp_prog = _weft.vjp_program(program, list(range(len(leaves))))  # the primals, not the captured values
+
+    def vjp_fn(cotangents):
+        ct_leaves, ct_def = _tree.flatten(cotangents)
+        if has_aux:
+            aux_leaves = _tree.flatten(aux)[0]
+            ct_leaves = ct_leaves + [_np.zeros(_np.shape(a), getattr(a, "dtype", _np.float32)) for a in aux_leaves]
+        if len(ct_leaves) != len(program.output_types):
+            raise _weft.InvalidArgument(f"{name}: the cotangent has {len(ct_leaves)} leaves, the output "
+                                        f"{len(program.output_types)}")
+        results = _run(vjp_prog, list(leaves) + captured + list(ct_leaves), outer)
+        cts = results[len(program.output_types):]
+        return tuple(_tree.unflatten(treedef, cts))
+
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)

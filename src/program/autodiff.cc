@@ -1,0 +1,378 @@
+// The VJP transform: the forward program re-emitted, then its equations walked backwards, each one's rule
+// emitting the cotangents of its inputs from its outputs' (summed where a value has several uses). Every
+// rule is written with the registry's own ops, so the backward program is verified, printed, fused and run
+// like any other.
+#include "autodiff.hpp"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <optional>
+
+#include "builder.hpp"
+#include "op_registry.hpp"
+#include "printer.hpp"
+#include "verifier.hpp"
+#include "weft/error.hpp"
+
+namespace weft::program {
+namespace {
+
+bool differentiable(const ValueType& t) { return is_floating(t.dtype); }
+
+class Transposer {
+ public:
+  Transposer(const Program& p, Builder& b) : p_(p), b_(b) {}
+
+  // The forward pass: inputs, constants and every equation, in the new builder.
+  void forward() {
+    for (ValueId id : p_.inputs) map_[id] = b_.input(p_.types[id]);
+    for (std::size_t k = 0; k < p_.constants.size(); ++k) map_[p_.constants[k]] = b_.constant(p_.constant_values[k]);
+    for (const Equation& eq : p_.equations) {
+      std::vector<ValueId> ins;
+      for (ValueId id : eq.inputs) ins.push_back(map_.at(id));
+      const std::vector<ValueId> outs = b_.emit(eq.op, ins, eq.params, eq.source);
+      for (std::size_t k = 0; k < outs.size(); ++k) map_[eq.outputs[k]] = outs[k];
+    }
+  }
+
+  void seed(ValueId old, ValueId cotangent) { accumulate(old, cotangent); }
+
+  void backward() {
+    for (std::size_t i = p_.equations.size(); i-- > 0;) {
+      const Equation& eq = p_.equations[i];
+      bool any = false;
+      for (ValueId out : eq.outputs) any = any || ct_.count(out) > 0;
+      if (!any) continue;
+      index_ = i;
+      try {
+        transpose(eq);
+      } catch (const RuleError& e) {
+        throw InvalidArgument(equation_error_prefix(p_, i) + e.what());
+      }
+    }
+  }
+
+  // The cotangent of old value `id` (zeros of its type when nothing flowed into it).
+  ValueId cotangent(ValueId id) {
+    auto it = ct_.find(id);
+    if (it != ct_.end()) return it->second;
+    return zeros(p_.types[id]);
+  }
+
+  ValueId mapped(ValueId id) const { return map_.at(id); }
+
+ private:
+  // ---- emitting ------------------------------------------------------------------------------------------
+  ValueId emit(const std::string& op, const std::vector<ValueId>& ins, Params params = {}) {
+    return b_.emit1(op, ins, std::move(params), p_.equations[index_].source);
+  }
+  ValueId scalar(double v, DType dtype) { return b_.constant(Array::scalar(v, dtype)); }
+  ValueId zeros(const ValueType& t) {
+    return b_.emit1("broadcast_to", {scalar(0, t.dtype)}, {{"shape", ints_param(t.shape)}});
+  }
+  const ValueType& type(ValueId new_id) const { return b_.type(new_id); }
+
+  void accumulate(ValueId old, ValueId cotangent) {
+    if (!differentiable(p_.types[old])) return;
+    auto it = ct_.find(old);
+    if (it == ct_.end()) {
+      ct_[old] = cotangent;
+    } else {
+      it->second = b_.emit1("add", {it->second, cotangent});
+    }
+  }
+
+  // `g` (of a broadcast result's shape) summed back to `shape`: over the leading axes the operand lacks and
+  // the axes where it has size 1 (numpy broadcasting's transpose).
+  ValueId unbroadcast(ValueId g, const std::vector<std::int64_t>& shape) {
+    const std::vector<std::int64_t>& from = type(g).shape;
+    if (from == shape) return g;
+    std::vector<std::int64_t> axes;
+    const std::size_t lead = from.size() - shape.size();
+    for (std::size_t d = 0; d < from.size(); ++d) {
+      if (d < lead || (shape[d - lead] == 1 && from[d] != 1)) axes.push_back(static_cast<std::int64_t>(d));
+    }
+    ValueId summed = axes.empty() ? g : emit("sum", {g}, {{"axes", ints_param(axes)}});
+    return type(summed).shape == shape ? summed : emit("reshape", {summed}, {{"shape", ints_param(shape)}});
+  }
+
+  // A reduced cotangent (the result of reducing `in_shape` over `axes`, keepdims or not) broadcast back.
+  ValueId unreduce(ValueId g, const std::vector<std::int64_t>& in_shape, const std::vector<bool>& reduced) {
+    std::vector<std::int64_t> kept;
+    for (std::size_t d = 0; d < in_shape.size(); ++d) kept.push_back(reduced[d] ? 1 : in_shape[d]);
+    ValueId r = type(g).shape == kept ? g : emit("reshape", {g}, {{"shape", ints_param(kept)}});
+    return emit("broadcast_to", {r}, {{"shape", ints_param(in_shape)}});
+  }
+
+  std::vector<bool> reduced_axes(const ValueType& in, const Params& params) const {
+    std::vector<bool> reduced(in.shape.size(), !params.contains("axes"));
+    if (!params.contains("axes")) return reduced;
+    for (std::int64_t a : std::get<std::vector<std::int64_t>>(params.at("axes"))) {
+      reduced[static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(in.shape.size()) : a)] = true;
+    }
+    return reduced;
+  }
+
+  void give(const Equation& eq, std::size_t k, ValueId cotangent) {
+    const ValueId in = eq.inputs[k];
+    if (!differentiable(p_.types[in])) return;
+    ValueId g = unbroadcast(cotangent, p_.types[in].shape);
+    if (type(g).dtype != p_.types[in].dtype) g = emit("astype", {g}, {{"dtype", Param{p_.types[in].dtype}}});
+    accumulate(in, g);
+  }
+
+  // ---- the rules -----------------------------------------------------------------------------------------
+  void transpose(const Equation& eq) {
+    const std::string& op = eq.op;
+    const Params& p = eq.params;
+    const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
+    const ValueId out = eq.outputs.empty() ? -1 : map_.at(eq.outputs[0]);
+    const ValueId g = eq.outputs.empty() ? -1 : cotangent(eq.outputs[0]);
+    const DType dt = eq.outputs.empty() ? DType::f32 : p_.types[eq.outputs[0]].dtype;
+    const auto one = [&] { return scalar(1, dt); };
+
+    if (op == "add") {
+      give(eq, 0, g);
+      give(eq, 1, g);
+    } else if (op == "subtract") {
+      give(eq, 0, g);
+      give(eq, 1, emit("negative", {g}));
+    } else if (op == "multiply") {
+      give(eq, 0, emit("multiply", {g, in(1)}));
+      give(eq, 1, emit("multiply", {g, in(0)}));
+    } else if (op == "divide") {
+      give(eq, 0, emit("divide", {g, in(1)}));
+      give(eq, 1, emit("negative", {emit("divide", {emit("multiply", {g, out}), in(1)})}));
+    } else if (op == "negative") {
+      give(eq, 0, emit("negative", {g}));
+    } else if (op == "copy") {
+      give(eq, 0, g);
+    } else if (op == "stop_gradient") {
+      // no cotangent
+    } else if (op == "exp") {
+      give(eq, 0, emit("multiply", {g, out}));
+    } else if (op == "log") {
+      give(eq, 0, emit("divide", {g, in(0)}));
+    } else if (op == "log1p") {
+      give(eq, 0, emit("divide", {g, emit("add", {in(0), one()})}));
+    } else if (op == "tanh") {
+      give(eq, 0, emit("multiply", {g, emit("subtract", {one(), emit("multiply", {out, out})})}));
+    } else if (op == "sqrt") {
+      give(eq, 0, emit("divide", {g, emit("multiply", {out, scalar(2, dt)})}));
+    } else if (op == "rsqrt") {
+      // d/dx x^-1/2 = -1/2 x^-3/2 = -0.5 * out / x
+      give(eq, 0, emit("multiply", {g, emit("divide", {emit("multiply", {out, scalar(-0.5, dt)}), in(0)})}));
+    } else if (op == "sigmoid") {
+      give(eq, 0, emit("multiply", {g, emit("multiply", {out, emit("subtract", {one(), out})})}));
+    } else if (op == "abs") {
+      give(eq, 0, emit("multiply", {g, emit("sign", {in(0)})}));
+    } else if (op == "sign") {
+      // zero almost everywhere
+    } else if (op == "relu") {
+      give(eq, 0, emit("where", {emit("greater", {in(0), scalar(0, dt)}), g, scalar(0, dt)}));
+    } else if (op == "integer_pow") {
+      const std::int64_t y = std::get<std::int64_t>(p.at("y"));
+      ValueId d = scalar(static_cast<double>(y), dt);
+      if (y != 1) {
+        const ValueId power = y - 1 == 1 ? in(0) : emit("integer_pow", {in(0)}, {{"y", int_param(y - 1)}});
+        d = emit("multiply", {d, power});
+      }
+      give(eq, 0, emit("multiply", {g, d}));
+    } else if (op == "power") {
+      // d/da a^b = b a^(b-1) = b * out / a; d/db = log(a) * out
+      give(eq, 0, emit("multiply", {g, emit("divide", {emit("multiply", {in(1), out}), in(0)})}));
+      give(eq, 1, emit("multiply", {g, emit("multiply", {emit("log", {in(0)}), out})}));
+    } else if (op == "maximum" || op == "minimum") {
+      // JAX's rule: the winner takes the cotangent, ties share it equally.
+      const char* wins = op == "maximum" ? "greater" : "less";
+      const ValueId half = scalar(0.5, dt);
+      const ValueId zero = scalar(0, dt);
+      const ValueId tie = emit("equal", {in(0), in(1)});
+      const ValueId a = emit("where", {emit(wins, {in(0), in(1)}), one(), emit("where", {tie, half, zero})});
+      const ValueId b = emit("where", {emit(wins, {in(1), in(0)}), one(), emit("where", {tie, half, zero})});
+      give(eq, 0, emit("multiply", {g, a}));
+      give(eq, 1, emit("multiply", {g, b}));
+    } else if (op == "where") {
+      const ValueId zero = scalar(0, dt);
+      give(eq, 1, emit("where", {in(0), g, zero}));
+      give(eq, 2, emit("where", {in(0), zero, g}));
+    } else if (op == "astype") {
+      give(eq, 0, g);  // give() casts back to the input's dtype
+    } else if (op == "sum" || op == "mean") {
+      const ValueType& x = p_.types[eq.inputs[0]];
+      const std::vector<bool> reduced = reduced_axes(x, p);
+      ValueId back = unreduce(g, x.shape, reduced);
+      if (op == "mean") {
+        std::int64_t n = 1;
+        for (std::size_t d = 0; d < x.shape.size(); ++d) n *= reduced[d] ? x.shape[d] : 1;
+        back = emit("divide", {back, scalar(static_cast<double>(n), type(back).dtype)});
+      }
+      give(eq, 0, back);
+    } else if (op == "max" || op == "min") {
+      // The cotangent goes to the elements equal to the result, shared equally between ties (JAX's rule).
+      const ValueType& x = p_.types[eq.inputs[0]];
+      const std::vector<bool> reduced = reduced_axes(x, p);
+      const ValueId hit = emit("astype", {emit("equal", {in(0), unreduce(out, x.shape, reduced)})}, {{"dtype", Param{dt}}});
+      Params keep = p;
+      keep["keepdims"] = bool_param(true);
+      const ValueId count = emit("broadcast_to", {emit("sum", {hit}, keep)}, {{"shape", ints_param(x.shape)}});
+      give(eq, 0, emit("divide", {emit("multiply", {unreduce(g, x.shape, reduced), hit}), count}));
+    } else if (op == "reshape") {
+      give(eq, 0, emit("reshape", {g}, {{"shape", ints_param(p_.types[eq.inputs[0]].shape)}}));
+    } else if (op == "transpose") {
+      const std::size_t rank = p_.types[eq.inputs[0]].shape.size();
+      std::vector<std::int64_t> perm(rank);
+      std::iota(perm.rbegin(), perm.rend(), std::int64_t{0});
+      if (p.contains("perm")) perm = std::get<std::vector<std::int64_t>>(p.at("perm"));
+      std::vector<std::int64_t> inverse(rank);
+      for (std::size_t i = 0; i < rank; ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
+      give(eq, 0, emit("transpose", {g}, {{"perm", ints_param(inverse)}}));
+    } else if (op == "broadcast_to") {
+      give(eq, 0, g);  // give() sums the broadcast axes back
+    } else if (op == "matmul") {
+      transpose_matmul(eq, g);
+    } else if (op == "softmax") {
+      const Params axis = {{"axes", ints_param({axis_of(eq)})}, {"keepdims", bool_param(true)}};
+      const ValueId dot = emit("sum", {emit("multiply", {g, out})}, axis);
+      give(eq, 0, emit("multiply", {out, emit("subtract", {g, dot})}));
+    } else if (op == "log_softmax") {
+      const Params axis = {{"axes", ints_param({axis_of(eq)})}, {"keepdims", bool_param(true)}};
+      give(eq, 0, emit("subtract", {g, emit("multiply", {emit("exp", {out}), emit("sum", {g}, axis)})}));
+    } else if (op == "logsumexp") {
+      const ValueType& x = p_.types[eq.inputs[0]];
+      std::vector<bool> reduced(x.shape.size(), false);
+      reduced[static_cast<std::size_t>(axis_of(eq))] = true;
+      const ValueId soft = emit("exp", {emit("subtract", {in(0), unreduce(out, x.shape, reduced)})});
+      give(eq, 0, emit("multiply", {unreduce(g, x.shape, reduced), soft}));
+    } else if (op == "concatenate") {
+      const std::int64_t axis = std::get<std::int64_t>(p.at("axis"));
+      const std::vector<std::int64_t>& shape = type(g).shape;
+      std::int64_t at = 0;
+      for (std::size_t k = 0; k < eq.inputs.size(); ++k) {
+        const std::int64_t n = p_.types[eq.inputs[k]].shape[static_cast<std::size_t>(axis)];
+        std::vector<std::int64_t> start(shape.size(), 0), limit = shape, step(shape.size(), 1);
+        start[static_cast<std::size_t>(axis)] = at;
+        limit[static_cast<std::size_t>(axis)] = at + n;
+        give(eq, k, emit("slice", {g}, {{"start", ints_param(start)}, {"limit", ints_param(limit)},
+                                        {"step", ints_param(step)}}));
+        at += n;
+      }
+    } else if (op == "psum" || op == "pmean") {
+      give(eq, 0, emit(op, {g}, p));  // JAX's pmap rule: psum transposes to psum (pmean = psum / n likewise)
+    } else if (op == "all_gather") {
+      give(eq, 0, emit("psum_scatter", {g}, p));
+    } else if (op == "psum_scatter") {
+      give(eq, 0, emit("all_gather", {g}, p));
+    } else if (op == "ppermute") {
+      Permutation inverse;
+      for (const auto& [from, to] : std::get<Permutation>(p.at("perm"))) inverse.emplace_back(to, from);
+      Params q = p;
+      q["perm"] = Param{inverse};
+      give(eq, 0, emit("ppermute", {g}, q));
+    } else if (op == "all_to_all") {
+      Params q = p;
+      q["split_axis"] = p.at("concat_axis");
+      q["concat_axis"] = p.at("split_axis");
+      give(eq, 0, emit("all_to_all", {g}, q));
+    } else if (op == "pmax" || op == "pmin") {
+      throw RuleError(op + " has no transpose rule under pmap (as in JAX, differentiating it is an error)");
+    } else if (is_floating(dt) && !find_op(op)->effectful) {
+      throw RuleError("no VJP rule for " + op + " yet");
+    } else if (find_op(op)->effectful) {
+      throw RuleError(op + " is a session effect: it has no VJP");
+    }
+    // Ops with integer or boolean results (comparisons, argmax, one_hot, axis_index, bitwise): no cotangent.
+  }
+
+  std::int64_t axis_of(const Equation& eq) const {
+    const std::int64_t rank = static_cast<std::int64_t>(p_.types[eq.inputs[0]].shape.size());
+    std::int64_t axis = eq.params.contains("axis") ? std::get<std::int64_t>(eq.params.at("axis")) : -1;
+    return axis < 0 ? axis + rank : axis;
+  }
+
+  // numpy matmul, batched: a (..., m, k) @ b (..., k, n); a 1-D operand is a row / column vector.
+  void transpose_matmul(const Equation& eq, ValueId g) {
+    ValueId a = map_.at(eq.inputs[0]);
+    ValueId b = map_.at(eq.inputs[1]);
+    std::vector<std::int64_t> as = type(a).shape, bs = type(b).shape, gs = type(g).shape;
+    const bool a_vector = as.size() == 1, b_vector = bs.size() == 1;
+    auto reshaped = [&](ValueId v, std::vector<std::int64_t> s) { return emit("reshape", {v}, {{"shape", ints_param(s)}}); };
+    if (a_vector) a = reshaped(a, {1, as[0]});
+    if (b_vector) b = reshaped(b, {bs[0], 1});
+    std::vector<std::int64_t> g2 = gs;
+    if (a_vector) g2.insert(g2.end() - (b_vector ? 0 : 1), 1);
+    if (b_vector) g2.push_back(1);
+    if (g2 != gs) g = reshaped(g, g2);
+    auto swap_last = [&](ValueId v) {
+      const std::size_t rank = type(v).shape.size();
+      std::vector<std::int64_t> perm(rank);
+      std::iota(perm.begin(), perm.end(), std::int64_t{0});
+      std::swap(perm[rank - 1], perm[rank - 2]);
+      return emit("transpose", {v}, {{"perm", ints_param(perm)}});
+    };
+    ValueId ga = emit("matmul", {g, swap_last(b)});
+    ValueId gb = emit("matmul", {swap_last(a), g});
+    // Back to the operands' shapes: batch axes broadcast (summed back by give), vectors lose their unit axis.
+    if (a_vector) ga = reshaped(emit("sum", {ga}, {{"axes", ints_param(lead_axes(type(ga).shape.size() - 1))}}), as);
+    if (b_vector) gb = reshaped(emit("sum", {gb}, {{"axes", ints_param(lead_axes(type(gb).shape.size() - 2))}}), bs);
+    give(eq, 0, ga);
+    give(eq, 1, gb);
+  }
+
+  static std::vector<std::int64_t> lead_axes(std::size_t n) {
+    std::vector<std::int64_t> axes(n);
+    std::iota(axes.begin(), axes.end(), std::int64_t{0});
+    return axes;
+  }
+
+  const Program& p_;
+  Builder& b_;
+  std::map<ValueId, ValueId> map_;  // old value -> its forward value in the new program
+  std::map<ValueId, ValueId> ct_;   // old value -> its cotangent so far, in the new program
+  std::size_t index_ = 0;           // the equation being transposed (its source is the backward's)
+};
+
+}  // namespace
+
+Program vjp_program(const Program& program, const std::vector<int>& wrt) {
+  for (int k : wrt) {
+    if (k < 0 || static_cast<std::size_t>(k) >= program.inputs.size()) {
+      throw InvalidArgument("vjp: input " + std::to_string(k) + " does not exist (the program has " +
+                            std::to_string(program.inputs.size()) + ")");
+    }
+  }
+  Builder b(program.mesh);
+  Transposer t(program, b);
+  t.forward();
+  std::vector<ValueId> outputs;
+  for (ValueId id : program.outputs) outputs.push_back(t.mapped(id));
+  for (ValueId id : program.outputs) t.seed(id, b.input(program.types[id]));
+  t.backward();
+  for (int k : wrt) outputs.push_back(t.cotangent(program.inputs[static_cast<std::size_t>(k)]));
+  b.set_outputs(outputs);
+  return b.build();
+}
+
+std::vector<ValueId> inline_program(Builder& into, const Program& inlined, const std::vector<ValueId>& inputs) {
+  if (inputs.size() != inlined.inputs.size()) {
+    throw InvalidArgument("inline: the program takes " + std::to_string(inlined.inputs.size()) + " inputs, given " +
+                          std::to_string(inputs.size()));
+  }
+  std::map<ValueId, ValueId> map;
+  for (std::size_t k = 0; k < inputs.size(); ++k) map[inlined.inputs[k]] = inputs[k];
+  for (std::size_t k = 0; k < inlined.constants.size(); ++k) {
+    map[inlined.constants[k]] = into.constant(inlined.constant_values[k]);
+  }
+  for (const Equation& eq : inlined.equations) {
+    std::vector<ValueId> ins;
+    for (ValueId id : eq.inputs) ins.push_back(map.at(id));
+    const std::vector<ValueId> outs = into.emit(eq.op, ins, eq.params, eq.source);
+    for (std::size_t k = 0; k < outs.size(); ++k) map[eq.outputs[k]] = outs[k];
+  }
+  std::vector<ValueId> outputs;
+  for (ValueId id : inlined.outputs) outputs.push_back(map.at(id));
+  return outputs;
+}
+
+}  // namespace weft::program
