@@ -70,11 +70,12 @@ def _traceable(concrete, traced):
 
 
 def _traced_matmul(a, b, transpose_a=False, transpose_b=False):
-    if transpose_a:
-        a = _jnp.swapaxes(a, -1, -2)
-    if transpose_b:
-        b = _jnp.swapaxes(b, -1, -2)
-    return _jnp.matmul(a, b)
+    # The transposes stay flags of the equation (no copy), as weft::MatmulOptions.
+    if not (transpose_a or transpose_b):
+        return _jnp.matmul(a, b)
+    params = [("transpose_a", "bool", True)] if transpose_a else []
+    params += [("transpose_b", "bool", True)] if transpose_b else []
+    return _jnp.bind("matmul", _jnp._operands(a, b), params)
 
 
 matmul = _traceable(_array_ops.matmul, _traced_matmul)

@@ -291,11 +291,16 @@ class Transposer {
     return axis < 0 ? axis + rank : axis;
   }
 
-  // numpy matmul, batched: a (..., m, k) @ b (..., k, n); a 1-D operand is a row / column vector.
+  // numpy matmul, batched: a (..., m, k) @ b (..., k, n); a 1-D operand is a row / column vector; with
+  // transpose_a / transpose_b the operand enters with its last two axes swapped (so its cotangent leaves so).
   void transpose_matmul(const Equation& eq, ValueId g) {
     ValueId a = map_.at(eq.inputs[0]);
     ValueId b = map_.at(eq.inputs[1]);
-    std::vector<std::int64_t> as = type(a).shape, bs = type(b).shape, gs = type(g).shape;
+    const bool ta = eq.params.contains("transpose_a") && std::get<bool>(eq.params.at("transpose_a"));
+    const bool tb = eq.params.contains("transpose_b") && std::get<bool>(eq.params.at("transpose_b"));
+    if (ta) a = swap_last_two(a);
+    if (tb) b = swap_last_two(b);
+    const std::vector<std::int64_t> as = type(a).shape, bs = type(b).shape, gs = type(g).shape;
     const bool a_vector = as.size() == 1, b_vector = bs.size() == 1;
     auto reshaped = [&](ValueId v, std::vector<std::int64_t> s) { return emit("reshape", {v}, {{"shape", ints_param(s)}}); };
     if (a_vector) a = reshaped(a, {1, as[0]});
@@ -304,20 +309,24 @@ class Transposer {
     if (a_vector) g2.insert(g2.end() - (b_vector ? 0 : 1), 1);
     if (b_vector) g2.push_back(1);
     if (g2 != gs) g = reshaped(g, g2);
-    auto swap_last = [&](ValueId v) {
-      const std::size_t rank = type(v).shape.size();
-      std::vector<std::int64_t> perm(rank);
-      std::iota(perm.begin(), perm.end(), std::int64_t{0});
-      std::swap(perm[rank - 1], perm[rank - 2]);
-      return emit("transpose", {v}, {{"perm", ints_param(perm)}});
-    };
-    ValueId ga = emit("matmul", {g, swap_last(b)});
-    ValueId gb = emit("matmul", {swap_last(a), g});
+    // ga = g @ b^T and gb = a^T @ g, the transposes folded into the products.
+    ValueId ga = emit("matmul", {g, b}, {{"transpose_b", bool_param(true)}});
+    ValueId gb = emit("matmul", {a, g}, {{"transpose_a", bool_param(true)}});
     // Back to the operands' shapes: batch axes broadcast (summed back by give), vectors lose their unit axis.
     if (a_vector) ga = reshaped(emit("sum", {ga}, {{"axes", ints_param(lead_axes(type(ga).shape.size() - 1))}}), as);
     if (b_vector) gb = reshaped(emit("sum", {gb}, {{"axes", ints_param(lead_axes(type(gb).shape.size() - 2))}}), bs);
+    if (ta) ga = swap_last_two(ga);
+    if (tb) gb = swap_last_two(gb);
     give(eq, 0, ga);
     give(eq, 1, gb);
+  }
+
+  ValueId swap_last_two(ValueId v) {
+    const std::size_t rank = type(v).shape.size();
+    std::vector<std::int64_t> perm(rank);
+    std::iota(perm.begin(), perm.end(), std::int64_t{0});
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    return emit("transpose", {v}, {{"perm", ints_param(perm)}});
   }
 
   static std::vector<std::int64_t> lead_axes(std::size_t n) {

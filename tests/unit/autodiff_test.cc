@@ -89,6 +89,9 @@ std::vector<Case> Cases() {
       {"matmul", {{3, 4}, {4, 2}}, Binary("matmul")},
       {"matmul batched and broadcast", {{2, 3, 4}, {4, 5}}, Binary("matmul")},
       {"matmul vector-matrix", {{4}, {4, 3}}, Binary("matmul")},
+      {"matmul transposed operands", {{4, 3}, {5, 4}}, [](ProgramBuilder& b, const std::vector<int>& x) {
+         return b.emit("matmul", {x[0], x[1]}, {{"transpose_a", true}, {"transpose_b", true}})[0];
+       }},
       {"matmul matrix-vector", {{3, 4}, {4}}, Binary("matmul")},
       {"softmax", {{3, 5}}, [](ProgramBuilder& b, const std::vector<int>& x) {
          return b.emit("softmax", {x[0]}, {{"axis", std::int64_t{-1}}})[0];
