@@ -135,6 +135,18 @@ def gradients(p, x, labels, scale):
     return loss, grads
 
 
+def loss_of(p, x, labels, scale):
+    """The loss alone (this replica's cross-entropies times `scale`), for weft.value_and_grad."""
+    logits = forward(p, x)[-1]
+    targets = weft.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
+    return jnp.sum(targets * weft.nn.log_softmax(logits, axis=-1)) * -scale
+
+
+def autodiff_gradients(p, x, labels, scale):
+    """gradients() by reverse mode (weft.value_and_grad of the loss): no hand-written backward pass."""
+    return weft.value_and_grad(loss_of)(p, x, labels, scale)
+
+
 def sgd_momentum(param, velocity, grad, lr, momentum):
     """PyTorch's SGD with momentum (mlp.cc's sgd_momentum): (new param, new velocity)."""
     velocity = velocity * momentum + grad
@@ -151,6 +163,8 @@ def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update=
     weight and its velocity, and equal copies of the biases (shapes from velocity_shapes)."""
     local_batch = global_batch // devices
 
+    grads_of = autodiff_gradients if update == "autodiff" else gradients
+
     @functools.partial(weft.pmap, axis_name="i")
     def replicated_step(p, v, rows, labels):
         x = jnp.take(images, rows, axis=0)
@@ -159,7 +173,7 @@ def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update=
         # trainer's all_reduce per parameter: lax.pmean of the whole dict would be one collective, but packing
         # the leaves into one buffer and slicing them back out copies every gradient twice (measured: 10-15 %
         # more CPU a step).
-        loss, grads = gradients(p, x, labels, 1.0 / local_batch)
+        loss, grads = grads_of(p, x, labels, 1.0 / local_batch)
         grads = {k: lax.pmean(g, "i") for k, g in grads.items()}
         loss = lax.pmean(loss, "i")
         new_p, new_v = {}, {}
@@ -190,7 +204,7 @@ def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update=
             new_p[w], new_v[w] = sgd_momentum(p[w], v[w], full_in.T @ full_delta, lr, momentum)
         return new_p, new_v, sums[0]
 
-    return {"replicated": replicated_step, "sharded": sharded_step}[update]
+    return {"replicated": replicated_step, "autodiff": replicated_step, "sharded": sharded_step}[update]
 
 
 def velocity_shapes(params, devices, update):
@@ -287,9 +301,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=DEFAULT_DATA, help="directory of the Fashion-MNIST IDX files (.gz or plain)")
     ap.add_argument("--devices", type=int, default=8, help="replicas (data parallel)")
-    ap.add_argument("--update", choices=("replicated", "sharded"), default="replicated",
+    ap.add_argument("--update", choices=("replicated", "sharded", "autodiff"), default="replicated",
                     help="replicated: pmean the gradients, every replica updates everything (the C++ "
-                         "--replicated-update); sharded: the C++ default's sharded update")
+                         "--replicated-update); sharded: the C++ default's sharded update; autodiff: the "
+                         "replicated update with the gradients from weft.value_and_grad (no hand-written "
+                         "backward pass)")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: the epochs decide)")
     ap.add_argument("--train-limit", type=int, default=0, help="use only the first N training images (0: all)")

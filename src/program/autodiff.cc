@@ -125,6 +125,10 @@ class Transposer {
   // ---- the rules -----------------------------------------------------------------------------------------
   void transpose(const Equation& eq) {
     const std::string& op = eq.op;
+    // Nothing to give when no input carries a cotangent (one_hot of labels, axis_index, constants only).
+    if (std::none_of(eq.inputs.begin(), eq.inputs.end(), [&](ValueId id) { return differentiable(p_.types[id]); })) {
+      return;
+    }
     const Params& p = eq.params;
     const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
     const ValueId out = eq.outputs.empty() ? -1 : map_.at(eq.outputs[0]);
