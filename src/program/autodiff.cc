@@ -262,6 +262,28 @@ class Transposer {
                                         {"step", ints_param(step)}}));
         at += n;
       }
+    } else if (op == "slice") {
+      // Unit steps: the cotangent padded back with zeros, axis by axis (concatenate). Other steps: not yet.
+      const auto& start = std::get<std::vector<std::int64_t>>(p.at("start"));
+      const auto& limit = std::get<std::vector<std::int64_t>>(p.at("limit"));
+      const auto& step = std::get<std::vector<std::int64_t>>(p.at("step"));
+      const std::vector<std::int64_t>& full = p_.types[eq.inputs[0]].shape;
+      ValueId padded = g;
+      for (std::size_t d = 0; d < full.size(); ++d) {
+        if (step[d] != 1) throw RuleError("no VJP rule for a slice with step " + std::to_string(step[d]) + " yet");
+        std::vector<ValueId> parts;
+        for (const std::int64_t n : {start[d], std::int64_t{-1}, full[d] - limit[d]}) {
+          if (n == -1) {
+            parts.push_back(padded);
+          } else if (n > 0) {
+            ValueType zero = type(padded);
+            zero.shape[d] = n;
+            parts.push_back(zeros(zero));
+          }
+        }
+        if (parts.size() > 1) padded = emit("concatenate", parts, {{"axis", int_param(static_cast<std::int64_t>(d))}});
+      }
+      give(eq, 0, padded);
     } else if (op == "psum" || op == "pmean") {
       give(eq, 0, emit(op, {g}, p));  // JAX's pmap rule: psum transposes to psum (pmean = psum / n likewise)
     } else if (op == "all_gather") {

@@ -102,6 +102,11 @@ std::vector<Case> Cases() {
       {"logsumexp", {{3, 5}}, [](ProgramBuilder& b, const std::vector<int>& x) {
          return b.emit("logsumexp", {x[0]}, {{"axis", std::int64_t{1}}, {"keepdims", false}})[0];
        }},
+      {"slice", {{4, 5}}, [](ProgramBuilder& b, const std::vector<int>& x) {
+         return b.emit("slice", {x[0]}, {{"start", std::vector<std::int64_t>{1, 0}},
+                                         {"limit", std::vector<std::int64_t>{3, 4}},
+                                         {"step", std::vector<std::int64_t>{1, 1}}})[0];
+       }},
       {"concatenate", {{2, 3}, {2, 2}}, [](ProgramBuilder& b, const std::vector<int>& x) {
          return b.emit("concatenate", {x[0], x[1]}, {{"axis", std::int64_t{1}}})[0];
        }},
