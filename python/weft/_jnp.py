@@ -502,5 +502,6 @@ def stop_gradient(x):
     return bind("stop_gradient", [x]) if isinstance(x, Tracer) else x
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in (
-    "builtins", "math", "Tracer", "bind", "bind_many", "is_tracer", "trace_of", "weak_constant")]
+# weft.numpy's names: not the helpers weft.nn uses (*_traced, integer_cube) nor this module's imports.
+__all__ = [n for n in dir() if not n.startswith("_") and not n.endswith("_traced") and n not in (
+    "builtins", "math", "Tracer", "bind", "bind_many", "is_tracer", "trace_of", "weak_constant", "integer_cube")]
