@@ -71,7 +71,8 @@ class Transposer {
   ValueId zeros(const ValueType& t) {
     return b_.emit1("broadcast_to", {scalar(0, t.dtype)}, {{"shape", ints_param(t.shape)}});
   }
-  const ValueType& type(ValueId new_id) const { return b_.type(new_id); }
+  // A copy: the builder's types move as it grows, so a reference would dangle after the next emit.
+  ValueType type(ValueId new_id) const { return b_.type(new_id); }
 
   void accumulate(ValueId old, ValueId cotangent) {
     if (!differentiable(p_.types[old])) return;
@@ -86,7 +87,7 @@ class Transposer {
   // `g` (of a broadcast result's shape) summed back to `shape`: over the leading axes the operand lacks and
   // the axes where it has size 1 (numpy broadcasting's transpose).
   ValueId unbroadcast(ValueId g, const std::vector<std::int64_t>& shape) {
-    const std::vector<std::int64_t>& from = type(g).shape;
+    const std::vector<std::int64_t> from = type(g).shape;
     if (from == shape) return g;
     std::vector<std::int64_t> axes;
     const std::size_t lead = from.size() - shape.size();
@@ -251,7 +252,7 @@ class Transposer {
       give(eq, 0, emit("multiply", {unreduce(g, x.shape, reduced), soft}));
     } else if (op == "concatenate") {
       const std::int64_t axis = std::get<std::int64_t>(p.at("axis"));
-      const std::vector<std::int64_t>& shape = type(g).shape;
+      const std::vector<std::int64_t> shape = type(g).shape;
       std::int64_t at = 0;
       for (std::size_t k = 0; k < eq.inputs.size(); ++k) {
         const std::int64_t n = p_.types[eq.inputs[k]].shape[static_cast<std::size_t>(axis)];
