@@ -124,18 +124,38 @@ class Transposer {
   }
 
   // ---- the rules -----------------------------------------------------------------------------------------
+  // What every rule reads of the equation it transposes: its forward result and that result's cotangent.
+  struct Rule {
+    const Equation& eq;
+    ValueId out;  // the forward value of the (first) output, -1 for none
+    ValueId g;    // its cotangent (zeros when nothing flowed into it)
+    DType dt;     // its dtype
+  };
+
   void transpose(const Equation& eq) {
     const std::string& op = eq.op;
     // Nothing to give when no input carries a cotangent (one_hot of labels, axis_index, constants only).
     if (std::none_of(eq.inputs.begin(), eq.inputs.end(), [&](ValueId id) { return differentiable(p_.types[id]); })) {
       return;
     }
-    const Params& p = eq.params;
-    const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
-    const ValueId out = eq.outputs.empty() ? -1 : map_.at(eq.outputs[0]);
-    const ValueId g = eq.outputs.empty() ? -1 : cotangent(eq.outputs[0]);
-    const DType dt = eq.outputs.empty() ? DType::f32 : p_.types[eq.outputs[0]].dtype;
-    const auto one = [&] { return scalar(1, dt); };
+    const Rule r{eq, eq.outputs.empty() ? -1 : map_.at(eq.outputs[0]), eq.outputs.empty() ? -1 : cotangent(eq.outputs[0]),
+                 eq.outputs.empty() ? DType::f32 : p_.types[eq.outputs[0]].dtype};
+    if (elementwise_rule(r) || shape_rule(r) || collective_rule(r)) return;
+    if (is_floating(r.dt) && !find_op(op)->effectful) throw RuleError("no VJP rule for " + op + " yet");
+    if (find_op(op)->effectful) throw RuleError(op + " is a session effect: it has no VJP");
+    // Ops with integer or boolean results (comparisons, argmax, one_hot, axis_index, bitwise): no cotangent.
+  }
+
+  // The elementwise family's rules (broadcasting is summed back by give()). Returns whether `r`'s op is one of them.
+  bool elementwise_rule(const Rule& r) {
+    const Equation& eq = r.eq;
+    const std::string& op = eq.op;
+    [[maybe_unused]] const Params& p = eq.params;
+    [[maybe_unused]] const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
+    [[maybe_unused]] const ValueId out = r.out;
+    [[maybe_unused]] const ValueId g = r.g;
+    [[maybe_unused]] const DType dt = r.dt;
+    [[maybe_unused]] const auto one = [&] { return scalar(1, dt); };
 
     if (op == "add") {
       give(eq, 0, g);
@@ -204,7 +224,24 @@ class Transposer {
       give(eq, 2, emit("where", {in(0), zero, g}));
     } else if (op == "astype") {
       give(eq, 0, g);  // give() casts back to the input's dtype
-    } else if (op == "sum" || op == "mean") {
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // Reductions, shape changes, matmul, the softmax family, slices and concatenation. Returns whether `r`'s op is one of them.
+  bool shape_rule(const Rule& r) {
+    const Equation& eq = r.eq;
+    const std::string& op = eq.op;
+    [[maybe_unused]] const Params& p = eq.params;
+    [[maybe_unused]] const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
+    [[maybe_unused]] const ValueId out = r.out;
+    [[maybe_unused]] const ValueId g = r.g;
+    [[maybe_unused]] const DType dt = r.dt;
+    [[maybe_unused]] const auto one = [&] { return scalar(1, dt); };
+
+    if (op == "sum" || op == "mean") {
       const ValueType& x = p_.types[eq.inputs[0]];
       const std::vector<bool> reduced = reduced_axes(x, p);
       ValueId back = unreduce(g, x.shape, reduced);
@@ -285,7 +322,24 @@ class Transposer {
         if (parts.size() > 1) padded = emit("concatenate", parts, {{"axis", int_param(static_cast<std::int64_t>(d))}});
       }
       give(eq, 0, padded);
-    } else if (op == "psum" || op == "pmean") {
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // The collectives, by JAX's pmap rules. Returns whether `r`'s op is one of them.
+  bool collective_rule(const Rule& r) {
+    const Equation& eq = r.eq;
+    const std::string& op = eq.op;
+    [[maybe_unused]] const Params& p = eq.params;
+    [[maybe_unused]] const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
+    [[maybe_unused]] const ValueId out = r.out;
+    [[maybe_unused]] const ValueId g = r.g;
+    [[maybe_unused]] const DType dt = r.dt;
+    [[maybe_unused]] const auto one = [&] { return scalar(1, dt); };
+
+    if (op == "psum" || op == "pmean") {
       give(eq, 0, emit(op, {g}, p));  // JAX's pmap rule: psum transposes to psum (pmean = psum / n likewise)
     } else if (op == "all_gather") {
       give(eq, 0, emit("psum_scatter", {g}, p));
@@ -304,13 +358,12 @@ class Transposer {
       give(eq, 0, emit("all_to_all", {g}, q));
     } else if (op == "pmax" || op == "pmin") {
       throw RuleError(op + " has no transpose rule under pmap (as in JAX, differentiating it is an error)");
-    } else if (is_floating(dt) && !find_op(op)->effectful) {
-      throw RuleError("no VJP rule for " + op + " yet");
-    } else if (find_op(op)->effectful) {
-      throw RuleError(op + " is a session effect: it has no VJP");
+    } else {
+      return false;
     }
-    // Ops with integer or boolean results (comparisons, argmax, one_hot, axis_index, bitwise): no cotangent.
+    return true;
   }
+
 
   std::int64_t axis_of(const Equation& eq) const {
     const std::int64_t rank = static_cast<std::int64_t>(p_.types[eq.inputs[0]].shape.size());

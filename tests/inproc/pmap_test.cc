@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../support/errors.hpp"
 #include "weft/weft.hpp"
 
 // RuntimeOptions and PmapOptions are meant to be filled with designated initializers, but members without a
@@ -30,18 +31,7 @@ double F(float v) { return static_cast<double>(v); }
 Array Iota(Shape shape, DType dtype = DType::f32) { return Array::arange(num_elements(shape), dtype).reshape(shape); }
 
 void ExpectInvalid(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    const std::string message = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(message.find(p), std::string::npos) << "missing: " << p << "\nin message:\n" << message;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InvalidArgument, got: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected InvalidArgument, nothing was thrown";
+  testing::ExpectThrowsWith<InvalidArgument>(f, parts);
 }
 
 std::vector<int> DeviceIds(const ShardedArray& a) {

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../support/errors.hpp"
 #include "weft/ops.hpp"
 #include "weft/weft.hpp"
 
@@ -33,18 +34,7 @@ void ExpectSameShards(const ShardedArray& got, const ShardedArray& want, const s
 }
 
 void ExpectInvalid(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    const std::string message = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(message.find(p), std::string::npos) << "missing: " << p << "\nin message:\n" << message;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InvalidArgument, got: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected InvalidArgument, nothing was thrown";
+  testing::ExpectThrowsWith<InvalidArgument>(f, parts);
 }
 
 TEST(TracedPmap, EqualsHandCalledPmapOn8Devices) {

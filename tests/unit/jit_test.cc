@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/errors.hpp"
 #include "weft/ops.hpp"
 #include "weft/weft.hpp"
 
@@ -27,18 +28,7 @@ Array Values(Shape shape, std::uint32_t seed) {
 }
 
 void ExpectInvalid(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    const std::string message = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(message.find(p), std::string::npos) << "missing: " << p << "\nin message:\n" << message;
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InvalidArgument, got: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected InvalidArgument, nothing was thrown";
+  testing::ExpectThrowsWith<InvalidArgument>(f, parts);
 }
 
 TEST(MakeProgram, PrintsLikeAJaxpr) {
