@@ -160,7 +160,9 @@ TEST(FiberPlacement, WaitingOnAnotherProcessIsNotWorkSoMeetingReplicasGoCompact)
       {.axis = "i", .runtime = &rt});
   const Array ones = Array::ones({8});
   std::size_t threads = 0;
-  for (int call = 0; call < 12; ++call) {
+  // The placement adapts run by run: at least 12 calls, and on a loaded machine (where a run's timings are
+  // noisy; a clean-clone CI run once saw 2 threads after 12) up to 48, until a run goes compact.
+  for (int call = 0; call < 48 && (call < 12 || threads != 1); ++call) {
     EXPECT_EQ(f(ones).to_host().to_doubles(), std::vector<double>(8, 512.0)) << call;
     threads = seen.count();
   }
