@@ -168,7 +168,9 @@ def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update=
 
     grads_of = autodiff_gradients if update == "autodiff" else gradients
 
-    @functools.partial(weft.pmap, axis_name="i")
+    # The parameters and velocities are donated (JAX's donate_argnums): the step writes the new ones into
+    # their buffers, as the C++ trainer's update in place, instead of into fresh memory.
+    @functools.partial(weft.pmap, axis_name="i", donate_argnums=(0, 1))
     def replicated_step(p, v, rows, labels):
         x = jnp.take(images, rows, axis=0)
         # Each replica's mean over its rows; pmean makes it the global batch's mean (the C++ trainer scales
@@ -184,7 +186,7 @@ def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update=
             new_p[name], new_v[name] = sgd_momentum(p[name], v[name], grads[name], lr, momentum)
         return new_p, new_v, loss
 
-    @functools.partial(weft.pmap, axis_name="i")
+    @functools.partial(weft.pmap, axis_name="i", donate_argnums=(0, 1))
     def sharded_step(p, v, rows, labels):
         # p and v hold this replica's rows of each weight (and whole biases): the weights are gathered first.
         full = dict(p)

@@ -50,7 +50,9 @@ struct PmapOptions {
 
 // An argument of a pmapped call: a host array or a sharded array already on devices.
 using PmapArg = std::variant<Array, ShardedArray>;
-using ReplicaFunction = std::function<std::vector<Array>(Replica&, std::span<const Array>)>;
+// What each replica runs: its inputs are its own (the engine drops them after the call), so the function may
+// move from them; a function taking std::span<const Array> converts.
+using ReplicaFunction = std::function<std::vector<Array>(Replica&, std::span<Array>)>;
 
 // The type-erased engine behind pmap.
 class PmapProgram {

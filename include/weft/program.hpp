@@ -143,9 +143,16 @@ Program vjp_program(const Program& program, const std::vector<int>& wrt);
 // Runs `program` on this thread, outside any pmap (its collectives have no replicas to meet: the builder
 // refuses them, as the mesh is empty). Inputs must have the input types' dtypes and shapes.
 std::vector<Array> run_program(const Program& program, std::span<const Array> inputs);
+// The same, consuming `inputs` (see the consuming form below).
+std::vector<Array> run_program(const Program& program, std::vector<Array>&& inputs);
 // Runs `program` as `replica` (inside pmap or a session): collectives go through the replica; session effects
 // find their variables, buffers and streams in `handles` (by name; null outside a session's run).
 std::vector<Array> run_program(const Program& program, Replica& replica, std::span<const Array> inputs,
+                               const ProgramHandles* handles = nullptr);
+// The same, consuming `inputs` (JAX's donated buffers): an input buffer nothing else holds may be reused for
+// a result once the input's last use has read it (an optimizer's update in place). An input the caller still
+// holds elsewhere is never written.
+std::vector<Array> run_program(const Program& program, Replica& replica, std::vector<Array>&& inputs,
                                const ProgramHandles* handles = nullptr);
 
 }  // namespace weft

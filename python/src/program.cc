@@ -69,17 +69,26 @@ class ProgramPmap {
     options.devices = std::move(devices);
     options.name = std::move(name);
     program_ = std::make_shared<PmapProgram>(
-        [program = std::move(program)](Replica& r, std::span<const Array> inputs) {
-          return run_program(program, r, inputs);
+        [program = std::move(program)](Replica& r, std::span<Array> inputs) {
+          // The replica's own inputs, handed over: a donated argument's buffers may take the results.
+          return run_program(program, r,
+                             std::vector<Array>(std::make_move_iterator(inputs.begin()), std::make_move_iterator(inputs.end())));
         },
         std::move(options));
   }
 
-  py::list call(py::sequence args, py::handle sharded_type) {
+  // `donate[k]` true: argument k's shards are moved out of its Python object (left empty: the caller marks
+  // the array deleted, as JAX's donate_argnums), so the program may write results into their buffers.
+  py::list call(py::sequence args, py::handle sharded_type, const std::vector<bool>& donate) {
     std::vector<PmapArg> arguments;
     arguments.reserve(args.size());
-    for (py::handle a : args) {
+    for (std::size_t k = 0; k < args.size(); ++k) {
+      py::handle a = args[k];
       if (py::isinstance(a, sharded_type)) {
+        if (k < donate.size() && donate[k]) {
+          arguments.emplace_back(std::move(a.cast<ShardedArray&>()));
+          continue;
+        }
         arguments.emplace_back(a.cast<ShardedArray>());
       } else {
         arguments.emplace_back(to_array(a, "a pmap argument"));
@@ -195,7 +204,8 @@ void init_program(py::module_& m) {
                     std::vector<std::optional<int>>, std::vector<Device>, std::string>(),
            py::arg("program"), py::arg("axis"), py::arg("mesh"), py::arg("in_axes"), py::arg("out_axes"),
            py::arg("devices"), py::arg("name"))
-      .def("__call__", &ProgramPmap::call);
+      .def("__call__", &ProgramPmap::call, py::arg("args"), py::arg("sharded_type"),
+           py::arg("donate") = std::vector<bool>{});
 }
 
 }  // namespace weft::python

@@ -34,6 +34,20 @@ def _device_of(devices, device_id):
     return None
 
 
+class _Deleted:
+    """What a ShardedArray holds once donated to a pmap call (donate_argnums): its buffers went to the call's
+    results, and any use is JAX's error."""
+
+    __slots__ = ("_what",)
+
+    def __init__(self, shape, dtype):
+        self._what = f"{np.dtype(dtype).name}{list(shape)}".replace(" ", "")
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"Array has been deleted with shape={self._what}: it was donated to a pmap call "
+                           "(donate_argnums), whose results took its buffers")
+
+
 class ShardedArray(np.lib.mixins.NDArrayOperatorsMixin):
     """One shard per device; indexing, np.asarray, .shards, .devices, arithmetic (on the host), JAX's repr."""
 
@@ -42,6 +56,10 @@ class ShardedArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def __init__(self, impl):
         self._impl = impl
+
+    def is_deleted(self):
+        """True once donated to a pmap call (JAX's Array.is_deleted)."""
+        return isinstance(self._impl, _Deleted)
 
     # ---- shape ------------------------------------------------------------------------------------
     @property

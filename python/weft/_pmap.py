@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from . import _tree, _weft
-from ._arrays import DeviceArray, ShardedArray
+from ._arrays import DeviceArray, ShardedArray, _Deleted
 from ._jit import leaf_type, trace_function
 from ._trace import current_trace
 
@@ -22,9 +22,10 @@ from ._trace import current_trace
 class _Pmapped:
     """What weft.pmap returns: call it with arrays (or pytrees of them) mapped along in_axes."""
 
-    def __init__(self, fun, axis_name, in_axes, out_axes, devices, name, eager=False):
+    def __init__(self, fun, axis_name, in_axes, out_axes, devices, name, eager=False, donate_argnums=()):
         self._fun = fun
         self._eager = eager
+        self._donate_argnums = donate_argnums
         self._traced = {}  # signature -> (ProgramPmap, result treedef)
         self._last = None  # (argument signature, engine, single leaf result?, result treedef) of the last call
         self._axis_name = axis_name
@@ -109,7 +110,9 @@ class _Pmapped:
         out_axes = self._out_axes
         key = (treedef, tuple(leaf_axes), tuple(mesh))
         if not levels[0]._eager:
-            results, out_def = self._call_traced(fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh)
+            donate = self._donated_leaves(args, leaves)
+            results, out_def = self._call_traced(fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh,
+                                                 donate)
             outs = [ShardedArray(r) for r in results]
             if results and treedef == _flat_treedef(len(args)) and all(type(a) is np.ndarray for a in args):
                 single = out_def == _tree.LEAF and self._out_axes == 0
@@ -152,8 +155,25 @@ class _Pmapped:
         return _tree.unflatten(out_def, out_leaves)
 
 
-    def _call_traced(self, fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh):
-        """Runs the program traced from `fun` for this signature (tracing it on the first call)."""
+    def _donated_leaves(self, args, leaves):
+        """Per leaf, whether it is donated (jax.pmap's donate_argnums): a ShardedArray leaf of a donated
+        argument that appears only once among the leaves. Numpy arguments are copied onto the devices anyway."""
+        if not self._donate_argnums:
+            return []
+        donated_args = set(self._donate_argnums)
+        donate = []
+        for k, a in enumerate(args):
+            n = 1 if isinstance(a, (np.ndarray, ShardedArray)) else len(_tree.flatten(a)[0])
+            donate.extend([k in donated_args] * n)
+        counts = {}
+        for leaf in leaves:
+            counts[id(leaf)] = counts.get(id(leaf), 0) + 1
+        return [d and isinstance(leaf, ShardedArray) and not leaf.is_deleted() and counts[id(leaf)] == 1
+                for d, leaf in zip(donate, leaves)]
+
+    def _call_traced(self, fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh, donate=()):
+        """Runs the program traced from `fun` for this signature (tracing it on the first call); the donated
+        leaves' buffers go to the call (the arrays are deleted)."""
         types = tuple(leaf_type(leaf, self._name) for leaf in leaves)
         full_key = (key, types)
         entry = self._traced.get(full_key)
@@ -165,7 +185,15 @@ class _Pmapped:
                     entry = self._trace(fun, levels, types, treedef, leaf_axes, axis, mesh)
                     self._traced[full_key] = entry
         program, out_def = entry
-        return program(impl_leaves, _weft.ShardedArray), out_def
+        if not any(donate):
+            return program(impl_leaves, _weft.ShardedArray), out_def
+        donated = [leaf for leaf, d in zip(leaves, donate) if d]
+        deleted = [_Deleted(leaf.shape, leaf.dtype) for leaf in donated]
+        try:
+            return program(impl_leaves, _weft.ShardedArray, list(donate)), out_def
+        finally:
+            for leaf, gone in zip(donated, deleted):
+                leaf._impl = gone
 
     def _trace(self, fun, levels, types, treedef, leaf_axes, axis, mesh):
         """The per-replica program: each mapped leaf without its mapped axes (varying over the mesh), each
@@ -298,19 +326,23 @@ def _apply_out_axis(sharded, axis, name, index):
     return DeviceArray(np.moveaxis(np.asarray(sharded), 0, axis))
 
 
-def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, devices=None, name=None, eager=False, **unsupported):
+def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, devices=None, name=None, eager=False, donate_argnums=(),
+         **unsupported):
     """jax.pmap: map `fun` over the leading axis (in_axes) of its arguments, one replica per device.
 
     Usable as @pmap, @partial(pmap, axis_name='i') or pmap(f, 'i'). `fun` is traced once per signature and
     its program runs on every replica in C++; eager=True runs `fun` itself once per replica (on the devices'
     threads) for code that needs concrete values. In a nest, the outermost pmap's `eager` decides.
-    `static_broadcasted_argnums`, `donate_argnums`, `backend` and `global_arg_shapes` are not supported
-    (docs/python.md).
+    `donate_argnums` (traced pmaps): those arguments' ShardedArray buffers go to the call, which may write
+    its results into them (an optimizer's update in place); the arrays are deleted, as in JAX. Eager pmaps
+    ignore it (donation is a hint, as on JAX backends without it). `static_broadcasted_argnums`, `backend`
+    and `global_arg_shapes` are not supported (docs/python.md).
     """
     if unsupported:
         raise TypeError(f"weft.pmap does not support {sorted(unsupported)} (docs/python.md, 'What is missing')")
     if fun is None:
         return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes, out_axes=out_axes, devices=devices,
-                                 name=name, eager=eager)
+                                 name=name, eager=eager, donate_argnums=donate_argnums)
     label = name or getattr(fun, "__name__", None) or "pmap"
-    return _Pmapped(fun, axis_name, in_axes, out_axes, devices, f"pmap({label})", eager)
+    donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+    return _Pmapped(fun, axis_name, in_axes, out_axes, devices, f"pmap({label})", eager, donate)

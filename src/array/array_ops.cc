@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "array/binary_loops.hpp"
 #include "array/broadcast.hpp"
 #include "array/element_types.hpp"
 #include "array/isa.hpp"
@@ -57,95 +58,17 @@ bool is_bitwise(Op op) { return op == Op::band || op == Op::bor || op == Op::bxo
 // ---- fast paths ---------------------------------------------------------------------------------------------
 // Contiguous loops for the layouts a training step produces (equal shapes, a scalar operand, a bias row), for
 // element types that are computed as stored (float, double, the integers). They apply the same scalar
-// expression as the generic broadcast walk below, so results are bitwise identical; they only let the compiler
-// vectorise. The output may be the first operand itself (in-place `x += y`): every loop reads element i of its
-// inputs before writing element i, and nothing else.
-//
-// GCC keeps floating-point compares from being if-converted while -ftrapping-math is on (its default), so
-// the select-based loops (maximum, minimum) would stay scalar; FP exception flags are never read here, so
-// these loops are compiled without it. Everything they call is defined inside this region: GCC does not
-// inline across differing FP options.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("no-trapping-math")
-#endif
-
-template <class C>
-struct AddF {
-  C operator()(C a, C b) const {
-    if constexpr (std::is_floating_point_v<C>) {
-      return a + b;
-    } else {
-      return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) + static_cast<wide_unsigned_t<C>>(b));
-    }
-  }
-};
-template <class C>
-struct SubF {
-  C operator()(C a, C b) const {
-    if constexpr (std::is_floating_point_v<C>) {
-      return a - b;
-    } else {
-      return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) - static_cast<wide_unsigned_t<C>>(b));
-    }
-  }
-};
-template <class C>
-struct MulF {
-  C operator()(C a, C b) const {
-    if constexpr (std::is_floating_point_v<C>) {
-      return a * b;
-    } else {
-      return static_cast<C>(static_cast<wide_unsigned_t<C>>(a) * static_cast<wide_unsigned_t<C>>(b));
-    }
-  }
-};
-template <class C>
-struct DivF {  // only instantiated for floating types (integer division is promoted to float32 first)
-  C operator()(C a, C b) const { return a / b; }
-};
-// numpy.maximum / numpy.minimum: a NaN operand wins (the first one when both are NaN); ties keep `a`. The
-// same decisions as max_nan / min_nan in element_types.hpp, spelled as selects.
-template <class C>
-struct MaxF {
-  C operator()(C a, C b) const {
-    if constexpr (std::is_floating_point_v<C>) {
-      return a != a ? a : (b != b ? b : (a < b ? b : a));
-    } else {
-      return a < b ? b : a;
-    }
-  }
-};
-template <class C>
-struct MinF {
-  C operator()(C a, C b) const {
-    if constexpr (std::is_floating_point_v<C>) {
-      return a != a ? a : (b != b ? b : (b < a ? b : a));
-    } else {
-      return b < a ? b : a;
-    }
-  }
-};
-
-template <class C, class F>
-void loop_same(const C* a, const C* b, C* out, std::int64_t n) {
-  const F f{};
-  for (std::int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
-}
-template <class C, class F>
-void loop_scalar_b(const C* a, C b, C* out, std::int64_t n) {
-  const F f{};
-  for (std::int64_t i = 0; i < n; ++i) out[i] = f(a[i], b);
-}
-template <class C, class F>
-void loop_scalar_a(C a, const C* b, C* out, std::int64_t n) {
-  const F f{};
-  for (std::int64_t i = 0; i < n; ++i) out[i] = f(a, b[i]);
-}
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
+// expression as the generic broadcast walk below (array/binary_loops.hpp), so results are bitwise identical;
+// they only let the compiler vectorise. The output may be the first operand itself (in-place `x += y`).
+using binary_loops::AddF;
+using binary_loops::DivF;
+using binary_loops::loop_same;
+using binary_loops::loop_scalar_a;
+using binary_loops::loop_scalar_b;
+using binary_loops::MaxF;
+using binary_loops::MinF;
+using binary_loops::MulF;
+using binary_loops::SubF;
 
 // How each operand maps onto the output, when it does so in one of the fast ways.
 struct Layout {

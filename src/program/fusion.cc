@@ -1,4 +1,5 @@
-// Fusion's plan (runs of fusible equations) and its blocked evaluation.
+// Fusion's plan (runs of fusible equations) and its two evaluations: direct loops for runs of plain
+// arithmetic on one float type, blocked kernels for the rest.
 #include "fusion.hpp"
 
 #include <algorithm>
@@ -7,16 +8,46 @@
 #include <map>
 #include <string_view>
 
+#include "array/binary_loops.hpp"
 #include "op_registry.hpp"
 
 namespace weft::program {
+
+// A run of add / subtract / multiply / divide / maximum / minimum on one float type (float32 or float64),
+// each operand of the run's shape or a scalar: evaluated by the array library's own binary loops
+// (array/binary_loops.hpp, so the unfused program's bits) over blocks of scratch rows, with no Array per
+// equation or block. Planned once per program: which operand is a whole input, a scalar or an earlier
+// equation's block; which results are written out whole, and into which dying input's buffer they may go.
+struct LoopPlan {
+  enum class Op : std::uint8_t { add, subtract, multiply, divide, maximum, minimum };
+  struct Operand {
+    enum class Kind : std::uint8_t { whole, scalar, local } kind = Kind::whole;
+    ValueId id = 0;      // whole, scalar: the value outside the run
+    std::size_t at = 0;  // local: the equation of the run (0-based) that defines it
+  };
+  struct Equation {
+    Op op = Op::add;
+    Operand a, b;
+    int whole_out = -1;  // its index in Step::materialize when written out whole, else -1
+    // Whole inputs whose last use is in the run, at this equation or before: the result may take one's
+    // buffer (nothing later reads it; block by block, this block's reads come first, and the loops write
+    // element i only after reading it). Those dying here first.
+    std::vector<ValueId> reusable;
+  };
+  DType dtype = DType::f32;
+  std::vector<Equation> equations;
+};
+
 namespace {
 
-// Below this many elements the arrays of a chain stay in cache anyway: fusing would only add the blocks'
-// dispatch (measured: docs/programs.md, "Fusion").
+// Below this many elements the arrays of a chain stay in cache anyway: fusing through the blocked kernels
+// would only add the blocks' dispatch (measured: docs/programs.md, "Fusion"). Direct loops have no such
+// dispatch: they fuse runs of any size.
 constexpr std::int64_t kMinElements = std::int64_t{1} << 20;
-// Elements per block: a few blocks of intermediates fit in a core's L2.
+// Elements per block of the blocked kernels: a few blocks of intermediates fit in a core's L2.
 constexpr std::int64_t kBlock = std::int64_t{1} << 14;
+// Elements per block of the direct loops: one 8 KiB row per float32 intermediate, all in L1.
+constexpr std::int64_t kLoopBlock = 2048;
 
 bool fusion_enabled() {
   static const bool enabled = [] {
@@ -38,50 +69,142 @@ bool fusible(const Program& p, const Equation& eq, const std::vector<std::int64_
   return true;
 }
 
-std::int64_t elements(const std::vector<std::int64_t>& shape) {
-  std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
-  return n;
+std::optional<LoopPlan::Op> loop_op(const std::string& op) {
+  using Op = LoopPlan::Op;
+  static const std::map<std::string, Op, std::less<>> ops = {
+      {"add", Op::add},         {"subtract", Op::subtract}, {"multiply", Op::multiply},
+      {"divide", Op::divide},   {"maximum", Op::maximum},   {"minimum", Op::minimum}};
+  auto it = ops.find(op);
+  return it == ops.end() ? std::nullopt : std::optional<Op>(it->second);
 }
 
-}  // namespace
-
-std::vector<Step> plan_steps(const Program& p) {
-  std::vector<Step> steps;
-  const std::size_t n = p.equations.size();
-  // The last equation using each value (outputs: past the end), to know what a run must write out.
-  std::vector<std::size_t> last_use(p.types.size(), 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    for (ValueId id : p.equations[i].inputs) last_use[id] = std::max(last_use[id], i);
-  }
-  for (ValueId id : p.outputs) last_use[id] = n;
-  std::size_t i = 0;
-  while (i < n) {
-    std::size_t j = i + 1;
-    const Equation& eq = p.equations[i];
-    if (fusion_enabled() && eq.outputs.size() == 1) {
-      const auto& shape = p.types[eq.outputs[0]].shape;
-      if (elements(shape) >= kMinElements && fusible(p, eq, shape)) {
-        while (j < n && fusible(p, p.equations[j], shape)) ++j;
-      }
-    }
-    Step step{i, j - i, {}};
-    if (step.count > 1) {
-      for (std::size_t k = i; k < j; ++k) {
-        const ValueId out = p.equations[k].outputs[0];
-        if (last_use[out] >= j) step.materialize.push_back(out);
-      }
-    }
-    steps.push_back(std::move(step));
-    i = j;
-  }
-  return steps;
+// Whether `eq` (fusible over its shape) can be one of a direct loop's equations on `dtype`.
+bool loopable(const Program& p, const Equation& eq, DType dtype) {
+  if (!loop_op(eq.op) || eq.inputs.size() != 2 || p.types[eq.outputs[0]].dtype != dtype) return false;
+  if (dtype != DType::f32 && dtype != DType::f64) return false;
+  return std::all_of(eq.inputs.begin(), eq.inputs.end(), [&](ValueId id) { return p.types[id].dtype == dtype; });
 }
 
-void run_fused(const Program& p, const std::vector<Kernel>& kernels, const Step& step,
-               std::vector<std::optional<Array>>& values) {
+std::shared_ptr<const LoopPlan> plan_loop(const Program& p, const Step& step, const std::vector<std::size_t>& last_use) {
+  auto plan = std::make_shared<LoopPlan>();
+  plan->dtype = p.types[p.equations[step.first].outputs[0]].dtype;
+  std::map<ValueId, std::size_t> local;  // value -> the run's equation defining it
+  std::vector<ValueId> dying;            // whole inputs whose last use is in the run, so far
+  for (std::size_t k = step.first; k < step.first + step.count; ++k) {
+    const Equation& eq = p.equations[k];
+    LoopPlan::Equation e;
+    e.op = *loop_op(eq.op);
+    LoopPlan::Operand* operands[2] = {&e.a, &e.b};
+    for (int n = 0; n < 2; ++n) {
+      const ValueId id = eq.inputs[static_cast<std::size_t>(n)];
+      if (auto it = local.find(id); it != local.end()) {
+        *operands[n] = {LoopPlan::Operand::Kind::local, id, it->second - step.first};
+      } else if (p.types[id].shape.empty() && !p.types[eq.outputs[0]].shape.empty()) {
+        *operands[n] = {LoopPlan::Operand::Kind::scalar, id, 0};
+      } else {
+        *operands[n] = {LoopPlan::Operand::Kind::whole, id, 0};
+        if (last_use[id] == k && std::find(dying.begin(), dying.end(), id) == dying.end()) dying.push_back(id);
+      }
+    }
+    const ValueId out = eq.outputs[0];
+    auto m = std::find(step.materialize.begin(), step.materialize.end(), out);
+    if (m != step.materialize.end()) e.whole_out = static_cast<int>(m - step.materialize.begin());
+    if (e.whole_out >= 0) e.reusable.assign(dying.rbegin(), dying.rend());
+    local[out] = k;
+    plan->equations.push_back(e);
+  }
+  return plan;
+}
+
+template <class T>
+void run_loop_op(LoopPlan::Op op, const T* a, bool a_scalar, const T* b, bool b_scalar, T* out, std::int64_t n) {
+  using namespace kernels::binary_loops;
+  auto run = [&]<class F>(F) {
+    if (a_scalar && b_scalar) {
+      out[0] = F{}(a[0], b[0]);
+      for (std::int64_t i = 1; i < n; ++i) out[i] = out[0];
+    } else if (b_scalar) {
+      loop_scalar_b<T, F>(a, b[0], out, n);
+    } else if (a_scalar) {
+      loop_scalar_a<T, F>(a[0], b, out, n);
+    } else {
+      loop_same<T, F>(a, b, out, n);
+    }
+  };
+  switch (op) {
+    case LoopPlan::Op::add: run(AddF<T>{}); break;
+    case LoopPlan::Op::subtract: run(SubF<T>{}); break;
+    case LoopPlan::Op::multiply: run(MulF<T>{}); break;
+    case LoopPlan::Op::divide: run(DivF<T>{}); break;
+    case LoopPlan::Op::maximum: run(MaxF<T>{}); break;
+    case LoopPlan::Op::minimum: run(MinF<T>{}); break;
+  }
+}
+
+// A dying input's buffer the result can be written into: held by nothing else, exactly the result's bytes.
+// Moved out of `values` (so writing to it copies nothing); its data pointer stays what the loops read.
+std::optional<Array> take_buffer(std::optional<Array>& input, std::size_t bytes) {
+  if (!input || input->traced() || input->offset() != 0 || !input->buffer() || input->buffer().use_count() != 1 ||
+      input->buffer()->size() != bytes) {
+    return std::nullopt;
+  }
+  std::optional<Array> taken = std::move(input);
+  input.reset();
+  return taken;
+}
+
+template <class T>
+void run_loop(const Program& p, const LoopPlan& plan, const Step& step, std::vector<std::optional<Array>>& values) {
+  using Kind = LoopPlan::Operand::Kind;
   const std::vector<std::int64_t>& shape = p.types[p.equations[step.first].outputs[0]].shape;
-  const std::int64_t n = elements(shape);
+  const Shape out_shape(shape.begin(), shape.end());
+  const std::int64_t n = num_elements(out_shape);
+  const std::size_t count = plan.equations.size();
+  // The outside operands' data (read before any buffer is taken over: taking one keeps its data in place).
+  std::vector<const T*> outside(2 * count, nullptr);
+  for (std::size_t k = 0; k < count; ++k) {
+    const LoopPlan::Equation& e = plan.equations[k];
+    if (e.a.kind != Kind::local) outside[2 * k] = reinterpret_cast<const T*>(values[e.a.id]->bytes());
+    if (e.b.kind != Kind::local) outside[2 * k + 1] = reinterpret_cast<const T*>(values[e.b.id]->bytes());
+  }
+  // Where each equation's result goes: its whole buffer (written out) or a scratch row.
+  std::vector<Array> whole(step.materialize.size());
+  std::vector<T*> whole_data(count, nullptr);
+  for (std::size_t k = 0; k < count; ++k) {
+    const LoopPlan::Equation& e = plan.equations[k];
+    if (e.whole_out < 0) continue;
+    Array& out = whole[static_cast<std::size_t>(e.whole_out)];
+    std::optional<Array> reused;
+    for (ValueId id : e.reusable) {
+      if (!reused) reused = take_buffer(values[id], static_cast<std::size_t>(n) * sizeof(T));  // null once taken
+    }
+    out = reused ? std::move(*reused) : Array::empty(out_shape, plan.dtype);
+    whole_data[k] = reinterpret_cast<T*>(out.mutable_bytes());
+  }
+  const std::size_t row = static_cast<std::size_t>(std::min(n, kLoopBlock));
+  std::vector<T> scratch(count * row);
+  std::vector<T*> result(count);
+  for (std::int64_t start = 0; start < n; start += kLoopBlock) {
+    const std::int64_t m = std::min(kLoopBlock, n - start);
+    for (std::size_t k = 0; k < count; ++k) {
+      const LoopPlan::Equation& e = plan.equations[k];
+      auto operand = [&](const LoopPlan::Operand& o, std::size_t slot) -> const T* {
+        if (o.kind == Kind::local) return result[o.at];
+        return o.kind == Kind::scalar ? outside[slot] : outside[slot] + start;
+      };
+      result[k] = whole_data[k] ? whole_data[k] + start : scratch.data() + k * row;
+      run_loop_op<T>(e.op, operand(e.a, 2 * k), e.a.kind == Kind::scalar, operand(e.b, 2 * k + 1),
+                     e.b.kind == Kind::scalar, result[k], m);
+    }
+  }
+  for (std::size_t i = 0; i < step.materialize.size(); ++i) values[step.materialize[i]] = std::move(whole[i]);
+}
+
+// The blocked evaluation: each block of the run through the equations' own kernels, on views.
+void run_blocked(const Program& p, const std::vector<Kernel>& kernels, const Step& step,
+                 std::vector<std::optional<Array>>& values) {
+  const std::vector<std::int64_t>& shape = p.types[p.equations[step.first].outputs[0]].shape;
+  const std::int64_t n = num_elements(Shape(shape.begin(), shape.end()));
   std::vector<bool> inside(p.types.size(), false);
   for (std::size_t k = step.first; k < step.first + step.count; ++k) inside[p.equations[k].outputs[0]] = true;
   std::map<ValueId, Array> whole;  // the materialized results, filled block by block
@@ -117,7 +240,60 @@ void run_fused(const Program& p, const std::vector<Kernel>& kernels, const Step&
                   static_cast<std::size_t>(m) * size);
     }
   }
-  for (auto& [id, out] : whole) values[id] = out.reshape(shape);
+  for (auto& [id, out] : whole) values[id] = out.reshape(Shape(shape.begin(), shape.end()));
+}
+
+}  // namespace
+
+std::vector<Step> plan_steps(const Program& p) {
+  std::vector<Step> steps;
+  const std::size_t n = p.equations.size();
+  // The last equation using each value (outputs: past the end), to know what a run must write out.
+  std::vector<std::size_t> last_use(p.types.size(), 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (ValueId id : p.equations[i].inputs) last_use[id] = std::max(last_use[id], i);
+  }
+  for (ValueId id : p.outputs) last_use[id] = n;
+  // Constants belong to the program. An input may be taken over: only when the caller handed it in and holds
+  // no other reference (take_buffer checks), as JAX's donated buffers.
+  for (ValueId id : p.constants) last_use[id] = n;
+  std::size_t i = 0;
+  while (i < n) {
+    std::size_t j = i + 1;
+    const Equation& eq = p.equations[i];
+    if (fusion_enabled() && eq.outputs.size() == 1) {
+      const auto& shape = p.types[eq.outputs[0]].shape;
+      const DType dtype = p.types[eq.outputs[0]].dtype;
+      if (fusible(p, eq, shape)) {
+        if (num_elements(Shape(shape.begin(), shape.end())) >= kMinElements) {
+          while (j < n && fusible(p, p.equations[j], shape)) ++j;
+        } else if (loopable(p, eq, dtype)) {
+          while (j < n && fusible(p, p.equations[j], shape) && loopable(p, p.equations[j], dtype)) ++j;
+        }
+      }
+    }
+    Step step{i, j - i, {}, nullptr};
+    if (step.count > 1) {
+      for (std::size_t k = i; k < j; ++k) {
+        const ValueId out = p.equations[k].outputs[0];
+        if (last_use[out] >= j) step.materialize.push_back(out);
+      }
+      const DType dtype = p.types[eq.outputs[0]].dtype;
+      bool direct = true;
+      for (std::size_t k = i; k < j; ++k) direct = direct && loopable(p, p.equations[k], dtype);
+      if (direct) step.loop = plan_loop(p, step, last_use);
+    }
+    steps.push_back(std::move(step));
+    i = j;
+  }
+  return steps;
+}
+
+void run_fused(const Program& p, const std::vector<Kernel>& kernels, const Step& step,
+               std::vector<std::optional<Array>>& values) {
+  if (step.loop && step.loop->dtype == DType::f32) return run_loop<float>(p, *step.loop, step, values);
+  if (step.loop && step.loop->dtype == DType::f64) return run_loop<double>(p, *step.loop, step, values);
+  run_blocked(p, kernels, step, values);
 }
 
 }  // namespace weft::program

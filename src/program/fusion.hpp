@@ -1,10 +1,14 @@
-// Elementwise fusion, where it pays: a run of consecutive elementwise equations over one large shape is
-// evaluated block by block (each block's intermediates stay in cache) instead of op by op over whole arrays
-// (each op a round trip to memory). Each block runs the same kernels as the unfused program, on views of
-// the block, so results are bit for bit the unfused ones; only the values the rest of the program uses are
-// written out whole. WEFT_FUSION=off turns it off (docs/settings.md).
+// Elementwise fusion, where it pays: a run of consecutive elementwise equations over one shape is evaluated
+// block by block (each block's intermediates stay in cache) instead of op by op over whole arrays (each op
+// a round trip to memory, and an array allocated per result). Runs of plain float arithmetic (add, subtract,
+// multiply, divide, maximum, minimum: an optimizer's update) take direct loops at any size, writing a result
+// into a dying input's buffer when nothing else holds it; other runs, over at least 1 Mi elements, run each
+// block through the same kernels as the unfused program, on views. Either way the results are bit for bit
+// the unfused ones; only the values the rest of the program uses are written out whole. WEFT_FUSION=off
+// turns it off (docs/settings.md).
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -13,12 +17,16 @@
 
 namespace weft::program {
 
+struct LoopPlan;  // fusion.cc: a run evaluated by direct loops
+
 // Equations [first, first + count) of a program, run as one step; fused when count > 1.
 struct Step {
   std::size_t first = 0;
   std::size_t count = 1;
   // For a fused step: the values it defines that later equations or the outputs use (written out whole).
   std::vector<ValueId> materialize;
+  // A fused run of plain float arithmetic: its direct loops' plan (else null: the blocked kernels).
+  std::shared_ptr<const LoopPlan> loop;
 };
 
 // The program's equations as steps, in order (every equation in exactly one). `program` must be verified.

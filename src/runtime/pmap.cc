@@ -279,6 +279,9 @@ std::vector<ShardedArray> PmapProgram::operator()(std::vector<PmapArg> args) con
   std::vector<std::vector<Array>> inputs(n), outputs(n);
   for (int r : local) inputs[r] = impl_->replica_inputs(rt, *p, args, r);
   if (local.empty()) return {};  // this process holds none of the program's devices
+  // The replicas' inputs hold what they need: dropping the arguments leaves a moved-in (donated) shard's
+  // buffer held by its replica alone, so a program may write a result into it (run_program's consuming form).
+  args.clear();
   execution.run([&](Replica& replica) {
     outputs[replica.index()] = impl_->fn(replica, inputs[replica.index()]);
   });

@@ -229,15 +229,19 @@ void check_inputs(const program::Program& prog, std::span<const Array> inputs) {
   }
 }
 
+// `owned`, when given, is `inputs` itself, handed over: its arrays are moved into the run (see run_program's
+// consuming form).
 std::vector<Array> execute(const Program& program, Replica* replica, std::span<const Array> inputs,
-                           const ProgramHandles* handles) {
+                           std::vector<Array>* owned, const ProgramHandles* handles) {
   const Program::Impl& impl = program.impl();
   const program::Program& prog = impl.program;
   check_inputs(prog, inputs);
   const Prepared& prep = prepared(impl);
   // Optional: a default Array allocates its shape (0,), and a run makes and drops one per value.
   std::vector<std::optional<Array>> values(prog.types.size());
-  for (std::size_t k = 0; k < prog.inputs.size(); ++k) values[prog.inputs[k]] = inputs[k];
+  for (std::size_t k = 0; k < prog.inputs.size(); ++k) {
+    values[prog.inputs[k]] = owned ? std::move((*owned)[k]) : inputs[k];
+  }
   for (std::size_t k = 0; k < prog.constants.size(); ++k) values[prog.constants[k]] = prog.constant_values[k];
   for (program::ValueId id : impl.liveness.unused_inputs) values[id].reset();
   std::vector<Array> in;
@@ -304,12 +308,23 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
 }  // namespace
 
 std::vector<Array> run_program(const Program& program, std::span<const Array> inputs) {
-  return execute(program, nullptr, inputs, nullptr);
+  return execute(program, nullptr, inputs, nullptr, nullptr);
+}
+
+std::vector<Array> run_program(const Program& program, std::vector<Array>&& inputs) {
+  std::vector<Array> owned = std::move(inputs);
+  return execute(program, nullptr, owned, &owned, nullptr);
 }
 
 std::vector<Array> run_program(const Program& program, Replica& replica, std::span<const Array> inputs,
                                const ProgramHandles* handles) {
-  return execute(program, &replica, inputs, handles);
+  return execute(program, &replica, inputs, nullptr, handles);
+}
+
+std::vector<Array> run_program(const Program& program, Replica& replica, std::vector<Array>&& inputs,
+                               const ProgramHandles* handles) {
+  std::vector<Array> owned = std::move(inputs);
+  return execute(program, &replica, owned, &owned, handles);
 }
 
 }  // namespace weft

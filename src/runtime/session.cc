@@ -409,7 +409,7 @@ std::map<HostStream, Array> Session::run(const Program& program, const ProgramHa
     throw InvalidArgument(state->options.name + ": a session's program takes no inputs (it host_loads them), but "
                           "this one takes " + std::to_string(program.input_types().size()));
   }
-  return run([&](Replica& r) { run_program(program, r, {}, &handles); }, inputs);
+  return run([&](Replica& r) { run_program(program, r, std::span<const Array>{}, &handles); }, inputs);
 }
 
 std::map<HostStream, Array> Session::run(const std::function<void(Replica&)>& program,

@@ -62,3 +62,20 @@ def test_a_pmap_in_a_reference_cycle_is_collected():
     del model
     gc.collect()
     assert alive() is None, "a model holding a called pmap of its own method was not collected"
+
+
+def test_a_pmap_call_on_pytrees_makes_no_reference_cycles():
+    # Arguments and results must be freed when dropped, not when the cycle collector next runs: a training
+    # loop's old parameters (dicts of ShardedArrays) waited for it before (the pytree walks were closures
+    # calling themselves, a cycle holding the leaves), 41 MB a step.
+    step = weft.pmap(lambda p, x: ({k: v * 2.0 for k, v in p.items()}, [x + 1.0, (x,)]))
+    params = {"w": np.ones((2, 64), np.float32), "b": np.zeros((2, 8), np.float32)}
+    step(params, np.zeros(2, np.float32))  # traced: the program cache is filled
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            params, _ = step(params, np.zeros(2, np.float32))
+        assert gc.collect() == 0, "a pmap call left reference cycles for the collector"
+    finally:
+        gc.enable()

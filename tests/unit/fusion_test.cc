@@ -1,0 +1,98 @@
+// Fused elementwise runs (src/program/fusion.*): the direct loops of plain float arithmetic give the eager
+// ops' bits at every size (one element, a block, a block and one, several blocks with a remainder), with
+// scalars on either side and NaN, inf and -0 among the values; a run is really fused (fused_runs), so the
+// comparison cannot pass by running op by op. Consumed inputs (run_program's consuming form, JAX's donated
+// buffers) take the results in place; inputs the caller still holds are never written.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "../support/arrays.hpp"
+#include "weft/ops.hpp"
+#include "weft/weft.hpp"
+
+namespace weft {
+namespace {
+
+// Every op of the direct loops, a scalar as either operand, each result used once (so the run keeps
+// intermediates in its scratch rows) and one intermediate also returned (written out whole).
+std::tuple<Array, Array> Chain(const Array& x, const Array& y, const Array& s) {
+  const Array a = x * s + y;
+  const Array b = maximum(a, y / x) - minimum(x, s) * (s - y);
+  return {b, a};
+}
+
+Array WithSpecials(Array a) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  std::vector<double> v = a.to_doubles();
+  const double specials[] = {nan, inf, -inf, -0.0, 0.0};
+  for (std::size_t i = 0; i < v.size() && i < 5; ++i) v[i] = specials[i];
+  return Array::from_doubles(v, a.shape(), a.dtype());
+}
+
+bool SameBytes(const Array& a, const Array& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
+}
+
+TEST(FusedLoops, GiveTheEagerOpsBitsAtEverySize) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (std::int64_t n : {1, 7, 2048, 2049, 6001}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " n=" + std::to_string(n));
+      const Array x = WithSpecials(testing::SampleReals({n}, dtype, 1));
+      const Array y = testing::SampleReals({n}, dtype, 2);
+      const Array s = Array::scalar(0.375, dtype);
+      const Program program = make_program(Chain)(x, y, s);
+      ASSERT_GE(program.fused_runs(), 1u) << program;
+      const std::vector<Array> fused = run_program(program, std::vector<Array>{x, y, s});
+      const auto [b, a] = Chain(x, y, s);
+      EXPECT_TRUE(SameBytes(fused.at(0), b));
+      EXPECT_TRUE(SameBytes(fused.at(1), a));
+    }
+  }
+}
+
+// SGD with momentum, as an optimizer step writes it.
+std::tuple<Array, Array> Update(const Array& param, const Array& velocity, const Array& grad) {
+  const Array v = velocity * 0.9 + grad;
+  return {param - v * 0.1, v};
+}
+
+TEST(FusedLoops, ConsumedInputsTakeTheResultsAndHeldOnesAreNeverWritten) {
+  const Shape shape{3000};
+  const Program program = make_program(Update)(Array::zeros(shape), Array::zeros(shape), Array::zeros(shape));
+  ASSERT_EQ(program.fused_runs(), 1u) << program;
+  const auto [want_param, want_velocity] =
+      Update(testing::SampleReals(shape, DType::f32, 3), testing::SampleReals(shape, DType::f32, 4),
+             testing::SampleReals(shape, DType::f32, 5));
+
+  // Handed over, each fresh: both results land in input buffers, the right values.
+  std::vector<Array> given{testing::SampleReals(shape, DType::f32, 3), testing::SampleReals(shape, DType::f32, 4),
+                           testing::SampleReals(shape, DType::f32, 5)};
+  std::vector<const std::byte*> buffers;
+  for (const Array& a : given) buffers.push_back(a.bytes());
+  const std::vector<Array> out = run_program(program, std::move(given));
+  EXPECT_TRUE(SameBytes(out.at(0), want_param));
+  EXPECT_TRUE(SameBytes(out.at(1), want_velocity));
+  for (const Array& result : out) {
+    EXPECT_NE(std::find(buffers.begin(), buffers.end(), result.bytes()), buffers.end()) << "a result in fresh memory";
+  }
+
+  // Held by the caller (copies kept), or not handed over at all: no input changes, no result shares one.
+  const std::vector<Array> held{testing::SampleReals(shape, DType::f32, 3), testing::SampleReals(shape, DType::f32, 4),
+                                testing::SampleReals(shape, DType::f32, 5)};
+  std::vector<Array> before;
+  for (const Array& a : held) before.push_back(a.copy());
+  for (const std::vector<Array>& run : {run_program(program, std::vector<Array>(held)), run_program(program, held)}) {
+    EXPECT_TRUE(SameBytes(run.at(0), want_param));
+    EXPECT_TRUE(SameBytes(run.at(1), want_velocity));
+    for (const Array& result : run) {
+      for (const Array& input : held) EXPECT_FALSE(result.shares_buffer_with(input));
+    }
+  }
+  for (std::size_t k = 0; k < held.size(); ++k) EXPECT_TRUE(SameBytes(held[k], before[k])) << "input " << k << " written";
+}
+
+}  // namespace
+}  // namespace weft
