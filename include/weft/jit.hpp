@@ -60,6 +60,9 @@ class ProgramCache {
                        const std::vector<std::optional<int>>& in_axes, const TraceBody& body, const std::string& name);
   // How many programs were traced (the signatures seen).
   std::size_t traces() const;
+  // A program derived from `traced` (one of this cache's) by `make`, e.g. its VJP, made once per `key`.
+  const Program& derived(const Program& traced, const std::string& key,
+                         const std::function<Program(const Program&)>& make);
 
  private:
   struct Impl;

@@ -134,6 +134,12 @@ class ProgramTrace {
   std::shared_ptr<program::TraceState> state_;
 };
 
+namespace detail {
+// Appends `program` to the trace its symbolic `inputs` belong to (concrete ones become constants) and returns
+// its outputs as symbolic Arrays of that trace: how a transform called inside jit or pmap(jit) inlines.
+std::vector<Array> inline_into_trace(const Program& program, std::span<const Array> inputs);
+}  // namespace detail
+
 // Reverse mode (JAX's vjp on a jaxpr): the program computing `program`'s outputs and the cotangents of its
 // inputs at positions `wrt`. Its inputs are `program`'s, then one cotangent per output (the output's type);
 // its outputs are `program`'s, then one cotangent per `wrt` input. Collectives transpose by JAX's pmap rules

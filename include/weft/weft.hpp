@@ -1,6 +1,7 @@
 // The whole public API of weft.
 #pragma once
 #include "weft/array.hpp"
+#include "weft/autodiff.hpp"
 #include "weft/dtype.hpp"
 #include "weft/error.hpp"
 #include "weft/groups.hpp"

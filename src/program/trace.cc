@@ -96,3 +96,24 @@ Program ProgramTrace::finish(const std::vector<Array>& outputs) {
 }
 
 }  // namespace weft
+
+namespace weft::detail {
+
+std::vector<Array> inline_into_trace(const Program& program, std::span<const Array> inputs) {
+  program::TraceState* trace = nullptr;
+  for (const Array& a : inputs) {
+    if (a.traced()) {
+      trace = dynamic_cast<program::TraceState*>(TraceAccess::trace(a));
+      break;
+    }
+  }
+  if (trace == nullptr) throw InvalidArgument("inline_into_trace: no input is a symbolic value of a weft trace");
+  std::vector<int> ids;
+  ids.reserve(inputs.size());
+  for (const Array& a : inputs) ids.push_back(trace->value_of(a, "an inlined program"));
+  std::vector<Array> out;
+  for (int id : trace->builder.inline_program(program, ids)) out.push_back(trace->symbolic(id));
+  return out;
+}
+
+}  // namespace weft::detail

@@ -3,6 +3,7 @@
 // the runtime because the traced Replica is the runtime's (its state says it traces, not runs).
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 
 #include "runtime/execution.hpp"
@@ -34,6 +35,7 @@ struct Entry {
   std::vector<MeshAxis> mesh;
   std::vector<std::pair<DType, Shape>> signature;
   Program program;
+  std::map<std::string, std::unique_ptr<Program>> derived;  // by key (derived(): a VJP per argnums, ...)
 };
 
 bool same_mesh(const std::vector<MeshAxis>& a, const Mesh& b) {
@@ -107,6 +109,18 @@ const Program& ProgramCache::trace(std::span<const Array> inputs, const Mesh& me
   impl_->entries.push_back(std::move(entry));
   impl_->last.store(impl_->entries.back().get(), std::memory_order_release);
   return impl_->entries.back()->program;
+}
+
+const Program& ProgramCache::derived(const Program& traced, const std::string& key,
+                                     const std::function<Program(const Program&)>& make) {
+  std::lock_guard lock(impl_->mutex);
+  for (const auto& e : impl_->entries) {
+    if (&e->program != &traced) continue;
+    auto it = e->derived.find(key);
+    if (it == e->derived.end()) it = e->derived.emplace(key, std::make_unique<Program>(make(traced))).first;
+    return *it->second;
+  }
+  throw InvalidArgument("ProgramCache::derived: the program is not one of this cache's");
 }
 
 std::size_t ProgramCache::traces() const {

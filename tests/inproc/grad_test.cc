@@ -1,0 +1,182 @@
+// weft::grad, weft::value_and_grad and weft::vjp (weft/autodiff.hpp) on C++ functions, against closed-form
+// gradients in float64: a least-squares loss (d/dw sum((x w - y)^2) = 2 x^T (x w - y), d/dx = 2 (x w - y) w^T),
+// argnums lists, has_aux tuples, vjp's pullback with a given cotangent; the same inside jit (inlined: the
+// program has the backward pass's equations, and its result is the eager one bit for bit), traced once per
+// signature; inside pmap with a Replica (a psum'ed loss: JAX's pmap rule makes the gradient n times the
+// replica's own, issue 3970), eager and traced; the errors (a non-scalar or integer value, a cotangent count).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../support/arrays.hpp"
+#include "../support/errors.hpp"
+#include "weft/ops.hpp"
+#include "weft/weft.hpp"
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace weft {
+namespace {
+
+Array Reals(Shape shape, std::uint32_t seed) { return testing::SampleReals(shape, DType::f64, seed); }
+
+Array LeastSquares(const Array& w, const Array& x, const Array& y) {
+  const Array r = matmul(x, w) - y;
+  return (r * r).sum();
+}
+
+// The closed forms, written with plain loops (no weft op shared with what is tested but the data).
+std::vector<double> Residual(const Array& w, const Array& x, const Array& y, int n, int k, int m) {
+  const auto W = w.to_doubles(), X = x.to_doubles(), Y = y.to_doubles();
+  std::vector<double> r(static_cast<std::size_t>(n * m));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < m; ++j) {
+      double s = 0;
+      for (int t = 0; t < k; ++t) s += X[i * k + t] * W[t * m + j];
+      r[i * m + j] = s - Y[i * m + j];
+    }
+  return r;
+}
+std::vector<double> GradW(const Array& w, const Array& x, const Array& y, int n, int k, int m) {
+  const auto r = Residual(w, x, y, n, k, m);
+  const auto X = x.to_doubles();
+  std::vector<double> g(static_cast<std::size_t>(k * m), 0.0);
+  for (int t = 0; t < k; ++t)
+    for (int j = 0; j < m; ++j)
+      for (int i = 0; i < n; ++i) g[t * m + j] += 2 * X[i * k + t] * r[i * m + j];
+  return g;
+}
+std::vector<double> GradX(const Array& w, const Array& x, const Array& y, int n, int k, int m) {
+  const auto r = Residual(w, x, y, n, k, m);
+  const auto W = w.to_doubles();
+  std::vector<double> g(static_cast<std::size_t>(n * k), 0.0);
+  for (int i = 0; i < n; ++i)
+    for (int t = 0; t < k; ++t)
+      for (int j = 0; j < m; ++j) g[i * k + t] += 2 * r[i * m + j] * W[t * m + j];
+  return g;
+}
+
+void ExpectClose(const Array& got, const std::vector<double>& want, double scale = 1.0) {
+  const auto g = got.to_doubles();
+  ASSERT_EQ(g.size(), want.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    EXPECT_NEAR(g[i], scale * want[i], 1e-12 * (1 + std::abs(scale * want[i]))) << "element " << i;
+  }
+}
+
+void ExpectClose(const Array& got, const Array& want) { ExpectClose(got, want.to_doubles()); }
+
+constexpr int N = 5, K = 4, M = 3;
+
+TEST(Grad, LeastSquaresMatchesTheClosedForm) {
+  const Array w = Reals({K, M}, 1), x = Reals({N, K}, 2), y = Reals({N, M}, 3);
+  ExpectClose(grad(LeastSquares)(w, x, y), GradW(w, x, y, N, K, M));
+  ExpectClose(grad(LeastSquares, 1)(w, x, y), GradX(w, x, y, N, K, M));
+  auto [value, grads] = value_and_grad(LeastSquares, {1, 0})(w, x, y);
+  double loss = 0;
+  for (double r : Residual(w, x, y, N, K, M)) loss += r * r;
+  EXPECT_NEAR(value.item<double>(), loss, 1e-12 * loss);
+  ASSERT_EQ(grads.size(), 2u);
+  ExpectClose(grads[0], GradX(w, x, y, N, K, M));
+  ExpectClose(grads[1], GradW(w, x, y, N, K, M));
+}
+
+TEST(Grad, AuxOutputsComeBackUndifferentiated) {
+  const Array w = Reals({K, M}, 4), x = Reals({N, K}, 5), y = Reals({N, M}, 6);
+  auto with_aux = [](const Array& w, const Array& x, const Array& y) {
+    const Array r = matmul(x, w) - y;
+    return std::tuple{(r * r).sum(), r, r.sum() * 0.0 + 7.0};
+  };
+  auto [value, g] = value_and_grad(with_aux)(w, x, y);
+  const auto& [loss, residual, seven] = value;
+  ExpectClose(residual, matmul(x, w) - y);
+  EXPECT_EQ(seven.item<double>(), 7.0);
+  ExpectClose(loss, LeastSquares(w, x, y));
+  ExpectClose(g, GradW(w, x, y, N, K, M));  // the aux outputs add nothing to the gradient
+}
+
+TEST(Vjp, PullbackOfAGivenCotangent) {
+  const Array w = Reals({K, M}, 7), x = Reals({N, K}, 8);
+  auto f = [](const Array& w, const Array& x) { return matmul(x, w); };
+  auto [out, pullback] = vjp(f, w, x);
+  ExpectClose(out, matmul(x, w));
+  const Array ct = Reals({N, M}, 9);
+  const std::vector<Array> cts = pullback(ct);
+  ASSERT_EQ(cts.size(), 2u);
+  // d<ct, x w>/dw = x^T ct, d/dx = ct w^T, by loops.
+  const auto X = x.to_doubles(), W = w.to_doubles(), C = ct.to_doubles();
+  std::vector<double> gw(K * M, 0.0), gx(N * K, 0.0);
+  for (int i = 0; i < N; ++i)
+    for (int t = 0; t < K; ++t)
+      for (int j = 0; j < M; ++j) {
+        gw[t * M + j] += X[i * K + t] * C[i * M + j];
+        gx[i * K + t] += C[i * M + j] * W[t * M + j];
+      }
+  ExpectClose(cts[0], gw);
+  ExpectClose(cts[1], gx);
+  testing::ExpectThrowsWith<InvalidArgument>([&] { pullback(ct, ct); }, {"vjp pullback", "1 outputs", "2 cotangents"});
+}
+
+TEST(Grad, InsideJitIsInlinedAndTracedOnce) {
+  const Array w = Reals({K, M}, 10), x = Reals({N, K}, 11), y = Reals({N, M}, 12);
+  auto g = grad(LeastSquares);
+  auto step = jit([g](const Array& w, const Array& x, const Array& y) { return w - g(w, x, y) * 0.1; });
+  const Program p = make_program([g](const Array& w, const Array& x, const Array& y) { return g(w, x, y); })(w, x, y);
+  EXPECT_GE(p.count("matmul"), 2u) << p;  // the forward product and the backward one(s)
+  EXPECT_TRUE(step(w, x, y).identical(w - g(w, x, y) * 0.1));
+  for (int i = 0; i < 3; ++i) step(w, x, y);
+  EXPECT_EQ(step.traces(), 1u);
+}
+
+TEST(Grad, IntegerArgumentsGetZerosAndTheValueMustBeAFloatScalar) {
+  const Array w = Reals({K, M}, 13), x = Reals({N, K}, 14);
+  auto scaled = [](const Array& w, const Array& n) { return (w * n.astype(DType::f64)).sum(); };
+  const Array n = Array::full({K, M}, 3, DType::i32);
+  const auto grads = grad(scaled, {0, 1})(w, n);
+  ExpectClose(grads[0], Array::full({K, M}, 3.0, DType::f64));
+  EXPECT_EQ(grads[1].dtype(), DType::i32);
+  EXPECT_EQ(grads[1].to_doubles(), std::vector<double>(K * M, 0.0));
+  testing::ExpectThrowsWith<InvalidArgument>([&] { grad([](const Array& a) { return a * 2.0; })(w); },
+                                             {"grad requires a scalar output", "float64(4, 3)", "weft::vjp"});
+  testing::ExpectThrowsWith<InvalidArgument>([&] { grad([](const Array& a) { return a.sum(); })(n); },
+                                             {"grad requires a floating output", "int32"});
+}
+
+// Inside pmap: a psum'ed loss of replicated parameters. Under JAX's pmap rules the transpose of psum is psum,
+// so each replica's gradient is n times its own (JAX's issue 3970); pmean'ed, it is the replica's own.
+TEST(Grad, InsidePmapFollowsJaxPmapRules) {
+  Runtime rt({.device_count = 4});
+  const Array w = Reals({K, M}, 15);
+  const Array xs = Reals({4, N, K}, 16), ys = Reals({4, N, M}, 17);
+  auto psummed = [](Replica& r, const Array& w, const Array& x, const Array& y) {
+    return r.psum(LeastSquares(w, x, y), "i");
+  };
+  auto pmeaned = [](Replica& r, const Array& w, const Array& x, const Array& y) {
+    return r.pmean(LeastSquares(w, x, y), "i");
+  };
+  auto eager = pmap(
+      [&](Replica& r, const Array& x, const Array& y) {
+        return std::tuple{grad(psummed)(r, w, x, y), grad(pmeaned)(r, w, x, y)};
+      },
+      {.axis = "i", .runtime = &rt});
+  auto traced = pmap(jit([&](Replica& r, const Array& x, const Array& y) {
+                       return std::tuple{grad(psummed)(r, w, x, y), grad(pmeaned)(r, w, x, y)};
+                     }),
+                     {.axis = "i", .runtime = &rt});
+  auto [ps, pm] = eager(xs, ys);
+  auto [tps, tpm] = traced(xs, ys);
+  for (int d = 0; d < 4; ++d) {
+    SCOPED_TRACE("replica " + std::to_string(d));
+    const Array x = xs[d], y = ys[d];
+    ExpectClose(ps.shards()[d].data, GradW(w, x, y, N, K, M), 4.0);
+    ExpectClose(pm.shards()[d].data, GradW(w, x, y, N, K, M), 1.0);
+    EXPECT_TRUE(tps.shards()[d].data.identical(ps.shards()[d].data));
+    EXPECT_TRUE(tpm.shards()[d].data.identical(pm.shards()[d].data));
+  }
+}
+
+}  // namespace
+}  // namespace weft
