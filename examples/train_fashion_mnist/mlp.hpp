@@ -66,6 +66,13 @@ Deltas forward_deltas(const Parameters& p, const weft::Array& images, const weft
 StepResult forward_backward(const Parameters& p, const weft::Array& images, const weft::Array& labels,
                             std::int64_t global_batch, const ModelSum& model_sum);
 
+// The same step's loss and gradients by reverse mode (weft::value_and_grad of the loss, weft/autodiff.hpp):
+// no hand-written backward pass. Without model parallelism (its model sum is an all-reduce over replica
+// groups, which a trace cannot record yet); the loss is forward_backward's, the gradients equal its within
+// rounding (tests/training/).
+StepResult autodiff_forward_backward(const Parameters& p, const weft::Array& images, const weft::Array& labels,
+                                     std::int64_t global_batch);
+
 // Forward only: how many of the batch's predictions (argmax of the logits) equal the labels, as a float32
 // scalar. Labels -1 mark padding and never count.
 weft::Array count_correct(const Parameters& p, const weft::Array& images, const weft::Array& labels,

@@ -117,6 +117,10 @@ struct Trainer::Impl {
     if (config.zero && data_ranks < 2)
       throw std::invalid_argument("--zero shards the optimizer state over the data-parallel replicas and needs at least 2 of them, got " +
                                   std::to_string(data_ranks));
+    if (config.autodiff_backward && model > 1)
+      throw std::invalid_argument("--backward autodiff does not take --model-parallel " + std::to_string(model) +
+                                  " yet: the model sum is an all-reduce over replica groups, which a trace cannot "
+                                  "record (use --backward hand)");
     per_replica_batch = config.global_batch / data_ranks;
     train_size = config.train_limit > 0 ? std::min(config.train_limit, data.train.size()) : data.train.size();
     if (train_size < config.global_batch)
@@ -212,7 +216,7 @@ struct Trainer::Impl {
   // then copied out per member, and the transport's native all-reduce wins (2 instances x 4: 25-28k against
   // 32-34k samples/s).
   bool sharded_update_fits() const {
-    return model == 1 && !config.zero && !config.replicated_update && data_ranks > 1 &&
+    return model == 1 && !config.zero && !config.replicated_update && !config.autodiff_backward && data_ranks > 1 &&
            config.shape.inputs % data_ranks == 0 && config.shape.hidden % data_ranks == 0 &&
            runtime.process_count() == 1;
   }
@@ -266,7 +270,9 @@ struct Trainer::Impl {
     Parameters p = acquire(r);
     const Array images = this->images(r, data.train);
     const Array labels = r.host_load(labels_in);
-    StepResult s = forward_backward(p, images, labels, config.global_batch, model_sum(r));
+    StepResult s = config.autodiff_backward
+                       ? autodiff_forward_backward(p, images, labels, config.global_batch)
+                       : forward_backward(p, images, labels, config.global_batch, model_sum(r));
     p = Parameters{};  // drop the references so that the updates below write in place
     const Array loss = data_sum(r, s.loss);
     for (int i = 0; i < kNumParameters; ++i) {

@@ -15,8 +15,10 @@
 // of a floating dtype. Integer and boolean arguments get zeros. vjp's pullback runs the whole VJP program
 // (the forward pass again, then the backward one): it keeps no residuals.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -38,7 +40,7 @@ class Differentiable {
  public:
   Differentiable(F fn, std::vector<int> argnums, std::string name)
       : fn_(std::make_shared<F>(std::move(fn))), cache_(std::make_shared<ProgramCache>()),
-        argnums_(std::move(argnums)), name_(std::move(name)) {}
+        argnums_(std::move(argnums)), name_(std::move(name)), pairs_(std::make_shared<VjpPairs>()) {}
 
   // f's outputs then the cotangents of its `argnums` inputs, for `inputs` seeded with `seeds(outputs)`.
   template <std::size_t N, class Seeds>
@@ -48,9 +50,7 @@ class Differentiable {
     const Mesh& mesh = replica ? replica->mesh() : no_mesh;
     const Program* forward = cache_->find(inputs, mesh);
     if (forward == nullptr) forward = &cache_->trace(inputs, mesh, replica != nullptr, {}, trace_body<F, N>(fn_), name_);
-    std::string key;
-    for (int a : argnums) key += std::to_string(a) + ",";
-    const Program& vjp = cache_->derived(*forward, key, [&](const Program& p) { return vjp_program(p, argnums); });
+    const Program& vjp = vjp_of(*forward, argnums);
     for (Array& seed : seeds(forward->output_types())) inputs.push_back(std::move(seed));
     bool traced = false;
     for (const Array& a : inputs) traced = traced || a.traced();
@@ -64,10 +64,41 @@ class Differentiable {
   std::size_t traces() const { return cache_->traces(); }
 
  private:
+  // The VJP of `forward`: the last pair found without a lock (a training loop's every step after the first),
+  // else from the cache (argnums other than the function's own: vjp's, keyed by their list).
+  const Program& vjp_of(const Program& forward, const std::vector<int>& argnums) const {
+    const bool own = argnums == argnums_;
+    if (own) {
+      const VjpPair* last = pairs_->last.load(std::memory_order_acquire);
+      if (last != nullptr && last->forward == &forward) return *last->vjp;
+    }
+    std::string key;
+    for (int a : argnums) key += std::to_string(a) + ",";
+    const Program& vjp = cache_->derived(forward, key, [&](const Program& p) { return vjp_program(p, argnums); });
+    if (own) pairs_->remember(&forward, &vjp);
+    return vjp;
+  }
+
+  struct VjpPair {
+    const Program* forward;
+    const Program* vjp;
+  };
+  struct VjpPairs {
+    std::mutex mutex;
+    std::vector<std::unique_ptr<VjpPair>> pairs;  // never removed: `last` may point at any
+    std::atomic<const VjpPair*> last{nullptr};
+    void remember(const Program* forward, const Program* vjp) {
+      std::lock_guard lock(mutex);
+      pairs.push_back(std::make_unique<VjpPair>(VjpPair{forward, vjp}));
+      last.store(pairs.back().get(), std::memory_order_release);
+    }
+  };
+
   std::shared_ptr<F> fn_;
   std::shared_ptr<ProgramCache> cache_;
   std::vector<int> argnums_;
   std::string name_;
+  std::shared_ptr<VjpPairs> pairs_;
 };
 
 // The seeds of value_and_grad: 1 for the differentiated (first) output, which must be a float scalar; zeros

@@ -99,7 +99,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Layout{"data8", {.devices = 8}}, Layout{"data8_replicated_update", {.devices = 8, .replicated_update = true}},
                       Layout{"data4_model2", {.devices = 8, .model_parallel = 2}},
                       Layout{"model8", {.devices = 8, .model_parallel = 8}}, Layout{"zero8", {.devices = 8, .zero = true}},
-                      Layout{"zero2x4", {.devices = 8, .model_parallel = 4, .zero = true}}),
+                      Layout{"zero2x4", {.devices = 8, .model_parallel = 4, .zero = true}},
+                      // The gradients by reverse mode (weft::value_and_grad), not the hand-written backward pass.
+                      Layout{"one_device_autodiff", {.devices = 1, .autodiff_backward = true}},
+                      Layout{"data8_autodiff", {.devices = 8, .autodiff_backward = true}},
+                      Layout{"zero8_autodiff", {.devices = 8, .zero = true, .autodiff_backward = true}}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Training, SameLayoutTwiceIsBitIdentical) {
@@ -193,6 +197,32 @@ TEST(GradientCheck, BackwardMatchesFiniteDifferences) {
   const GradientCase c;
   const StepResult s = forward_backward(c.params, c.images, c.labels, c.batch, [](const Array& x) { return x; });
   for (int i = 0; i < kNumParameters; ++i) ExpectGradientsClose(s.grads[i].to_doubles(), c.numeric_gradient(i), parameter_name(i));
+}
+
+// The hand-written backward pass is the oracle of the autodiff one: the same loss bit for bit (the same
+// forward ops), every gradient within 1e-12 (the VJP rules reach them by other arithmetic: log_softmax's
+// rule, the one-hot product's), and both against finite differences above.
+TEST(GradientCheck, AutodiffMatchesTheHandWrittenBackward) {
+  const GradientCase c;
+  const StepResult hand = forward_backward(c.params, c.images, c.labels, c.batch, [](const Array& x) { return x; });
+  const StepResult autodiff = autodiff_forward_backward(c.params, c.images, c.labels, c.batch);
+  EXPECT_EQ(autodiff.loss.item<double>(), hand.loss.item<double>());
+  for (int i = 0; i < kNumParameters; ++i) {
+    const std::vector<double> a = autodiff.grads[i].to_doubles(), h = hand.grads[i].to_doubles();
+    ASSERT_EQ(autodiff.grads[i].shape(), hand.grads[i].shape()) << parameter_name(i);
+    for (std::size_t k = 0; k < h.size(); ++k) {
+      EXPECT_NEAR(a[k], h[k], 1e-12 * (1e-3 + std::fabs(h[k]))) << parameter_name(i) << "[" << k << "]";
+    }
+  }
+}
+
+TEST(GradientCheck, AutodiffRefusesModelParallelism) {
+  try {
+    Train({.devices = 8, .model_parallel = 2, .autodiff_backward = true});
+    FAIL() << "--backward autodiff with --model-parallel 2 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--backward autodiff does not take --model-parallel 2"), std::string::npos) << e.what();
+  }
 }
 
 TEST(GradientCheck, ModelParallelBackwardMatchesFiniteDifferences) {

@@ -510,6 +510,24 @@ TEST(Where, ThreeWayBroadcastAgainstAReference) {
   EXPECT_EQ(got.to_doubles(), ref);
 }
 
+TEST(Where, AScalarBranchAgainstAReference) {
+  // The one-pass loops for a scalar branch (either side), against the definition element by element.
+  const D vc = {1, 0, 0, 1, 1, 0, 1};
+  const D va = {1, 2, 3, 4, 5, 6, 7};
+  const Array cond = Array::from_doubles(vc, {7}, DType::boolean);
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::u8}) {
+    const Array a = Array::from_doubles(va, {7}, dtype);
+    const Array s = Array::scalar(-0.0 + 9, dtype);
+    D right, left;
+    for (std::size_t i = 0; i < vc.size(); ++i) {
+      right.push_back(vc[i] != 0 ? va[i] : 9);
+      left.push_back(vc[i] != 0 ? 9 : va[i]);
+    }
+    EXPECT_EQ(where(cond, a, s).to_doubles(), right) << dtype_name(dtype);
+    EXPECT_EQ(where(cond, s, a).to_doubles(), left) << dtype_name(dtype);
+  }
+}
+
 TEST(Where, ConditionIsNonzeroOfAnyDType) {
   // NaN is nonzero (true); -0. is zero (false), as numpy's bool() of them.
   const Array cond = Array::from_doubles({kNaN, -0.0, 2.5, 0.0}, {4}, DType::f32);
