@@ -61,8 +61,8 @@ int main(int argc, char** argv) {
                "data parallel as DDP does it: all-reduce every gradient and update every parameter on every replica "
                "(default: each data rank updates its rows of the weights from the gathered batch)");
   app.add_option("--backward", config.autodiff_backward,
-                 "hand: the hand-written backward pass (mlp.cc); autodiff: weft::value_and_grad of the loss (the "
-                 "all-reduce update or ZeRO, without --model-parallel)")
+                 "hand: the hand-written backward pass (mlp.cc); autodiff: weft::value_and_grad of the loss (with "
+                 "the all-reduce update in place of the sharded one)")
       ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"hand", false}, {"autodiff", true}}));
   app.add_option("--epochs", config.epochs, "epochs to train")->check(CLI::PositiveNumber);
   app.add_option("--steps", config.steps, "stop after this many steps in all (0: the epochs decide)")->check(CLI::NonNegativeNumber);

@@ -12,8 +12,12 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 
 #include <weft/array.hpp>
+#include <weft/groups.hpp>
+#include <weft/replica.hpp>
 #include <weft/random.hpp>
 
 namespace mnist {
@@ -67,9 +71,22 @@ StepResult forward_backward(const Parameters& p, const weft::Array& images, cons
                             std::int64_t global_batch, const ModelSum& model_sum);
 
 // The same step's loss and gradients by reverse mode (weft::value_and_grad of the loss, weft/autodiff.hpp):
-// no hand-written backward pass. Without model parallelism (its model sum is an all-reduce over replica
-// groups, which a trace cannot record yet); the loss is forward_backward's, the gradients equal its within
-// rounding (tests/training/).
+// no hand-written backward pass. With model parallelism the model sum is Megatron's g (an all-reduce over
+// the model groups whose transpose is the identity: Replica::all_reduce_identical_grad_inputs), so the
+// backward pass needs no collective, as forward_backward's. The loss is forward_backward's, the gradients
+// equal its within rounding (tests/training/). One object per model layout: its programs are traced once.
+class AutodiffBackward {
+ public:
+  // `model_groups`: the model ranks of each data rank (tensor parallelism), or none.
+  explicit AutodiffBackward(std::optional<weft::ReplicaGroups> model_groups = std::nullopt);
+  // `replica` is needed with model groups (the sum meets there); may be null without.
+  StepResult operator()(weft::Replica* replica, const Parameters& p, const weft::Array& images,
+                        const weft::Array& labels, std::int64_t global_batch) const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
 StepResult autodiff_forward_backward(const Parameters& p, const weft::Array& images, const weft::Array& labels,
                                      std::int64_t global_batch);
 

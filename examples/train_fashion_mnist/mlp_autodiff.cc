@@ -9,32 +9,76 @@
 namespace mnist {
 
 using weft::Array;
+using weft::Replica;
 
 namespace {
 
-// The loss as a function of the six parameters, the batch and the scale (a scalar input, so that one
-// program serves every global batch).
-Array loss_of(const Array& w1, const Array& b1, const Array& w2, const Array& b2, const Array& w3, const Array& b3,
-              const Array& images, const Array& labels, const Array& scale) {
+// The loss of one replica's batch as mlp.cc's forward pass computes it, the second layer's partial product
+// completed by `model_sum`; `scale` (1 / global batch) is a scalar input so that one program serves every batch.
+template <class ModelSum>
+Array loss_of(const ModelSum& model_sum, const Array& w1, const Array& b1, const Array& w2, const Array& b2,
+              const Array& w3, const Array& b3, const Array& images, const Array& labels, const Array& scale) {
   const Array h1 = weft::relu(weft::matmul(images, w1) + b1);
-  const Array h2 = weft::relu(weft::matmul(h1, w2) + b2);
+  const Array h2 = weft::relu(model_sum(weft::matmul(h1, w2)) + b2);
   const Array logits = weft::matmul(h2, w3) + b3;
   const Array targets = weft::one_hot(labels, static_cast<int>(logits.shape().back()), logits.dtype());
   return (targets * weft::log_softmax(logits, -1)).sum() * -scale;
 }
 
+Array local_loss(const Array& w1, const Array& b1, const Array& w2, const Array& b2, const Array& w3, const Array& b3,
+                 const Array& images, const Array& labels, const Array& scale) {
+  return loss_of([](const Array& x) { return x; }, w1, b1, w2, b2, w3, b3, images, labels, scale);
+}
+
+// With model parallelism: the partial products summed over the model ranks by Megatron's g.
+struct SplitLoss {
+  weft::ReplicaGroups model_groups;
+  Array operator()(Replica& r, const Array& w1, const Array& b1, const Array& w2, const Array& b2, const Array& w3,
+                   const Array& b3, const Array& images, const Array& labels, const Array& scale) const {
+    auto model_sum = [&](const Array& x) { return r.all_reduce_identical_grad_inputs(x, model_groups); };
+    return loss_of(model_sum, w1, b1, w2, b2, w3, b3, images, labels, scale);
+  }
+};
+
+const std::vector<int> kAllParameters = {kW1, kB1, kW2, kB2, kW3, kB3};
+
+StepResult step_result(std::pair<Array, std::vector<Array>> value_and_grads) {
+  StepResult out;
+  out.loss = std::move(value_and_grads.first);
+  for (int i = 0; i < kNumParameters; ++i) out.grads[i] = std::move(value_and_grads.second[static_cast<std::size_t>(i)]);
+  return out;
+}
+
 }  // namespace
+
+struct AutodiffBackward::Impl {
+  explicit Impl(std::optional<weft::ReplicaGroups> groups)
+      : split_model(groups.has_value()),
+        local(&local_loss, kAllParameters, "mlp loss"),
+        split(SplitLoss{groups.value_or(weft::ReplicaGroups())}, kAllParameters, "mlp loss (model parallel)") {}
+
+  bool split_model;
+  weft::ValueAndGrad<decltype(&local_loss), true> local;
+  weft::ValueAndGrad<SplitLoss, true> split;
+};
+
+AutodiffBackward::AutodiffBackward(std::optional<weft::ReplicaGroups> model_groups)
+    : impl_(std::make_shared<const Impl>(std::move(model_groups))) {}
+
+StepResult AutodiffBackward::operator()(Replica* replica, const Parameters& p, const Array& images,
+                                        const Array& labels, std::int64_t global_batch) const {
+  const Array scale = Array::scalar(1.0 / static_cast<double>(global_batch), p[kW1].dtype());
+  if (!impl_->split_model) {
+    return step_result(impl_->local(p[kW1], p[kB1], p[kW2], p[kB2], p[kW3], p[kB3], images, labels, scale));
+  }
+  if (replica == nullptr) throw std::invalid_argument("AutodiffBackward: model parallelism needs the replica");
+  return step_result(impl_->split(*replica, p[kW1], p[kB1], p[kW2], p[kB2], p[kW3], p[kB3], images, labels, scale));
+}
 
 StepResult autodiff_forward_backward(const Parameters& p, const Array& images, const Array& labels,
                                      std::int64_t global_batch) {
-  // One per process: its program cache is shared by every replica and step (safe to call concurrently).
-  static const auto value_and_grad = weft::value_and_grad(loss_of, {kW1, kB1, kW2, kB2, kW3, kB3}, "mlp loss");
-  const Array scale = Array::scalar(1.0 / static_cast<double>(global_batch), p[kW1].dtype());
-  auto [loss, grads] = value_and_grad(p[kW1], p[kB1], p[kW2], p[kB2], p[kW3], p[kB3], images, labels, scale);
-  StepResult out;
-  out.loss = loss;
-  for (int i = 0; i < kNumParameters; ++i) out.grads[i] = std::move(grads[static_cast<std::size_t>(i)]);
-  return out;
+  static const AutodiffBackward backward;  // one per process: its program cache serves every replica and step
+  return backward(nullptr, p, images, labels, global_batch);
 }
 
 }  // namespace mnist

@@ -96,6 +96,7 @@ struct Trainer::Impl {
   weft::random::Key init_key, data_key;
   std::unique_ptr<weft::Session> session;
   ReplicaGroups model_groups;  // the M model ranks of one data rank: consecutive replicas
+  std::unique_ptr<AutodiffBackward> autodiff;  // --backward autodiff: the gradients by reverse mode
   ReplicaGroups data_groups;   // the D data ranks of one model rank: replicas M apart
   std::array<Shape, kNumParameters> local_shapes;  // one replica's slice of each parameter
   std::array<weft::Variable, kNumParameters> weights, velocities;
@@ -117,10 +118,6 @@ struct Trainer::Impl {
     if (config.zero && data_ranks < 2)
       throw std::invalid_argument("--zero shards the optimizer state over the data-parallel replicas and needs at least 2 of them, got " +
                                   std::to_string(data_ranks));
-    if (config.autodiff_backward && model > 1)
-      throw std::invalid_argument("--backward autodiff does not take --model-parallel " + std::to_string(model) +
-                                  " yet: the model sum is an all-reduce over replica groups, which a trace cannot "
-                                  "record (use --backward hand)");
     per_replica_batch = config.global_batch / data_ranks;
     train_size = config.train_limit > 0 ? std::min(config.train_limit, data.train.size()) : data.train.size();
     if (train_size < config.global_batch)
@@ -131,6 +128,9 @@ struct Trainer::Impl {
     first_local = session->global_replica_offset();
     local_count = session->instance_replication_factor();
     model_groups = ReplicaGroups::strided(replicas, 1, model);
+    if (config.autodiff_backward) {
+      autodiff = std::make_unique<AutodiffBackward>(model > 1 ? std::optional<ReplicaGroups>(model_groups) : std::nullopt);
+    }
     data_groups = ReplicaGroups::strided(replicas, model, data_ranks);
     sharded_update = sharded_update_fits();
     build_state();
@@ -270,9 +270,8 @@ struct Trainer::Impl {
     Parameters p = acquire(r);
     const Array images = this->images(r, data.train);
     const Array labels = r.host_load(labels_in);
-    StepResult s = config.autodiff_backward
-                       ? autodiff_forward_backward(p, images, labels, config.global_batch)
-                       : forward_backward(p, images, labels, config.global_batch, model_sum(r));
+    StepResult s = autodiff ? (*autodiff)(&r, p, images, labels, config.global_batch)
+                            : forward_backward(p, images, labels, config.global_batch, model_sum(r));
     p = Parameters{};  // drop the references so that the updates below write in place
     const Array loss = data_sum(r, s.loss);
     for (int i = 0; i < kNumParameters; ++i) {

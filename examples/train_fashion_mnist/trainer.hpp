@@ -38,9 +38,10 @@ struct TrainConfig {
   int model_parallel = 1;  // M: model ranks per data rank
   bool zero = false;
   bool replicated_update = false;  // data parallel: all-reduce the gradients and update on every replica
-  // The gradients by reverse mode (weft::value_and_grad, mlp.hpp's autodiff_forward_backward) instead of the
-  // hand-written backward pass: the all-reduce update (DDP's) and ZeRO, without model parallelism (the
-  // sharded update consumes the hand-written pass's deltas; model parallelism's sum is not traceable yet).
+  // The gradients by reverse mode (weft::value_and_grad: mlp.hpp's AutodiffBackward) instead of the
+  // hand-written backward pass, in the all-reduce update (DDP's), ZeRO and model parallelism (its sum as
+  // Megatron's g); the default one-process sharded update consumes the hand-written pass's deltas, so this
+  // runs the all-reduce update instead.
   bool autodiff_backward = false;
   int epochs = 2;
   std::int64_t steps = 0;  // stop after this many steps in all (counted from step 0, also when resuming); 0 = epochs

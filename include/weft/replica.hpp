@@ -86,8 +86,19 @@ class Replica {
   Array ppermute(const Array& x, const Axes& axes, const Permutation& perm, Loc loc = std::source_location::current());
 
   // ---- the same over explicit groups (PopXL groupings, ReplicaGroups::strided) ----------------------
+  // all_reduce is traceable (jit, weft::grad): it records psum / pmean / pmax / pmin / pprod over every mesh
+  // axis with the groups as index groups; under differentiation psum's pmap rule applies.
   Array all_reduce(const Array& x, const ReplicaGroups& groups, ReduceOp op = ReduceOp::sum,
                    Loc loc = std::source_location::current());
+  // Megatron's f/g pair as PopXL names it (popxl_addons' replicated_all_reduce_identical_inputs /
+  // _identical_grad_inputs), for tensor parallelism under differentiation. identical_inputs: the inputs are
+  // already equal over each group, so it is the identity, and its transpose is a sum-all-reduce (f, at the
+  // input of a column-parallel layer). identical_grad_inputs: a sum-all-reduce whose cotangents are equal over
+  // each group, so its transpose is the identity (g, after a row-parallel layer).
+  Array all_reduce_identical_inputs(const Array& x, const ReplicaGroups& groups,
+                                    Loc loc = std::source_location::current());
+  Array all_reduce_identical_grad_inputs(const Array& x, const ReplicaGroups& groups,
+                                         Loc loc = std::source_location::current());
   Array all_gather(const Array& x, const ReplicaGroups& groups, int axis = 0, bool tiled = false,
                    Loc loc = std::source_location::current());
   Array reduce_scatter(const Array& x, const ReplicaGroups& groups, ReduceOp op = ReduceOp::sum,

@@ -356,6 +356,10 @@ class Transposer {
       q["split_axis"] = p.at("concat_axis");
       q["concat_axis"] = p.at("split_axis");
       give(eq, 0, emit("all_to_all", {g}, q));
+    } else if (op == "all_reduce_identical_inputs") {
+      give(eq, 0, emit("all_reduce_identical_grad_inputs", {g}, p));  // f: the identity, its transpose a sum
+    } else if (op == "all_reduce_identical_grad_inputs") {
+      give(eq, 0, emit("all_reduce_identical_inputs", {g}, p));  // g: a sum, its transpose the identity
     } else if (op == "pmax" || op == "pmin") {
       throw RuleError(op + " has no transpose rule under pmap (as in JAX, differentiating it is an error)");
     } else {

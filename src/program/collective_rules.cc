@@ -195,7 +195,8 @@ std::vector<ValueType> gather_shards(const std::vector<ValueType>& ins, const Pa
 }  // namespace
 
 void register_collective_ops(std::vector<OpInfo>& ops) {
-  for (const char* name : {"psum", "pmean", "pmax", "pmin", "pprod"}) {
+  for (const char* name : {"psum", "pmean", "pmax", "pmin", "pprod", "all_reduce_identical_inputs",
+                           "all_reduce_identical_grad_inputs"}) {
     ops.push_back({name, 1, 1, {"axes"}, {"groups"}, false, all_reduce});
   }
   ops.push_back({"replicated_reduce_scatter", 1, 1, {"axes"}, {"groups", "op"}, false, flat_shard});

@@ -167,6 +167,8 @@ std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite
   }
   const ReplicaGroups groups = r.groups(axes_of(p), groups_of(p));
   if (op == "pprod") return {r.all_reduce(in[0], groups, ReduceOp::prod, site)};
+  if (op == "all_reduce_identical_inputs") return {r.all_reduce_identical_inputs(in[0], groups, site)};
+  if (op == "all_reduce_identical_grad_inputs") return {r.all_reduce_identical_grad_inputs(in[0], groups, site)};
   if (op == "replicated_reduce_scatter") return {r.replicated_reduce_scatter(in[0], groups, reduce_of(p), site)};
   if (op == "replica_sharded_slice") return {r.replica_sharded_slice(in[0], groups, site)};
   if (op == "gather_shards") {

@@ -256,11 +256,42 @@ Array Replica::ppermute(const Array& x, const Axes& axes, const Permutation& per
   return run_collective(*state_, r);
 }
 
+// Explicit groups in a program's terms: over every mesh axis (a replica's index over all of them, row-major, is
+// its global index), the groups' members as index groups.
+ProgramParams grouped(const Mesh& mesh, const ReplicaGroups& groups, const char* api) {
+  if (groups.num_replicas() != mesh.size()) {
+    throw InvalidArgument(std::string(api) + ": the groups partition " + std::to_string(groups.num_replicas()) +
+                          " replicas but the mesh has " + std::to_string(mesh.size()));
+  }
+  std::vector<std::string> axes;
+  for (const MeshAxis& axis : mesh.axes()) axes.push_back(axis.name);
+  return named(Axes(axes), groups.groups());
+}
+
 Array Replica::all_reduce(const Array& x, const ReplicaGroups& groups, ReduceOp op, Loc loc) {
-  if (tracing(*state_, x)) [[unlikely]] refuse_traced("all_reduce over ReplicaGroups");
+  if (tracing(*state_, x)) [[unlikely]] {
+    static const char* const ops[] = {"psum", "pmean", "pmax", "pmin", "pprod"};  // ReduceOp's order
+    return record_collective(*state_, ops[static_cast<int>(op)], x, grouped(mesh(), groups, "all_reduce"), loc);
+  }
   Request r = make(Kind::all_reduce, "all_reduce", x, groups, loc);
   r.reduce = op;
   return run_collective(*state_, r);
+}
+
+Array Replica::all_reduce_identical_inputs(const Array& x, const ReplicaGroups& groups, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] {
+    return record_collective(*state_, "all_reduce_identical_inputs", x,
+                             grouped(mesh(), groups, "all_reduce_identical_inputs"), loc);
+  }
+  return x;  // the forward pass of f is the identity: nothing to meet over
+}
+
+Array Replica::all_reduce_identical_grad_inputs(const Array& x, const ReplicaGroups& groups, Loc loc) {
+  if (tracing(*state_, x)) [[unlikely]] {
+    return record_collective(*state_, "all_reduce_identical_grad_inputs", x,
+                             grouped(mesh(), groups, "all_reduce_identical_grad_inputs"), loc);
+  }
+  return all_reduce(x, groups, ReduceOp::sum, loc);
 }
 
 Array Replica::all_gather(const Array& x, const ReplicaGroups& groups, int axis, bool tiled, Loc loc) {

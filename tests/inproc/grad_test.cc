@@ -178,5 +178,55 @@ TEST(Grad, InsidePmapFollowsJaxPmapRules) {
   }
 }
 
+// Megatron's MLP block over 4 model ranks: x (replicated) enters through f, the first weight split by
+// columns, the second by rows, the partial products summed by g. The differentiated program all-reduces
+// exactly once forward (g) and once backward (f's transpose), and its gradients are the unsplit model's:
+// each rank's weight slices get their slice of the full gradient, and x the full gradient on every rank.
+TEST(Grad, MegatronBlockHasOneAllReduceEachWayAndTheFullModelsGradients) {
+  constexpr int R = 4, B = 3, D = 4, H = 8;
+  Runtime rt({.device_count = R});
+  const ReplicaGroups all = ReplicaGroups::all(R);
+  auto block = [all](Replica& r, const Array& x, const Array& w1, const Array& w2) {
+    const Array h = tanh(matmul(r.all_reduce_identical_inputs(x, all), w1));
+    const Array y = r.all_reduce_identical_grad_inputs(matmul(h, w2), all);
+    return (y * y).sum();
+  };
+  auto full = [](const Array& x, const Array& w1, const Array& w2) {
+    const Array y = matmul(tanh(matmul(x, w1)), w2);
+    return (y * y).sum();
+  };
+  const Array x = Reals({B, D}, 20), w1 = Reals({D, H}, 21), w2 = Reals({H, D}, 22);
+  const std::vector<Array> want = grad(full, {0, 1, 2})(x, w1, w2);
+
+  const Program forward = make_program(block, Mesh({{"i", R}}))(x, w1.slice_axis(1, 0, H / R), w2.slice(0, H / R));
+  const Program both = vjp_program(forward, {0, 1, 2});
+  EXPECT_EQ(forward.count("all_reduce_identical_grad_inputs"), 1u) << forward;  // g: the forward all-reduce
+  EXPECT_EQ(both.count("all_reduce_identical_grad_inputs"), 2u) << both;      // and f's transpose
+  for (const char* other : {"psum", "pmean", "all_gather", "psum_scatter"}) EXPECT_EQ(both.count(other), 0u) << other;
+
+  std::vector<Array> w1s, w2s;
+  for (int d = 0; d < R; ++d) {
+    w1s.push_back(w1.slice_axis(1, d * H / R, (d + 1) * H / R));
+    w2s.push_back(w2.slice(d * H / R, (d + 1) * H / R));
+  }
+  auto step = [&](Replica& r, const Array& x, const Array& w1, const Array& w2) {
+    const std::vector<Array> g = grad(block, {0, 1, 2})(r, x, w1, w2);
+    return std::tuple{g[0], g[1], g[2]};
+  };
+  const Array xs = Array::stack({x, x, x, x});
+  auto check = [&](auto run, const char* how) {
+    SCOPED_TRACE(how);
+    auto [gx, g1, g2] = run(xs, Array::stack(w1s), Array::stack(w2s));
+    for (int d = 0; d < R; ++d) {
+      SCOPED_TRACE("rank " + std::to_string(d));
+      ExpectClose(gx.shards()[d].data, want[0]);
+      ExpectClose(g1.shards()[d].data, want[1].slice_axis(1, d * H / R, (d + 1) * H / R));
+      ExpectClose(g2.shards()[d].data, want[2].slice(d * H / R, (d + 1) * H / R));
+    }
+  };
+  check(pmap(step, {.axis = "i", .runtime = &rt}), "eager pmap");
+  check(pmap(jit(step), {.axis = "i", .runtime = &rt}), "traced pmap");
+}
+
 }  // namespace
 }  // namespace weft
