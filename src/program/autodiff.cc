@@ -338,6 +338,10 @@ class Transposer {
       q["split_axis"] = p.at("concat_axis");
       q["concat_axis"] = p.at("split_axis");
       give(eq, 0, emit("all_to_all", {g}, q));
+    } else if (op == "pprod") {
+      transpose_pprod(eq, g);
+    } else if (op == "replicated_reduce_scatter" || op == "replica_sharded_slice" || op == "gather_shards") {
+      transpose_flat_collective(eq, g);
     } else if (op == "pmax" || op == "pmin") {
       throw RuleError(op + " has no transpose rule under pmap (as in JAX, differentiating it is an error)");
     } else {
@@ -346,6 +350,93 @@ class Transposer {
     return true;
   }
 
+
+  // Parameters of a collective's transpose: the same axes and groups.
+  static Params axes_and_groups(const Params& p) {
+    Params q{{"axes", p.at("axes")}};
+    if (p.contains("groups")) q["groups"] = p.at("groups");
+    return q;
+  }
+
+  // How many replicas one instance of the collective spans (the verifier has checked the groups).
+  std::int64_t group_size(const Params& p) const {
+    if (p.contains("groups")) return static_cast<std::int64_t>(std::get<Groups>(p.at("groups")).front().size());
+    std::int64_t n = 1;
+    for (const std::string& a : std::get<std::vector<std::string>>(p.at("axes"))) {
+      n *= p_.mesh.axes()[p_.mesh.axis_position(a)].size;
+    }
+    return n;
+  }
+
+  // out = the product of x over the group, so d out / d x_r is the product of the others, times psum(g) (every
+  // member's cotangent reads x_r). Without dividing by a zero: with no zero in the group it is P / x_r, P the
+  // product; with one zero, P of the nonzeros at that zero and 0 elsewhere; with more, 0 everywhere.
+  void transpose_pprod(const Equation& eq, ValueId g) {
+    const Params q = axes_and_groups(eq.params);
+    const ValueId x = map_.at(eq.inputs[0]);
+    const DType dt = type(x).dtype;
+    const ValueId zero = scalar(0, dt);
+    const ValueId is_zero = emit("equal", {x, zero});
+    const ValueId safe = emit("where", {is_zero, scalar(1, dt), x});
+    const ValueId nonzero_product = emit("pprod", {safe}, q);
+    const ValueId zeros_in_group = emit("psum", {emit("astype", {is_zero}, {{"dtype", Param{dt}}})}, q);
+    const ValueId one_zero = emit("where", {is_zero, nonzero_product, zero});
+    const ValueId others = emit("where", {emit("equal", {zeros_in_group, zero}), emit("divide", {nonzero_product, safe}),
+                                          emit("where", {emit("equal", {zeros_in_group, scalar(1, dt)}), one_zero, zero})});
+    give(eq, 0, emit("multiply", {emit("psum", {g}, q), others}));
+  }
+
+  // PopXL's collectives on flattened tensors, padded to a multiple of the group size G (chunk k: member k's):
+  // replicated_reduce_scatter (add or mean) <-> gather_shards, as psum_scatter <-> all_gather;
+  // replica_sharded_slice (no communication) -> the member's chunk placed in zeros of the padded flat tensor.
+  void transpose_flat_collective(const Equation& eq, ValueId g) {
+    const Params& p = eq.params;
+    const std::string& op = eq.op;
+    const ValueType& x = p_.types[eq.inputs[0]];
+    const std::int64_t n = x.num_elements();
+    const std::int64_t size = group_size(p);
+    const DType dt = type(g).dtype;
+    const auto flat = [&](ValueId v, std::int64_t length) {
+      return emit("reshape", {v}, {{"shape", ints_param({length})}});
+    };
+    if (op == "replicated_reduce_scatter") {
+      const std::string reduce = p.contains("op") ? std::get<std::string>(p.at("op")) : "add";
+      if (reduce != "add" && reduce != "mean") {
+        throw RuleError("replicated_reduce_scatter with op '" + reduce + "' has no VJP rule (add and mean have)");
+      }
+      Params q = axes_and_groups(p);
+      q["shape"] = ints_param(x.shape);
+      ValueId back = emit("gather_shards", {g}, q);
+      if (reduce == "mean") back = emit("divide", {back, scalar(static_cast<double>(size), dt)});
+      give(eq, 0, back);
+    } else if (op == "gather_shards") {
+      // g is the whole tensor: flattened, padded to the G shards, each member's shard summed over the group.
+      const std::int64_t shard = x.shape[0];
+      Params q = axes_and_groups(p);
+      q["axis"] = int_param(0);
+      q["tiled"] = bool_param(true);
+      give(eq, 0, emit("psum_scatter", {pad_axis(flat(g, type(g).num_elements()), 0, 0, shard * size - type(g).num_elements())}, q));
+    } else {
+      // replica_sharded_slice: one_hot(rank in group) [G, 1] times g [1, chunk] is the padded flat tensor.
+      const std::int64_t chunk = type(g).shape[0];
+      ValueId rank = emit("axis_index", {}, {{"axes", p.at("axes")}});
+      if (p.contains("groups")) {
+        // The rank of axis index i in its group (groups list their members in rank order).
+        std::vector<std::int32_t> rank_of(static_cast<std::size_t>(size * std::get<Groups>(p.at("groups")).size()));
+        for (const auto& group : std::get<Groups>(p.at("groups"))) {
+          for (std::size_t k = 0; k < group.size(); ++k) rank_of[static_cast<std::size_t>(group[k])] = static_cast<std::int32_t>(k);
+        }
+        rank = emit("take", {b_.constant(Array::from_vector(rank_of)), rank});
+      }
+      const ValueId hot = emit("reshape", {emit("one_hot", {rank}, {{"num_classes", int_param(size)}, {"dtype", Param{dt}}})},
+                               {{"shape", ints_param({size, 1})}});
+      ValueId placed = flat(emit("multiply", {hot, emit("reshape", {g}, {{"shape", ints_param({1, chunk})}})}), size * chunk);
+      if (size * chunk != n) {
+        placed = emit("slice", {placed}, {{"start", ints_param({0})}, {"limit", ints_param({n})}, {"step", ints_param({1})}});
+      }
+      give(eq, 0, emit("reshape", {placed}, {{"shape", ints_param(x.shape)}}));
+    }
+  }
 
   std::int64_t axis_of(const Equation& eq) const {
     const std::int64_t rank = static_cast<std::int64_t>(p_.types[eq.inputs[0]].shape.size());

@@ -229,6 +229,13 @@ TEST(Autodiff, IntegerInputsGetZerosAndOpsWithoutARuleAreNamed) {
   const std::string text = testing::ErrorOf<InvalidArgument>([&] { vjp_program(p.build(), {0}); });
   testing::ExpectContains(text, {"equation 0 `b:f32[2] = pmax[axes=('i',)] a`",
                                  "pmax has no transpose rule under pmap"});
+
+  // PopXL's reduce-scatter has a rule for its linear reductions only; the others are named.
+  ProgramBuilder q(Mesh({{"i", 2}}));
+  const int z = q.input({DType::f32, {4}, {"i"}});
+  q.set_outputs({q.emit("replicated_reduce_scatter", {z}, {{"axes", std::vector<std::string>{"i"}}, {"op", std::string("max")}})[0]});
+  testing::ExpectContains(testing::ErrorOf<InvalidArgument>([&] { vjp_program(q.build(), {0}); }),
+                          {"replicated_reduce_scatter", "with op 'max' has no VJP rule (add and mean have)"});
 }
 
 }  // namespace
