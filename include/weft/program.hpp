@@ -143,7 +143,7 @@ std::vector<Array> inline_into_trace(const Program& program, std::span<const Arr
 // Reverse mode (JAX's vjp on a jaxpr): the program computing `program`'s outputs and the cotangents of its
 // inputs at positions `wrt`. Its inputs are `program`'s, then one cotangent per output (the output's type);
 // its outputs are `program`'s, then one cotangent per `wrt` input. Collectives transpose by JAX's pmap rules
-// (docs/autodiff.md); an op without a rule (pmax, pmin, take, slice, ...) is an InvalidArgument naming it.
+// (docs/autodiff.md); an op without a rule (pmax, pmin) is an InvalidArgument naming it.
 Program vjp_program(const Program& program, const std::vector<int>& wrt);
 
 // Runs `program` on this thread, outside any pmap (its collectives have no replicas to meet: the builder

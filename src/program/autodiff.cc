@@ -301,27 +301,9 @@ class Transposer {
         at += n;
       }
     } else if (op == "slice") {
-      // Unit steps: the cotangent padded back with zeros, axis by axis (concatenate). Other steps: not yet.
-      const auto& start = std::get<std::vector<std::int64_t>>(p.at("start"));
-      const auto& limit = std::get<std::vector<std::int64_t>>(p.at("limit"));
-      const auto& step = std::get<std::vector<std::int64_t>>(p.at("step"));
-      const std::vector<std::int64_t>& full = p_.types[eq.inputs[0]].shape;
-      ValueId padded = g;
-      for (std::size_t d = 0; d < full.size(); ++d) {
-        if (step[d] != 1) throw RuleError("no VJP rule for a slice with step " + std::to_string(step[d]) + " yet");
-        std::vector<ValueId> parts;
-        for (const std::int64_t n : {start[d], std::int64_t{-1}, full[d] - limit[d]}) {
-          if (n == -1) {
-            parts.push_back(padded);
-          } else if (n > 0) {
-            ValueType zero = type(padded);
-            zero.shape[d] = n;
-            parts.push_back(zeros(zero));
-          }
-        }
-        if (parts.size() > 1) padded = emit("concatenate", parts, {{"axis", int_param(static_cast<std::int64_t>(d))}});
-      }
-      give(eq, 0, padded);
+      transpose_slice(eq, g);
+    } else if (op == "take") {
+      transpose_take(eq, g);
     } else {
       return false;
     }
@@ -360,6 +342,10 @@ class Transposer {
       give(eq, 0, emit("all_reduce_identical_grad_inputs", {g}, p));  // f: the identity, its transpose a sum
     } else if (op == "all_reduce_identical_grad_inputs") {
       give(eq, 0, emit("all_reduce_identical_inputs", {g}, p));  // g: a sum, its transpose the identity
+    } else if (op == "pprod") {
+      transpose_pprod(eq, g);
+    } else if (op == "replicated_reduce_scatter" || op == "replica_sharded_slice" || op == "gather_shards") {
+      transpose_flat_collective(eq, g);
     } else if (op == "pmax" || op == "pmin") {
       throw RuleError(op + " has no transpose rule under pmap (as in JAX, differentiating it is an error)");
     } else {
@@ -368,6 +354,93 @@ class Transposer {
     return true;
   }
 
+
+  // Parameters of a collective's transpose: the same axes and groups.
+  static Params axes_and_groups(const Params& p) {
+    Params q{{"axes", p.at("axes")}};
+    if (p.contains("groups")) q["groups"] = p.at("groups");
+    return q;
+  }
+
+  // How many replicas one instance of the collective spans (the verifier has checked the groups).
+  std::int64_t group_size(const Params& p) const {
+    if (p.contains("groups")) return static_cast<std::int64_t>(std::get<Groups>(p.at("groups")).front().size());
+    std::int64_t n = 1;
+    for (const std::string& a : std::get<std::vector<std::string>>(p.at("axes"))) {
+      n *= p_.mesh.axes()[p_.mesh.axis_position(a)].size;
+    }
+    return n;
+  }
+
+  // out = the product of x over the group, so d out / d x_r is the product of the others, times psum(g) (every
+  // member's cotangent reads x_r). Without dividing by a zero: with no zero in the group it is P / x_r, P the
+  // product; with one zero, P of the nonzeros at that zero and 0 elsewhere; with more, 0 everywhere.
+  void transpose_pprod(const Equation& eq, ValueId g) {
+    const Params q = axes_and_groups(eq.params);
+    const ValueId x = map_.at(eq.inputs[0]);
+    const DType dt = type(x).dtype;
+    const ValueId zero = scalar(0, dt);
+    const ValueId is_zero = emit("equal", {x, zero});
+    const ValueId safe = emit("where", {is_zero, scalar(1, dt), x});
+    const ValueId nonzero_product = emit("pprod", {safe}, q);
+    const ValueId zeros_in_group = emit("psum", {emit("astype", {is_zero}, {{"dtype", Param{dt}}})}, q);
+    const ValueId one_zero = emit("where", {is_zero, nonzero_product, zero});
+    const ValueId others = emit("where", {emit("equal", {zeros_in_group, zero}), emit("divide", {nonzero_product, safe}),
+                                          emit("where", {emit("equal", {zeros_in_group, scalar(1, dt)}), one_zero, zero})});
+    give(eq, 0, emit("multiply", {emit("psum", {g}, q), others}));
+  }
+
+  // PopXL's collectives on flattened tensors, padded to a multiple of the group size G (chunk k: member k's):
+  // replicated_reduce_scatter (add or mean) <-> gather_shards, as psum_scatter <-> all_gather;
+  // replica_sharded_slice (no communication) -> the member's chunk placed in zeros of the padded flat tensor.
+  void transpose_flat_collective(const Equation& eq, ValueId g) {
+    const Params& p = eq.params;
+    const std::string& op = eq.op;
+    const ValueType& x = p_.types[eq.inputs[0]];
+    const std::int64_t n = x.num_elements();
+    const std::int64_t size = group_size(p);
+    const DType dt = type(g).dtype;
+    const auto flat = [&](ValueId v, std::int64_t length) {
+      return emit("reshape", {v}, {{"shape", ints_param({length})}});
+    };
+    if (op == "replicated_reduce_scatter") {
+      const std::string reduce = p.contains("op") ? std::get<std::string>(p.at("op")) : "add";
+      if (reduce != "add" && reduce != "mean") {
+        throw RuleError("replicated_reduce_scatter with op '" + reduce + "' has no VJP rule (add and mean have)");
+      }
+      Params q = axes_and_groups(p);
+      q["shape"] = ints_param(x.shape);
+      ValueId back = emit("gather_shards", {g}, q);
+      if (reduce == "mean") back = emit("divide", {back, scalar(static_cast<double>(size), dt)});
+      give(eq, 0, back);
+    } else if (op == "gather_shards") {
+      // g is the whole tensor: flattened, padded to the G shards, each member's shard summed over the group.
+      const std::int64_t shard = x.shape[0];
+      Params q = axes_and_groups(p);
+      q["axis"] = int_param(0);
+      q["tiled"] = bool_param(true);
+      give(eq, 0, emit("psum_scatter", {pad_axis(flat(g, type(g).num_elements()), 0, 0, shard * size - type(g).num_elements())}, q));
+    } else {
+      // replica_sharded_slice: one_hot(rank in group) [G, 1] times g [1, chunk] is the padded flat tensor.
+      const std::int64_t chunk = type(g).shape[0];
+      ValueId rank = emit("axis_index", {}, {{"axes", p.at("axes")}});
+      if (p.contains("groups")) {
+        // The rank of axis index i in its group (groups list their members in rank order).
+        std::vector<std::int32_t> rank_of(static_cast<std::size_t>(size * std::get<Groups>(p.at("groups")).size()));
+        for (const auto& group : std::get<Groups>(p.at("groups"))) {
+          for (std::size_t k = 0; k < group.size(); ++k) rank_of[static_cast<std::size_t>(group[k])] = static_cast<std::int32_t>(k);
+        }
+        rank = emit("take", {b_.constant(Array::from_vector(rank_of)), rank});
+      }
+      const ValueId hot = emit("reshape", {emit("one_hot", {rank}, {{"num_classes", int_param(size)}, {"dtype", Param{dt}}})},
+                               {{"shape", ints_param({size, 1})}});
+      ValueId placed = flat(emit("multiply", {hot, emit("reshape", {g}, {{"shape", ints_param({1, chunk})}})}), size * chunk);
+      if (size * chunk != n) {
+        placed = emit("slice", {placed}, {{"start", ints_param({0})}, {"limit", ints_param({n})}, {"step", ints_param({1})}});
+      }
+      give(eq, 0, emit("reshape", {placed}, {{"shape", ints_param(x.shape)}}));
+    }
+  }
 
   std::int64_t axis_of(const Equation& eq) const {
     const std::int64_t rank = static_cast<std::int64_t>(p_.types[eq.inputs[0]].shape.size());
@@ -403,6 +476,106 @@ class Transposer {
     if (tb) gb = swap_last_two(gb);
     give(eq, 0, ga);
     give(eq, 1, gb);
+  }
+
+  // A slice's cotangent is g scattered back to the positions it read, zeros elsewhere: axis by axis, g's
+  // elements spread `step` apart (each followed by step - 1 zeros), then padded with zeros before the first
+  // position read and after the last. A negative step reads the same positions in reverse order, so g is
+  // reversed first (a step -1 slice) and placed as for the positive step from the lowest position read.
+  void transpose_slice(const Equation& eq, ValueId g) {
+    const auto& start = std::get<std::vector<std::int64_t>>(eq.params.at("start"));
+    const auto& step = std::get<std::vector<std::int64_t>>(eq.params.at("step"));
+    const ValueType& x = p_.types[eq.inputs[0]];
+    const std::vector<std::int64_t> out_shape = type(g).shape;
+    if (std::count(out_shape.begin(), out_shape.end(), std::int64_t{0}) > 0) {
+      give(eq, 0, zeros(ValueType{type(g).dtype, x.shape, {}}));  // an empty slice read nothing
+      return;
+    }
+    ValueId placed = g;
+    for (std::size_t d = 0; d < x.shape.size(); ++d) {
+      const std::int64_t m = out_shape[d];
+      const std::int64_t s = step[d] > 0 ? step[d] : -step[d];
+      const std::int64_t first = step[d] > 0 ? start[d] : start[d] - (m - 1) * s;  // the lowest position read
+      if (step[d] < 0) placed = reverse_axis(placed, d);
+      placed = spread_axis(placed, d, s, x.shape[d] - first);
+      placed = pad_axis(placed, d, first, x.shape[d] - first - type(placed).shape[d]);
+    }
+    give(eq, 0, placed);
+  }
+
+  // v with axis d reversed (the registry's slice with step -1).
+  ValueId reverse_axis(ValueId v, std::size_t d) {
+    const std::vector<std::int64_t> shape = type(v).shape;
+    std::vector<std::int64_t> start(shape.size(), 0), limit = shape, step(shape.size(), 1);
+    start[d] = shape[d] - 1;
+    limit[d] = -1;
+    step[d] = -1;
+    return emit("slice", {v}, {{"start", ints_param(start)}, {"limit", ints_param(limit)}, {"step", ints_param(step)}});
+  }
+
+  // v's m elements along axis d moved to positions 0, s, 2s, ... with zeros between them, the result cut to
+  // at most `room` (the input's length from the first position read: the last element always fits).
+  ValueId spread_axis(ValueId v, std::size_t d, std::int64_t s, std::int64_t room) {
+    if (s == 1) return v;
+    std::vector<std::int64_t> shape = type(v).shape;
+    const std::int64_t m = shape[d];
+    std::vector<std::int64_t> split = shape;
+    split.insert(split.begin() + static_cast<std::ptrdiff_t>(d) + 1, 1);
+    ValueType gap{type(v).dtype, split, {}};
+    gap.shape[d + 1] = s - 1;
+    const ValueId unit = emit("reshape", {v}, {{"shape", ints_param(split)}});
+    const ValueId spread = emit("concatenate", {unit, zeros(gap)}, {{"axis", int_param(static_cast<std::int64_t>(d) + 1)}});
+    shape[d] = m * s;
+    ValueId flat = emit("reshape", {spread}, {{"shape", ints_param(shape)}});
+    if (m * s <= room) return flat;
+    std::vector<std::int64_t> start(shape.size(), 0), limit = shape, step(shape.size(), 1);
+    limit[d] = room;
+    return emit("slice", {flat}, {{"start", ints_param(start)}, {"limit", ints_param(limit)}, {"step", ints_param(step)}});
+  }
+
+  // v with `before` zeros ahead of it and `after` behind it along axis d (concatenate).
+  ValueId pad_axis(ValueId v, std::size_t d, std::int64_t before, std::int64_t after) {
+    std::vector<ValueId> parts;
+    for (const std::int64_t n : {before, std::int64_t{-1}, after}) {
+      if (n == -1) {
+        parts.push_back(v);
+      } else if (n > 0) {
+        ValueType zero = type(v);
+        zero.shape[d] = n;
+        parts.push_back(zeros(zero));
+      }
+    }
+    return parts.size() == 1 ? v : emit("concatenate", parts, {{"axis", int_param(static_cast<std::int64_t>(d))}});
+  }
+
+  // take's cotangent for x is the scatter-add of g into zeros at the indices (repeated ones summed):
+  // one_hot(indices) [K, n] contracted with g [A, K, B] over K, A and B being x's axes before and after the
+  // taken one (x flattened without an axis). The indices get none (integers).
+  void transpose_take(const Equation& eq, ValueId g) {
+    const ValueType& x = p_.types[eq.inputs[0]];
+    const ValueType& idx = p_.types[eq.inputs[1]];
+    const bool has_axis = eq.params.contains("axis");
+    std::int64_t axis = has_axis ? std::get<std::int64_t>(eq.params.at("axis")) : 0;
+    if (axis < 0) axis += static_cast<std::int64_t>(x.shape.size());
+    const std::vector<std::int64_t> src = has_axis ? x.shape : std::vector<std::int64_t>{x.num_elements()};
+    const auto product = [](auto from, auto to) { return std::accumulate(from, to, std::int64_t{1}, std::multiplies<>()); };
+    const std::int64_t n = src[static_cast<std::size_t>(axis)];
+    const std::int64_t before = product(src.begin(), src.begin() + axis);
+    const std::int64_t after = product(src.begin() + axis + 1, src.end());
+    const std::int64_t k = idx.num_elements();
+    // take counts negative indices from the end; one_hot gives them a zero row, so they are made positive.
+    // (In int32 at least: n may not fit an int8 index.)
+    ValueId i = map_.at(eq.inputs[1]);
+    const DType it = idx.dtype == DType::i64 ? DType::i64 : DType::i32;
+    if (idx.dtype != it) i = emit("astype", {i}, {{"dtype", Param{it}}});
+    i = emit("where", {emit("less", {i, scalar(0, it)}), emit("add", {i, scalar(static_cast<double>(n), it)}), i});
+    const DType dt = type(g).dtype;
+    const ValueId hot = emit("reshape", {emit("one_hot", {i}, {{"num_classes", int_param(n)}, {"dtype", Param{dt}}})},
+                             {{"shape", ints_param({k, n})}});
+    const std::vector<std::int64_t> rows = before == 1 ? std::vector<std::int64_t>{k, after} : std::vector<std::int64_t>{before, k, after};
+    const ValueId ct = emit("matmul", {hot, emit("reshape", {g}, {{"shape", ints_param(rows)}})},
+                            {{"transpose_a", bool_param(true)}});  // [before,] n, after
+    give(eq, 0, emit("reshape", {ct}, {{"shape", ints_param(x.shape)}}));
   }
 
   ValueId swap_last_two(ValueId v) {

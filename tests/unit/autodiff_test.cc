@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,6 +39,21 @@ Body Unary(const char* op) {
 }
 Body Binary(const char* op) {
   return [op](ProgramBuilder& b, const std::vector<int>& x) { return b.emit(op, {x[0], x[1]})[0]; };
+}
+
+Body Slice(std::vector<std::int64_t> start, std::vector<std::int64_t> limit, std::vector<std::int64_t> step) {
+  return [=](ProgramBuilder& b, const std::vector<int>& x) {
+    return b.emit("slice", {x[0]}, {{"start", start}, {"limit", limit}, {"step", step}})[0];
+  };
+}
+
+// take with constant indices (integers: they get no cotangent, so they are not an input the check moves).
+Body Take(Array indices, std::optional<std::int64_t> axis) {
+  return [=](ProgramBuilder& b, const std::vector<int>& x) {
+    ProgramParams params;
+    if (axis) params["axis"] = *axis;
+    return b.emit("take", {x[0], b.constant(indices)}, params)[0];
+  };
 }
 
 std::vector<Case> Cases() {
@@ -107,6 +123,21 @@ std::vector<Case> Cases() {
                                          {"limit", std::vector<std::int64_t>{3, 4}},
                                          {"step", std::vector<std::int64_t>{1, 1}}})[0];
        }},
+      // Strided slices: steps that do not divide the length, a last element short of the end (the spread
+      // cotangent cut back), negative steps (read in reverse), several axes at once.
+      {"slice step 2 and 3", {{5, 7}}, Slice({0, 1}, {5, 7}, {2, 3})},
+      {"slice step 3 not dividing 8", {{8}}, Slice({1}, {8}, {3})},
+      {"slice step 4 ending early", {{3, 9}}, Slice({0, 2}, {3, 7}, {1, 4})},
+      {"slice negative steps", {{6, 5}}, Slice({5, 3}, {-1, 0}, {-2, -1})},
+      {"slice negative step 3", {{7}}, Slice({5}, {0}, {-3})},
+      {"slice 3-D mixed steps", {{3, 4, 5}}, Slice({0, 3, 1}, {3, -1, 5}, {2, -2, 2})},
+      // take: repeated and out-of-order indices (their cotangents summed), negative ones, 2-D indices, the
+      // flattened form, narrow index dtypes.
+      {"take axis 0 repeated", {{5, 3}}, Take(Array::from_vector<std::int32_t>({3, 0, 3, 1, 3}), 0)},
+      {"take axis 1 out of order", {{2, 4, 3}}, Take(Array::from_vector<std::int32_t>({2, 0, 2, -1}).reshape({2, 2}), 1)},
+      {"take axis -1 int8", {{3, 4}}, Take(Array::from_vector<std::int8_t>({1, 1, -4, 3, 0}), -1)},
+      {"take int64 scalar index", {{4, 2}}, Take(Array::scalar(2, DType::i64), 0)},
+      {"take flattened", {{3, 4}}, Take(Array::from_vector<std::int32_t>({11, 0, 11, 5, -1}), std::nullopt)},
       {"concatenate", {{2, 3}, {2, 2}}, [](ProgramBuilder& b, const std::vector<int>& x) {
          return b.emit("concatenate", {x[0], x[1]}, {{"axis", std::int64_t{1}}})[0];
        }},
@@ -198,6 +229,13 @@ TEST(Autodiff, IntegerInputsGetZerosAndOpsWithoutARuleAreNamed) {
   const std::string text = testing::ErrorOf<InvalidArgument>([&] { vjp_program(p.build(), {0}); });
   testing::ExpectContains(text, {"equation 0 `b:f32[2] = pmax[axes=('i',)] a`",
                                  "pmax has no transpose rule under pmap"});
+
+  // PopXL's reduce-scatter has a rule for its linear reductions only; the others are named.
+  ProgramBuilder q(Mesh({{"i", 2}}));
+  const int z = q.input({DType::f32, {4}, {"i"}});
+  q.set_outputs({q.emit("replicated_reduce_scatter", {z}, {{"axes", std::vector<std::string>{"i"}}, {"op", std::string("max")}})[0]});
+  testing::ExpectContains(testing::ErrorOf<InvalidArgument>([&] { vjp_program(q.build(), {0}); }),
+                          {"replicated_reduce_scatter", "with op 'max' has no VJP rule (add and mean have)"});
 }
 
 }  // namespace
