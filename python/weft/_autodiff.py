@@ -7,17 +7,12 @@ with weft.grad is one program. Arguments and results are pytrees; integer and bo
 gradient (zeros), as JAX gives float0 there.
 """
 import functools
-import itertools
 
 import numpy as _np
 
 from . import _tree, _weft
 from ._jit import leaf_type, trace_function
 from ._trace import Tracer, current_trace, trace_of
-
-# Checkpoint regions are numbered once per process, so two regions never share a number even when one
-# program is inlined into another's trace.
-_regions = itertools.count()
 
 
 def _argnums(argnums, n, name):
@@ -165,7 +160,9 @@ def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
         if trace is None:
             return fun(*args, **kwargs)
         outer = trace.region
-        trace.region = next(_regions)
+        # Numbered once per process (C++'s weft::checkpoint too), so two regions never share a number, even
+        # when one program is inlined into another's trace.
+        trace.region = _weft.checkpoint_region()
         try:
             return fun(*args, **kwargs)
         finally:
