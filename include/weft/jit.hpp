@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -147,6 +148,29 @@ class Jitted {
 template <class F>
 Jitted<F> jit(F fn, std::string name = "jit") {
   return Jitted<F>(std::move(fn), std::move(name));
+}
+
+namespace detail {
+template <class F>
+struct Checkpointed {
+  F fn;
+  // SFINAE-friendly, so a jit or make_program around it still sees whether fn takes a Replica&.
+  template <class... A>
+  auto operator()(A&&... args) const -> decltype(fn(std::forward<A>(args)...)) {
+    CheckpointScope scope;
+    return fn(std::forward<A>(args)...);
+  }
+};
+}  // namespace detail
+
+// jax.checkpoint (jax.remat): fn, whose values the VJP of a program traced through it (weft::vjp_program of
+// a make_program) recomputes from fn's inputs right before its backward rules instead of keeping them from
+// the forward pass (docs/autodiff.md, "checkpoint"). Called untraced, it just computes fn.
+//
+//   auto layer = weft::checkpoint([](const Array& x, const Array& w) { return tanh(matmul(x, w)); });
+template <class F>
+detail::Checkpointed<F> checkpoint(F fn) {
+  return {std::move(fn)};
 }
 
 // jax.make_jaxpr: make_program(f)(args...) traces f for the args' dtypes and shapes and returns the program

@@ -15,6 +15,7 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -138,6 +139,23 @@ namespace detail {
 // Appends `program` to the trace its symbolic `inputs` belong to (concrete ones become constants) and returns
 // its outputs as symbolic Arrays of that trace: how a transform called inside jit or pmap(jit) inlines.
 std::vector<Array> inline_into_trace(const Program& program, std::span<const Array> inputs);
+// A new checkpoint region number, unique in the process (Python's weft.checkpoint draws from it too, so a
+// program inlined into another's trace never shares a region with it).
+std::int64_t new_checkpoint_region();
+
+// While one lives, the equations traces record on this thread carry checkpoint=<a new region>; the one
+// around it, if any, applies again when it ends.
+class CheckpointScope {
+ public:
+  CheckpointScope();
+  ~CheckpointScope();
+  CheckpointScope(const CheckpointScope&) = delete;
+  CheckpointScope& operator=(const CheckpointScope&) = delete;
+
+ private:
+  std::optional<std::int64_t> outer_;
+};
+
 }  // namespace detail
 
 // Reverse mode (JAX's vjp on a jaxpr): the program computing `program`'s outputs and the cotangents of its

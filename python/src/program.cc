@@ -176,6 +176,8 @@ void init_program(py::module_& m) {
       .def_property_readonly("num_equations", &ProgramBuilder::num_equations)
       .def("build", &ProgramBuilder::build);
 
+  m.def("checkpoint_region", &weft::detail::new_checkpoint_region,
+        "A new checkpoint region number (weft.checkpoint), unique in the process, C++'s weft::checkpoint alike.");
   m.def("vjp_program", &vjp_program, py::arg("program"), py::arg("wrt"),
         "The program of `program`'s outputs and the cotangents of its inputs at `wrt` (weft.grad, weft.vjp).");
 

@@ -1,4 +1,4 @@
-"""weft.grad, weft.value_and_grad, weft.vjp: reverse mode on traced programs, with JAX's signatures.
+"""weft.grad, weft.value_and_grad, weft.vjp, weft.checkpoint: reverse mode on traced programs, with JAX's signatures.
 
 The function is traced (weft/_jit.py) into a program; weft._weft.vjp_program transposes it in C++ (one rule
 per op, JAX's pmap rules for the collectives: docs/autodiff.md); the result runs in C++ outside any trace,
@@ -137,3 +137,38 @@ def vjp(fun, *primals, has_aux=False):
         return tuple(_tree.unflatten(treedef, cts))
 
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
+    """jax.checkpoint (jax.remat): fun, whose values the backward pass of a weft.grad / value_and_grad / vjp
+    around it recomputes from fun's inputs instead of keeping them from the forward pass.
+
+    Called while a function is traced, fun's equations are recorded with the parameter `checkpoint=<region>`;
+    the VJP emits the region again right before its backward rules, so between the passes only fun's inputs
+    and its outputs stay live (docs/autodiff.md, "checkpoint"). Outside any trace, and under no
+    differentiation, it just computes fun. `prevent_cse` is accepted for JAX's signature (weft eliminates no
+    common subexpressions); fun is called directly, so `static_argnums` needs nothing either; policies (JAX's
+    checkpoint_policies: saving chosen values) are not built.
+    """
+    del prevent_cse, static_argnums
+    if policy is not None:
+        raise _weft.InvalidArgument("checkpoint: policies are not built yet (every value of the region is recomputed)")
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        trace = current_trace() or trace_of(_tree.flatten(tuple(args))[0])
+        if trace is None:
+            return fun(*args, **kwargs)
+        outer = trace.region
+        # Numbered once per process (C++'s weft::checkpoint too), so two regions never share a number, even
+        # when one program is inlined into another's trace.
+        trace.region = _weft.checkpoint_region()
+        try:
+            return fun(*args, **kwargs)
+        finally:
+            trace.region = outer  # a checkpoint inside another one: its own region, then the outer one again
+
+    return wrapped
+
+
+remat = checkpoint

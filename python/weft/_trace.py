@@ -44,6 +44,8 @@ class Trace:
         # conversion).
         self.captured = []
         self._captured_ids = {}
+        # The checkpoint region (an int, weft.checkpoint) the equations recorded now belong to, or None.
+        self.region = None
 
     def capture(self, outer):
         """The input of this trace standing for `outer`, a tracer of an enclosing trace."""
@@ -107,7 +109,10 @@ class Trace:
                     f"{op}: a tracer of another trace ({x._trace.name}) reached {self.name}: a value from one traced "
                     "function was kept and used in another (return it instead)")
             ids.append(x._id)
-        outs = self.builder.emit(op, ids, list(params), _weft.caller_source())
+        params = list(params)
+        if self.region is not None:
+            params.append(("checkpoint", "int", self.region))
+        outs = self.builder.emit(op, ids, params, _weft.caller_source())
         return [Tracer(self, ident, typ) for ident, typ in outs]
 
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 
 #include "builder.hpp"
 #include "op_registry.hpp"
@@ -24,15 +25,14 @@ class Transposer {
  public:
   Transposer(const Program& p, Builder& b) : p_(p), b_(b) {}
 
-  // The forward pass: inputs, constants and every equation, in the new builder.
+  // The forward pass: inputs, constants and every equation, in the new builder. Notes which equations each
+  // checkpoint region holds, for recompute().
   void forward() {
     for (ValueId id : p_.inputs) map_[id] = b_.input(p_.types[id]);
     for (std::size_t k = 0; k < p_.constants.size(); ++k) map_[p_.constants[k]] = b_.constant(p_.constant_values[k]);
-    for (const Equation& eq : p_.equations) {
-      std::vector<ValueId> ins;
-      for (ValueId id : eq.inputs) ins.push_back(map_.at(id));
-      const std::vector<ValueId> outs = b_.emit(eq.op, ins, eq.params, eq.source);
-      for (std::size_t k = 0; k < outs.size(); ++k) map_[eq.outputs[k]] = outs[k];
+    for (std::size_t i = 0; i < p_.equations.size(); ++i) {
+      if (const auto region = region_of(p_.equations[i])) regions_[*region].push_back(i);
+      reemit(p_.equations[i]);
     }
   }
 
@@ -44,9 +44,14 @@ class Transposer {
       bool any = false;
       for (ValueId out : eq.outputs) any = any || ct_.count(out) > 0;
       if (!any) continue;
+      recompute(eq);
       index_ = i;
+      // The rules see the equation without its region marker, so what they emit from its params (a psum's
+      // axes, a max's keepdims) is unmarked too.
+      Equation plain = eq;
+      plain.params.erase(kCheckpointParam);
       try {
-        transpose(eq);
+        transpose(plain);
       } catch (const RuleError& e) {
         throw InvalidArgument(equation_error_prefix(p_, i) + e.what());
       }
@@ -63,6 +68,41 @@ class Transposer {
   ValueId mapped(ValueId id) const { return map_.at(id); }
 
  private:
+  // ---- checkpoint regions --------------------------------------------------------------------------------
+  static std::optional<std::int64_t> region_of(const Equation& eq) {
+    const auto it = eq.params.find(kCheckpointParam);
+    if (it == eq.params.end()) return std::nullopt;
+    return std::get<std::int64_t>(it->second);
+  }
+
+  // `eq` emitted again on the current values of its inputs; its outputs now map to the new results. The
+  // region marker is dropped: the VJP's result is a plain program (its regions are spent).
+  void reemit(const Equation& eq) {
+    std::vector<ValueId> ins;
+    for (ValueId id : eq.inputs) ins.push_back(map_.at(id));
+    Params params = eq.params;
+    params.erase(kCheckpointParam);
+    const std::vector<ValueId> outs = b_.emit(eq.op, ins, std::move(params), eq.source);
+    for (std::size_t k = 0; k < outs.size(); ++k) map_[eq.outputs[k]] = outs[k];
+  }
+
+  // Right before the first rule of `eq`'s checkpoint region runs (the backward walk meets the region's last
+  // equation with a cotangent first), the region's forward equations are emitted again from the current
+  // values of its inputs, and every value the region defines maps to its recomputed copy. So the rules read
+  // the copies, nothing after this point reads the forward pass's values, and liveness frees those at their
+  // last forward use: between the passes only the region's inputs and the outputs used after it stay live.
+  // Once per region; effects are not run twice (their results stay the forward pass's). Recomputed values no
+  // rule reads are dead code, removed when the program is built.
+  void recompute(const Equation& eq) {
+    const std::optional<std::int64_t> region = region_of(eq);
+    if (!region || !recomputed_.insert(*region).second) return;
+    for (const std::size_t k : regions_.at(*region)) {
+      const Equation& member = p_.equations[k];
+      if (find_op(member.op)->effectful) continue;
+      reemit(member);
+    }
+  }
+
   // ---- emitting ------------------------------------------------------------------------------------------
   ValueId emit(const std::string& op, const std::vector<ValueId>& ins, Params params = {}) {
     return b_.emit1(op, ins, std::move(params), p_.equations[index_].source);
@@ -597,6 +637,8 @@ class Transposer {
   std::map<ValueId, ValueId> map_;  // old value -> its forward value in the new program
   std::map<ValueId, ValueId> ct_;   // old value -> its cotangent so far, in the new program
   std::size_t index_ = 0;           // the equation being transposed (its source is the backward's)
+  std::map<std::int64_t, std::vector<std::size_t>> regions_;  // checkpoint region -> its equations, in order
+  std::set<std::int64_t> recomputed_;                         // the regions recompute() has emitted again
 };
 
 }  // namespace

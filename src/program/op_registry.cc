@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <variant>
 
 namespace weft::program {
 namespace {
@@ -37,6 +38,10 @@ void check_param_names(const OpInfo& info, const Params& params) {
     if (!params.contains(name)) throw RuleError(info.name + " needs parameter '" + name + "'");
   }
   for (const auto& [name, value] : params) {
+    if (name == kCheckpointParam) {
+      if (!std::holds_alternative<std::int64_t>(value)) throw RuleError("parameter '" + name + "' must be an int");
+      continue;
+    }
     const bool known = std::count(info.required_params.begin(), info.required_params.end(), name) > 0 ||
                        std::count(info.optional_params.begin(), info.optional_params.end(), name) > 0;
     if (!known) throw RuleError(info.name + " has no parameter '" + name + "'");

@@ -30,6 +30,12 @@ struct OpInfo {
   InferRule infer;
 };
 
+// The parameter any equation may carry besides its op's own: `checkpoint=<region>` marks it as recorded inside
+// a call of weft.checkpoint (one integer per call). Passes other than the VJP ignore it; the VJP does not keep
+// such an equation's values for the backward rules but emits the region again right before them
+// (docs/autodiff.md, "checkpoint").
+inline const std::string kCheckpointParam = "checkpoint";
+
 // nullptr for an unknown op.
 const OpInfo* find_op(const std::string& name);
 // Every registered op's name, sorted.

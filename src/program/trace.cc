@@ -2,13 +2,23 @@
 // (array/trace_hook.hpp). Symbolic Arrays carry a value id of this trace; each op on them lands here as an
 // equation of a ProgramBuilder, which infers its result types (so a shape or dtype error is raised at the
 // user's op, naming the equation); concrete operands become constants, as numpy arrays do in a jaxpr.
+#include <atomic>
+#include <optional>
 #include <utility>
 
 #include "array/trace_hook.hpp"
+#include "op_registry.hpp"
 #include "weft/error.hpp"
 #include "weft/program.hpp"
 
 namespace weft::program {
+namespace {
+
+// The checkpoint region the equations recorded on this thread belong to (weft::checkpoint), if any: a
+// trace runs on the thread that called the traced function.
+thread_local std::optional<std::int64_t> current_region;
+
+}  // namespace
 
 class TraceState final : public detail::TraceHook, public std::enable_shared_from_this<TraceState> {
  public:
@@ -19,6 +29,7 @@ class TraceState final : public detail::TraceHook, public std::enable_shared_fro
     std::vector<int> ids;
     ids.reserve(ins.size());
     for (const Array& a : ins) ids.push_back(value_of(a, op));
+    if (current_region) params[kCheckpointParam] = ProgramParam{*current_region};
     std::vector<Array> out;
     for (int id : builder.emit(op, ids, std::move(params), std::move(source))) out.push_back(symbolic(id));
     return out;
@@ -59,6 +70,17 @@ class TraceState final : public detail::TraceHook, public std::enable_shared_fro
 }  // namespace weft::program
 
 namespace weft {
+
+std::int64_t detail::new_checkpoint_region() {
+  static std::atomic<std::int64_t> next{0};
+  return next++;
+}
+
+detail::CheckpointScope::CheckpointScope() : outer_(program::current_region) {
+  program::current_region = new_checkpoint_region();
+}
+
+detail::CheckpointScope::~CheckpointScope() { program::current_region = outer_; }
 
 ProgramTrace::ProgramTrace(Mesh mesh, std::string name)
     : state_(std::make_shared<program::TraceState>(std::move(mesh), std::move(name))) {}
