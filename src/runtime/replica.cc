@@ -256,9 +256,15 @@ Array Replica::ppermute(const Array& x, const Axes& axes, const Permutation& per
   return run_collective(*state_, r);
 }
 
-// Explicit groups in a program's terms: over every mesh axis (a replica's index over all of them, row-major, is
-// its global index), the groups' members as index groups.
+// Explicit groups in a program's terms: over the mesh's one axis (a replica's index along it is its global
+// index), the groups' members as index groups. JAX's axis_index_groups apply to a single axis, so a
+// multi-axis mesh (a nested pmap) is refused; a session's mesh has one axis.
 ProgramParams grouped(const Mesh& mesh, const ReplicaGroups& groups, const char* api) {
+  if (mesh.num_axes() != 1) {
+    throw InvalidArgument(std::string(api) + " over ReplicaGroups is traced on a 1-d mesh only (a session's, a 1-d "
+                          "pmap): its groups become axis_index_groups, which apply to a single axis; this mesh has " +
+                          std::to_string(mesh.num_axes()) + " axes");
+  }
   if (groups.num_replicas() != mesh.size()) {
     throw InvalidArgument(std::string(api) + ": the groups partition " + std::to_string(groups.num_replicas()) +
                           " replicas but the mesh has " + std::to_string(mesh.size()));

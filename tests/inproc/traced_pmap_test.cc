@@ -127,6 +127,27 @@ TEST(TracedPmap, AxisIndexIsAnArrayTracedAndAlsoAnIntEagerly) {
   EXPECT_EQ(as_int(x).shards()[3].data.to_doubles(), (x[3] + 100.0).to_doubles());
 }
 
+// all_reduce over explicit groups records psum & co. over the mesh's axis with the groups as index groups:
+// the hand-called results, bit for bit, with PopXL's strided groups (and Megatron's f and g).
+TEST(TracedPmap, AllReduceOverReplicaGroupsIsTheHandCalledOne) {
+  Runtime rt({.device_count = 8});
+  const ReplicaGroups strided = ReplicaGroups::strided(8, 2, 4);  // {0,2,4,6}, {1,3,5,7}: across the rows
+  auto body = [strided](Replica& r, const Array& x) {
+    return std::tuple{r.all_reduce(x, strided), r.all_reduce(x, strided, ReduceOp::max),
+                      r.all_reduce_identical_grad_inputs(x * 2.0, strided), r.all_reduce_identical_inputs(x, strided)};
+  };
+  const PmapOptions options{.axis = "i", .runtime = &rt};
+  auto [a, b, c, d] = pmap(jit(body), options)(Iota({8, 3}, 0.5));
+  auto [ha, hb, hc, hd] = pmap(body, options)(Iota({8, 3}, 0.5));
+  ExpectSameShards(a, ha, "all_reduce sum");
+  ExpectSameShards(b, hb, "all_reduce max");
+  ExpectSameShards(c, hc, "all_reduce_identical_grad_inputs");
+  ExpectSameShards(d, hd, "all_reduce_identical_inputs");
+  ExpectSameShards(d, pmap([](const Array& x) { return x; }, options)(Iota({8, 3}, 0.5)), "f is the identity");
+  ExpectInvalid([&] { pmap(jit(body), {.mesh = {{"rows", 2}, {"cols", 4}}, .runtime = &rt})(Iota({2, 4, 3})); },
+                {"all_reduce over ReplicaGroups is traced on a 1-d mesh only", "this mesh has 2 axes"});
+}
+
 TEST(TracedPmap, TheReplicasUnknownsAreErrors) {
   Runtime rt({.device_count = 2});
   ExpectInvalid([&] { pmap(jit([](Replica& r, const Array& x) { return x * static_cast<float>(static_cast<int>(r.axis_index("i"))); }),
@@ -135,9 +156,9 @@ TEST(TracedPmap, TheReplicasUnknownsAreErrors) {
   ExpectInvalid([&] { pmap(jit([](Replica& r, const Array& x) { return x * static_cast<double>(r.index()); }),
                            {.axis = "i", .runtime = &rt})(Iota({2, 3})); },
                 {"Replica::index", "the replica is traced"});
-  ExpectInvalid([&] { pmap(jit([](Replica& r, const Array& x) { return r.all_reduce(x, ReplicaGroups::all(2)); }),
+  ExpectInvalid([&] { pmap(jit([](Replica& r, const Array& x) { return r.all_gather(x, ReplicaGroups::all(2)); }),
                            {.axis = "i", .runtime = &rt})(Iota({2, 3})); },
-                {"all_reduce over ReplicaGroups", "not traced yet"});
+                {"all_gather over ReplicaGroups", "not traced yet"});
   ExpectInvalid([&] { pmap(jit([](Replica& r, const Array& x) { return r.psum(x, "j"); }), {.axis = "i", .runtime = &rt})(Iota({2, 3})); },
                 {"psum[axes=('j',)]", "unbound axis name: j (the mesh's axes are ('i'))"});
   // Known while tracing: the mesh and the axis sizes.
