@@ -150,12 +150,15 @@ def test_the_program_holds_the_call_and_bwds_equations():
     x = RNG.standard_normal(5)
     text = str(weft.make_program(lambda x: doubled_tanh(x))(x))
     assert "custom_vjp_call[name='doubled_tanh' outputs=1 primals=1 rule=" in text
-    # The differentiated program: fwd's tanh once and bwd's one subtract (1 - y * y); tanh's own rule (a
-    # second 1 - out * out) never ran on fwd's tanh. The forward's call stays where its output is one of
-    # the program's (value_and_grad), so a differentiation around this one would use bwd again.
+    # The differentiated program: fwd's tanh once, then bwd's equations alone: one subtract (1 - y * y) and
+    # three multiplies (2 * g, y * y, their product), where tanh's own rule would have emitted one subtract
+    # and two multiplies (out * out, g times it); the sum's rule multiplies nothing. The forward's call stays
+    # where its output is one of the program's (value_and_grad), so a differentiation around this one would
+    # use bwd again.
     program = weft.make_program(weft.value_and_grad(lambda x: jnp.sum(doubled_tanh(x))))(x)
     assert program.count("tanh") == 1
     assert program.count("subtract") == 1
+    assert program.count("multiply") == 3
     assert program.count("custom_vjp_call") == 1
 
 
