@@ -113,6 +113,8 @@ def test_nondiff_argnums_pass_static_values_to_bwd_first():
     scaled.defvjp(fwd, bwd)
     x = np.arange(4.0)
     np.testing.assert_allclose(weft.grad(lambda x: jnp.sum(scaled(2.0, x)))(x), np.full(4, 3.0))
+    # A keyword argument is bound to its position first (JAX's rule), so fwd and bwd see the same list.
+    np.testing.assert_allclose(weft.grad(lambda x: jnp.sum(scaled(2.0, x=x)))(x), np.full(4, 3.0))
 
 
 # ---- bwd, not autodiff of fun -------------------------------------------------------------------------------
