@@ -159,6 +159,11 @@ const Table& table() {
       {"relu", [](const Ins& in, const Params&) -> Outs { return {weft::relu(in[0])}; }},
       {"copy", [](const Ins& in, const Params&) -> Outs { return {in[0]}; }},  // arrays are immutable
       {"stop_gradient", [](const Ins& in, const Params&) -> Outs { return {in[0]}; }},
+      // custom_vjp's call (custom_vjp.hpp): fwd's outputs, the operands after the primal inputs.
+      {"custom_vjp_call", [](const Ins& in, const Params& p) -> Outs {
+         const auto from = in.begin() + int_of(p, "primals");
+         return {from, from + int_of(p, "outputs")};
+       }},
       {"add", [](const Ins& in, const Params&) -> Outs { return {in[0] + in[1]}; }},
       {"subtract", [](const Ins& in, const Params&) -> Outs { return {in[0] - in[1]}; }},
       {"multiply", [](const Ins& in, const Params&) -> Outs { return {in[0] * in[1]}; }},

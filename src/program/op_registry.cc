@@ -6,6 +6,8 @@
 #include <set>
 #include <variant>
 
+#include "custom_vjp.hpp"
+
 namespace weft::program {
 namespace {
 
@@ -16,6 +18,7 @@ const std::vector<OpInfo>& all_ops() {
     register_shape_ops(list);
     register_collective_ops(list);
     register_effect_ops(list);
+    register_custom_vjp_ops(list);
     return list;
   }();
   return ops;

@@ -5,6 +5,7 @@
 
 #include "autodiff.hpp"
 #include "builder.hpp"
+#include "custom_vjp.hpp"
 #include "dead_code.hpp"
 #include "printer.hpp"
 #include "program_impl.hpp"
@@ -93,6 +94,10 @@ Program ProgramBuilder::build() const { return finish(builder_->build()); }
 
 std::vector<int> ProgramBuilder::inline_program(const Program& program, const std::vector<int>& inputs) {
   return program::inline_program(*builder_, program.impl().program, inputs);
+}
+
+std::int64_t detail::register_custom_vjp(const Program& bwd, std::string name) {
+  return program::register_custom_vjp(bwd.impl().program, std::move(name));
 }
 
 Program vjp_program(const Program& program, const std::vector<int>& wrt) {
