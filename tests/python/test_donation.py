@@ -52,12 +52,18 @@ def test_a_training_loop_keeps_donating_its_state():
     p = on_devices(np.zeros((N, 300), np.float32))
     v = on_devices(np.zeros((N, 300), np.float32))
     want_p, want_v = np.zeros((N, 300), np.float32), np.zeros((N, 300), np.float32)
-    for k in range(5):
+    for k in range(5):  # from the second call on, the steady-state path (the last call's signature)
         g = np.full((N, 300), k + 1, np.float32)
+        old_p = p
         p, v = step(p, v, g)
         want_p, want_v = (np.asarray(r) for r in plain(want_p, want_v, g))
     np.testing.assert_array_equal(np.asarray(p), want_p)
     np.testing.assert_array_equal(np.asarray(v), want_v)
+    with pytest.raises(RuntimeError, match="Array has been deleted"):  # the steady state checks it too
+        step(old_p, v, g)
+    # Another signature after the steady state: traced anew, right.
+    p2, _ = step(on_devices(np.ones((N, 7), np.float32)), on_devices(np.zeros((N, 7), np.float32)), np.ones((N, 7), np.float32))
+    np.testing.assert_allclose(np.asarray(p2), np.full((N, 7), 0.9, np.float32), rtol=1e-6)
 
 
 def test_what_is_not_donated_is_never_written():
