@@ -44,13 +44,12 @@ class Differentiable {
 
   // f's outputs then the cotangents of its `argnums` inputs, for `inputs` seeded with `seeds(outputs)`.
   template <std::size_t N, class Seeds>
-  std::vector<Array> run(Replica* replica, std::vector<Array> inputs, const std::vector<int>& argnums,
-                         const Seeds& seeds) const {
+  std::vector<Array> run(Replica* replica, std::vector<Array> inputs, const Seeds& seeds) const {
     static const Mesh no_mesh;
     const Mesh& mesh = replica ? replica->mesh() : no_mesh;
     const Program* forward = cache_->find(inputs, mesh);
     if (forward == nullptr) forward = &cache_->trace(inputs, mesh, replica != nullptr, {}, trace_body<F, N>(fn_), name_);
-    const Program& vjp = vjp_of(*forward, argnums);
+    const Program& vjp = vjp_of(*forward);
     for (Array& seed : seeds(forward->output_types())) inputs.push_back(std::move(seed));
     bool traced = false;
     for (const Array& a : inputs) traced = traced || a.traced();
@@ -59,23 +58,17 @@ class Differentiable {
     return run_program(vjp, std::move(inputs));
   }
 
-  const std::vector<int>& argnums() const { return argnums_; }
   const std::string& name() const { return name_; }
   std::size_t traces() const { return cache_->traces(); }
 
  private:
   // The VJP of `forward`: the last pair found without a lock (a training loop's every step after the first),
-  // else from the cache (argnums other than the function's own: vjp's, keyed by their list).
-  const Program& vjp_of(const Program& forward, const std::vector<int>& argnums) const {
-    const bool own = argnums == argnums_;
-    if (own) {
-      const VjpPair* last = pairs_->last.load(std::memory_order_acquire);
-      if (last != nullptr && last->forward == &forward) return *last->vjp;
-    }
-    std::string key;
-    for (int a : argnums) key += std::to_string(a) + ",";
-    const Program& vjp = cache_->derived(forward, key, [&](const Program& p) { return vjp_program(p, argnums); });
-    if (own) pairs_->remember(&forward, &vjp);
+  // else from the cache.
+  const Program& vjp_of(const Program& forward) const {
+    const VjpPair* last = pairs_->last.load(std::memory_order_acquire);
+    if (last != nullptr && last->forward == &forward) return *last->vjp;
+    const Program& vjp = cache_->derived(forward, "vjp", [&](const Program& p) { return vjp_program(p, argnums_); });
+    pairs_->remember(&forward, &vjp);
     return vjp;
   }
 
@@ -153,7 +146,7 @@ class ValueAndGrad {
     using R = detail::traced_result_t<F, Args...>;
     constexpr std::size_t n_out = detail::output_count_v<R>;
     std::vector<Array> outs = d_.template run<sizeof...(Args)>(
-        r, std::vector<Array>{Array(args)...}, d_.argnums(),
+        r, std::vector<Array>{Array(args)...},
         [&](const std::vector<ValueType>& types) { return detail::scalar_loss_seeds(types, d_.name()); });
     R value = detail::value_of<R>(outs);
     std::vector<Array> grads(outs.begin() + static_cast<std::ptrdiff_t>(n_out), outs.end());
@@ -222,7 +215,7 @@ auto vjp(F fn, const Args&... args) {
   auto d = std::make_shared<detail::Differentiable<F>>(std::move(fn), all, "vjp");
   std::vector<Array> primals{Array(args)...};
   // The value now (with zero cotangents); the pullback runs the program again with the given ones.
-  std::vector<Array> outs = d->template run<sizeof...(Args)>(nullptr, primals, all, [](const std::vector<ValueType>& types) {
+  std::vector<Array> outs = d->template run<sizeof...(Args)>(nullptr, primals, [](const std::vector<ValueType>& types) {
     std::vector<Array> zeros;
     for (const ValueType& t : types) zeros.push_back(Array::zeros(Shape(t.shape.begin(), t.shape.end()), t.dtype));
     return zeros;
@@ -231,7 +224,7 @@ auto vjp(F fn, const Args&... args) {
   Pullback pullback(
       [d, primals, all](std::vector<Array> cts) {
         std::vector<Array> out = d->template run<sizeof...(Args)>(
-            nullptr, primals, all, [&](const std::vector<ValueType>&) { return cts; });
+            nullptr, primals, [&](const std::vector<ValueType>&) { return cts; });
         return std::vector<Array>(out.end() - static_cast<std::ptrdiff_t>(all.size()), out.end());
       },
       n_out);

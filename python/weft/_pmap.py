@@ -28,7 +28,8 @@ class _Pmapped:
         self._donate_argnums = donate_argnums
         self._traced = {}  # signature -> (ProgramPmap, result treedef)
         self._last = None  # (argument signature, engine, single leaf result?, result treedef) of the last call
-        self._last_tree = None  # the same for pytree arguments: (treedef, leaf types, engine, result treedef)
+        # The same for pytree arguments: (treedef, leaf types, engine, result treedef, donated positions).
+        self._last_tree = None
         self._axis_name = axis_name
         self._in_axes = in_axes
         self._out_axes = out_axes
@@ -116,13 +117,14 @@ class _Pmapped:
         out_axes = self._out_axes
         key = (treedef, tuple(leaf_axes), tuple(mesh))
         if not levels[0]._eager:
-            donate = self._donated_leaves(args, leaves)
+            positions = self._donated_positions(args)
+            donate = _donated(positions, leaves)
             types = tuple(leaf_type(leaf, self._name) for leaf in leaves)  # before donation deletes leaves
             results, out_def = self._call_traced(fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh,
                                                  donate)
             outs = [ShardedArray(r) for r in results]
             if results:
-                self._last_tree = (treedef, types, self._traced[(key, types)][0], out_def)
+                self._last_tree = (treedef, types, self._traced[(key, types)][0], out_def, positions)
             if results and treedef == _flat_treedef(len(args)) and all(type(a) is np.ndarray for a in args):
                 single = out_def == _tree.LEAF and self._out_axes == 0
                 self._last = (tuple((a.shape, a.dtype) for a in args), self._traced[(key, types)][0], single, out_def)
@@ -168,7 +170,7 @@ class _Pmapped:
         ShardedArray results fed back): arguments with the last call's structure and leaf types go straight
         to its engine, without the walks and checks that ran when that signature was first seen (3 % of a
         Fashion-MNIST step). None when the signature differs (the full path then decides)."""
-        treedef, types, engine, out_def = last
+        treedef, types, engine, out_def, positions = last
         leaves, tdef = _tree.flatten(tuple(args))
         if tdef != treedef:
             return None
@@ -178,34 +180,20 @@ class _Pmapped:
             if leaf_type(leaf, self._name) != want:
                 return None
         impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf for leaf in leaves]
-        donate = self._donated_leaves(args, leaves)
-        if any(donate):
-            donated = [leaf for leaf, d in zip(leaves, donate) if d]
-            deleted = [_Deleted(leaf.shape, leaf.dtype) for leaf in donated]
-            try:
-                results = engine(impl_leaves, _weft.ShardedArray, list(donate))
-            finally:
-                for leaf, gone in zip(donated, deleted):
-                    leaf._impl = gone
-        else:
-            results = engine(impl_leaves, _weft.ShardedArray)
+        results = _run_engine(engine, leaves, impl_leaves, _donated(positions, leaves))
         return self._finish([ShardedArray(r) for r in results], out_def, self._out_axes)
 
-    def _donated_leaves(self, args, leaves):
-        """Per leaf, whether it is donated (jax.pmap's donate_argnums): a ShardedArray leaf of a donated
-        argument that appears only once among the leaves. Numpy arguments are copied onto the devices anyway."""
+    def _donated_positions(self, args):
+        """Per leaf of `args`, whether its argument is one of donate_argnums (the same for every call with
+        the same structure)."""
         if not self._donate_argnums:
             return []
         donated_args = set(self._donate_argnums)
-        donate = []
+        positions = []
         for k, a in enumerate(args):
             n = 1 if isinstance(a, (np.ndarray, ShardedArray)) else len(_tree.flatten(a)[0])
-            donate.extend([k in donated_args] * n)
-        counts = {}
-        for leaf in leaves:
-            counts[id(leaf)] = counts.get(id(leaf), 0) + 1
-        return [d and isinstance(leaf, ShardedArray) and not leaf.is_deleted() and counts[id(leaf)] == 1
-                for d, leaf in zip(donate, leaves)]
+            positions.extend([k in donated_args] * n)
+        return positions
 
     def _call_traced(self, fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh, donate=()):
         """Runs the program traced from `fun` for this signature (tracing it on the first call); the donated
@@ -221,15 +209,7 @@ class _Pmapped:
                     entry = self._trace(fun, levels, types, treedef, leaf_axes, axis, mesh)
                     self._traced[full_key] = entry
         program, out_def = entry
-        if not any(donate):
-            return program(impl_leaves, _weft.ShardedArray), out_def
-        donated = [leaf for leaf, d in zip(leaves, donate) if d]
-        deleted = [_Deleted(leaf.shape, leaf.dtype) for leaf in donated]
-        try:
-            return program(impl_leaves, _weft.ShardedArray, list(donate)), out_def
-        finally:
-            for leaf, gone in zip(donated, deleted):
-                leaf._impl = gone
+        return _run_engine(program, leaves, impl_leaves, donate), out_def
 
     def _trace(self, fun, levels, types, treedef, leaf_axes, axis, mesh):
         """The per-replica program: each mapped leaf without its mapped axes (varying over the mesh), each
@@ -270,6 +250,33 @@ class _Pmapped:
         program, out_def = trace_function(fun, in_types, treedef, trace_mesh, self._name)
         engine = _weft.ProgramPmap(program, axis, mesh, list(leaf_axes), [], self._devices or [], self._name)
         return engine, out_def
+
+
+def _donated(positions, leaves):
+    """Per leaf, whether it is donated: at a donated position (positions empty: none), a ShardedArray not yet
+    deleted, appearing only once among the leaves (a buffer read twice cannot be written). Numpy arguments
+    are copied onto the devices anyway."""
+    if not positions:
+        return []
+    counts = {}
+    for leaf in leaves:
+        counts[id(leaf)] = counts.get(id(leaf), 0) + 1
+    return [d and isinstance(leaf, ShardedArray) and not leaf.is_deleted() and counts[id(leaf)] == 1
+            for d, leaf in zip(positions, leaves)]
+
+
+def _run_engine(engine, leaves, impl_leaves, donate):
+    """The traced program's engine on the flat leaves; the donated ones' arrays are deleted after the call
+    (their buffers went to its results), whatever it raised."""
+    if not any(donate):
+        return engine(impl_leaves, _weft.ShardedArray)
+    donated = [leaf for leaf, d in zip(leaves, donate) if d]
+    deleted = [_Deleted(leaf.shape, leaf.dtype) for leaf in donated]
+    try:
+        return engine(impl_leaves, _weft.ShardedArray, list(donate))
+    finally:
+        for leaf, gone in zip(donated, deleted):
+            leaf._impl = gone
 
 
 class _CallRecord:

@@ -226,12 +226,12 @@ class Transposer {
   bool elementwise_rule(const Rule& r) {
     const Equation& eq = r.eq;
     const std::string& op = eq.op;
-    [[maybe_unused]] const Params& p = eq.params;
-    [[maybe_unused]] const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
-    [[maybe_unused]] const ValueId out = r.out;
-    [[maybe_unused]] const ValueId g = r.g;
-    [[maybe_unused]] const DType dt = r.dt;
-    [[maybe_unused]] const auto one = [&] { return scalar(1, dt); };
+    const Params& p = eq.params;
+    const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
+    const ValueId out = r.out;
+    const ValueId g = r.g;
+    const DType dt = r.dt;
+    const auto one = [&] { return scalar(1, dt); };
 
     if (op == "add") {
       give(eq, 0, g);
@@ -310,12 +310,11 @@ class Transposer {
   bool shape_rule(const Rule& r) {
     const Equation& eq = r.eq;
     const std::string& op = eq.op;
-    [[maybe_unused]] const Params& p = eq.params;
-    [[maybe_unused]] const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
-    [[maybe_unused]] const ValueId out = r.out;
-    [[maybe_unused]] const ValueId g = r.g;
-    [[maybe_unused]] const DType dt = r.dt;
-    [[maybe_unused]] const auto one = [&] { return scalar(1, dt); };
+    const Params& p = eq.params;
+    const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
+    const ValueId out = r.out;
+    const ValueId g = r.g;
+    const DType dt = r.dt;
 
     if (op == "sum" || op == "mean") {
       const ValueType& x = p_.types[eq.inputs[0]];
@@ -390,12 +389,8 @@ class Transposer {
   bool collective_rule(const Rule& r) {
     const Equation& eq = r.eq;
     const std::string& op = eq.op;
-    [[maybe_unused]] const Params& p = eq.params;
-    [[maybe_unused]] const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
-    [[maybe_unused]] const ValueId out = r.out;
-    [[maybe_unused]] const ValueId g = r.g;
-    [[maybe_unused]] const DType dt = r.dt;
-    [[maybe_unused]] const auto one = [&] { return scalar(1, dt); };
+    const Params& p = eq.params;
+    const ValueId g = r.g;
 
     if (op == "psum" || op == "pmean") {
       give(eq, 0, emit(op, {g}, p));  // JAX's pmap rule: psum transposes to psum (pmean = psum / n likewise)

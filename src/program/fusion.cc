@@ -119,11 +119,9 @@ std::shared_ptr<const LoopPlan> plan_loop(const Program& p, const Step& step, co
 template <class T>
 void run_loop_op(LoopPlan::Op op, const T* a, bool a_scalar, const T* b, bool b_scalar, T* out, std::int64_t n) {
   using namespace kernels::binary_loops;
+  // Never both scalars: the result would be a scalar too, and a scalar run's operands are whole ones.
   auto run = [&]<class F>(F) {
-    if (a_scalar && b_scalar) {
-      out[0] = F{}(a[0], b[0]);
-      for (std::int64_t i = 1; i < n; ++i) out[i] = out[0];
-    } else if (b_scalar) {
+    if (b_scalar) {
       loop_scalar_b<T, F>(a, b[0], out, n);
     } else if (a_scalar) {
       loop_scalar_a<T, F>(a[0], b, out, n);

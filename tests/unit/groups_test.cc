@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/errors.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
@@ -19,19 +20,7 @@ using Names = std::vector<std::string>;
 
 // Runs `f`, expects InvalidArgument, and checks that its message contains every one of `parts`.
 void ExpectInvalid(const std::function<void()>& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    const std::string message = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos) << "message: " << message << "\nmissing: " << part;
-    }
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InvalidArgument, got another exception: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "expected InvalidArgument, nothing was thrown";
+  testing::ExpectThrowsWith<InvalidArgument>(f, parts);
 }
 
 Mesh Mesh2x2() { return Mesh({{"rows", 2}, {"cols", 2}}); }
