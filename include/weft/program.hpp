@@ -49,6 +49,16 @@ struct ValueType {
   bool operator==(const ValueType&) const = default;
 };
 
+// Which of JAX's two rule sets a program's collectives follow (docs/autodiff.md). Under `pmap` values mix
+// freely and psum transposes to psum (so the gradient of a psum'ed loss is n-scaled, as in JAX). Under
+// `shard_map` (JAX's shard_map with check_vma=True) the varying axes are the law: an op mixing a value that
+// varies over an axis with one that does not gets the latter `pvary`-ed first (as does a collective's
+// operand that does not vary over the collective's axes), all_gather's result stays varying, psum
+// transposes to pvary and pvary to psum: the gradient of a pmean'ed loss with respect to invariant
+// parameters is the true one, with one all-reduce per parameter. Axis index groups are refused there, as
+// JAX's shard_map has none.
+enum class CollectiveRules { pmap, shard_map };
+
 // A built program: immutable and shared (copies share it). Empty until built.
 class Program {
  public:
@@ -61,6 +71,7 @@ class Program {
   // The op of equation i, in program order.
   const std::string& equation_op(std::size_t i) const;
   const Mesh& mesh() const;
+  CollectiveRules collective_rules() const;
   std::vector<ValueType> input_types() const;
   std::vector<ValueType> output_types() const;
   // Peak bytes of the buffers live at once when the program runs (inputs included; constants not).
@@ -81,7 +92,7 @@ std::ostream& operator<<(std::ostream& os, const Program& program);
 // goes; a rule broken is an InvalidArgument naming the equation, its source and the rule, at once.
 class ProgramBuilder {
  public:
-  explicit ProgramBuilder(Mesh mesh = Mesh());
+  explicit ProgramBuilder(Mesh mesh = Mesh(), CollectiveRules rules = CollectiveRules::pmap);
   ~ProgramBuilder();
   ProgramBuilder(ProgramBuilder&&) noexcept;
   ProgramBuilder& operator=(ProgramBuilder&&) noexcept;

@@ -140,13 +140,16 @@ void init_program(py::module_& m) {
                                return types;
                              })
       .def_property_readonly("peak_live_bytes", &Program::peak_live_bytes)
-      .def_property_readonly("fused_runs", &Program::fused_runs);
+      .def_property_readonly("fused_runs", &Program::fused_runs)
+      .def_property_readonly("shard_map_rules",
+                             [](const Program& p) { return p.collective_rules() == CollectiveRules::shard_map; });
 
   py::class_<ProgramBuilder>(m, "ProgramBuilder", "What a trace records into (weft/_trace.py).")
-      .def(py::init([](const std::vector<std::pair<std::string, int>>& mesh) {
-             return std::make_unique<ProgramBuilder>(mesh_of(mesh));
+      .def(py::init([](const std::vector<std::pair<std::string, int>>& mesh, bool shard_map_rules) {
+             return std::make_unique<ProgramBuilder>(
+                 mesh_of(mesh), shard_map_rules ? CollectiveRules::shard_map : CollectiveRules::pmap);
            }),
-           py::arg("mesh"))
+           py::arg("mesh"), py::arg("shard_map_rules") = false)
       .def("input",
            [](ProgramBuilder& b, py::handle dtype, std::vector<std::int64_t> shape, std::vector<std::string> varying) {
              const DType d = weft_dtype(py::dtype::from_args(py::reinterpret_borrow<py::object>(dtype)), "a traced input");

@@ -36,11 +36,12 @@ def leaf_type(leaf, what):
         return array.dtype, array.shape
 
 
-def trace_function(fun, in_types, treedef, mesh, name, captured=None):
+def trace_function(fun, in_types, treedef, mesh, name, captured=None, shard_map_rules=None):
     """Traces fun(*unflatten(treedef, tracers)) with one input per (dtype, shape, varying) of `in_types`:
     (the built weft._weft.Program, the result's treedef). Tracers of enclosing traces the function uses
-    become further inputs, after those; `captured` (a list) receives them, in order (else they are an error)."""
-    trace = Trace(mesh, name)
+    become further inputs, after those; `captured` (a list) receives them, in order (else they are an error).
+    `shard_map_rules`: the collectives' rule set (None: that of the trace around this one, else pmap's)."""
+    trace = Trace(mesh, name, shard_map_rules)
     with trace:
         tracers = [trace.input(dtype, shape, varying) for dtype, shape, varying in in_types]
         out = fun(*_tree.unflatten(treedef, tracers))
@@ -173,6 +174,9 @@ def jit(fun=None, static_argnums=(), **unsupported):
 def make_program(fun, static_argnums=(), axis_env=None):
     """jax.make_jaxpr: make_program(f)(*args) is f's program for those arguments' signature. `axis_env`
     ([('i', 8)]) binds axis names for collectives, as make_jaxpr's axis_env does."""
+    from ._shard_map import _ShardMapped  # (it imports this module)
+    if isinstance(fun, _ShardMapped):
+        return fun.lower
     jitted = fun if isinstance(fun, _Jitted) else _Jitted(fun, static_argnums)
 
     def make(*args):

@@ -31,11 +31,17 @@ def current_trace():
 class Trace:
     """One function being traced: its builder, its mesh (axis name -> size), the constants captured."""
 
-    def __init__(self, mesh, name):
+    def __init__(self, mesh, name, shard_map_rules=None):
         self.mesh = list(mesh)
         self.axis_sizes = dict(self.mesh)
         self.name = name
-        self.builder = _weft.ProgramBuilder(self.mesh)
+        # shard_map's rule set (weft/_shard_map.py; pvary inserted, psum transposing to pvary), else pmap's. A
+        # trace started inside another (weft.grad, weft.jit, a custom_vjp's bwd) follows the one around it.
+        if shard_map_rules is None:
+            outer = current_trace()
+            shard_map_rules = outer is not None and outer.shard_map_rules
+        self.shard_map_rules = bool(shard_map_rules)
+        self.builder = _weft.ProgramBuilder(self.mesh, self.shard_map_rules)
         # id(numpy array) -> (array, tracer): one constant per captured array; (dtype, bytes) -> (None, tracer)
         # for scalars
         self._constants = {}

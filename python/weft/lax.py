@@ -178,6 +178,14 @@ def ppermute(x, axis_name, perm):
     return _each(_weft.ppermute, x, axis_name, [(int(s), int(d)) for s, d in perm])
 
 
+def pvary(x, axis_name):
+    """jax.lax.pvary (shard_map's): x, now typed as varying over `axis_name` too; no data moves. Its transpose
+    is psum. Outside a trace (no types to change) it returns x."""
+    if _current_trace() is not None:
+        return _traced("pvary", x, [("axes", "strs", _axes(axis_name))])
+    return x
+
+
 def pshuffle(x, axis_name, perm):
     """jax.lax.pshuffle: replica i receives from perm[i]."""
     return ppermute(x, axis_name, [(int(src), dst) for dst, src in enumerate(perm)])

@@ -392,7 +392,15 @@ class Transposer {
     const Params& p = eq.params;
     const ValueId g = r.g;
 
-    if (op == "psum" || op == "pmean") {
+    if ((op == "psum" || op == "pmean") && p_.rules == CollectiveRules::shard_map) {
+      // shard_map's rule: the cotangent of an invariant sum goes back to every member unchanged (pvary), a
+      // mean's divided by the participants.
+      const ValueId spread = pvary_to(g, std::get<std::vector<std::string>>(p.at("axes")));
+      give(eq, 0, op == "psum" ? spread
+                                : emit("divide", {spread, scalar(static_cast<double>(group_size(p)), type(g).dtype)}));
+    } else if (op == "pvary") {
+      give(eq, 0, emit("psum", {g}, p));  // shard_map's: the varying cotangents summed back to the invariant value
+    } else if (op == "psum" || op == "pmean") {
       give(eq, 0, emit(op, {g}, p));  // JAX's pmap rule: psum transposes to psum (pmean = psum / n likewise)
     } else if (op == "all_gather") {
       give(eq, 0, emit("psum_scatter", {g}, p));
@@ -418,13 +426,25 @@ class Transposer {
     } else if (op == "replicated_reduce_scatter" || op == "replica_sharded_slice" || op == "gather_shards") {
       transpose_flat_collective(eq, g);
     } else if (op == "pmax" || op == "pmin") {
-      throw RuleError(op + " has no transpose rule under pmap (as in JAX, differentiating it is an error)");
+      throw RuleError(op + " has no transpose rule under " +
+                      (p_.rules == CollectiveRules::shard_map ? "shard_map" : "pmap") +
+                      " (as in JAX, differentiating it is an error)");
     } else {
       return false;
     }
     return true;
   }
 
+
+  // `g` typed as varying over `axes` too (a pvary of the axes it lacks; itself when it has them all).
+  ValueId pvary_to(ValueId g, const std::vector<std::string>& axes) {
+    std::vector<std::string> missing;
+    const std::vector<std::string> has = type(g).varying;
+    for (const std::string& a : axes) {
+      if (std::find(has.begin(), has.end(), a) == has.end()) missing.push_back(a);
+    }
+    return missing.empty() ? g : emit("pvary", {g}, {{"axes", Param{missing}}});
+  }
 
   // Parameters of a collective's transpose: the same axes and groups.
   static Params axes_and_groups(const Params& p) {
@@ -681,7 +701,7 @@ Program vjp_program(const Program& program, const std::vector<int>& wrt) {
                             std::to_string(program.inputs.size()) + ")");
     }
   }
-  Builder b(program.mesh);
+  Builder b(program.mesh, program.rules);
   Transposer t(program, b);
   t.forward();
   std::vector<ValueId> outputs;

@@ -1,13 +1,18 @@
 // Builder: type inference at each emit, through the same registry the verifier checks against.
 #include "builder.hpp"
 
+#include <algorithm>
+
 #include "op_registry.hpp"
 #include "verifier.hpp"
 #include "weft/error.hpp"
 
 namespace weft::program {
 
-Builder::Builder(Mesh mesh) { program_.mesh = std::move(mesh); }
+Builder::Builder(Mesh mesh, CollectiveRules rules) {
+  program_.mesh = std::move(mesh);
+  program_.rules = rules;
+}
 
 ValueId Builder::input(ValueType type) {
   program_.types.push_back(std::move(type));
@@ -32,14 +37,55 @@ const ValueType& Builder::type(ValueId id) const {
   return program_.types[id];
 }
 
-std::vector<ValueId> Builder::emit(const std::string& op, const std::vector<ValueId>& ins, Params params,
+std::vector<ValueId> Builder::with_pvary(const std::string& op, const std::vector<ValueId>& ins, const Params& params,
+                                         const std::string& source) {
+  const OpInfo* info = find_op(op);
+  if (info == nullptr || info->effectful || op == "pvary") return ins;
+  std::vector<std::string> want;
+  if (communicates_operand(op)) {
+    auto axes = params.find("axes");
+    if (ins.size() != 1 || axes == params.end()) return ins;
+    const auto* names = std::get_if<std::vector<std::string>>(&axes->second);
+    if (names == nullptr) return ins;
+    std::vector<ValueType> both{type(ins[0]), ValueType{}};
+    both[1].varying = *names;
+    for (const std::string& a : *names) {
+      if (!program_.mesh.has_axis(a)) return ins;  // the rule names the unbound axis
+    }
+    want = union_varying(both);
+  } else if (ins.size() > 1) {
+    std::vector<ValueType> in_types;
+    for (ValueId id : ins) in_types.push_back(type(id));
+    want = union_varying(in_types);
+  } else {
+    return ins;
+  }
+  std::vector<ValueId> out = ins;
+  for (ValueId& id : out) {
+    const std::vector<std::string>& has = type(id).varying;
+    if (has == want) continue;
+    // A constant is the same on every device and never differentiated: no pvary needed for its type's sake.
+    const auto& constants = program_.constants;
+    if (std::find(constants.begin(), constants.end(), id) != constants.end()) continue;
+    std::vector<std::string> missing;
+    for (const std::string& a : want) {
+      if (std::find(has.begin(), has.end(), a) == has.end()) missing.push_back(a);
+    }
+    id = emit1("pvary", {id}, {{"axes", Param{missing}}}, source);
+  }
+  return out;
+}
+
+std::vector<ValueId> Builder::emit(const std::string& op, const std::vector<ValueId>& ins_given, Params params,
                                    std::string source) {
+  const std::vector<ValueId> ins =
+      program_.rules == CollectiveRules::shard_map ? with_pvary(op, ins_given, params, source) : ins_given;
   std::vector<ValueType> in_types;
   for (ValueId id : ins) in_types.push_back(type(id));
   program_.equations.push_back(Equation{op, std::move(params), ins, {}, std::move(source)});
   std::vector<ValueType> out_types;
   try {
-    out_types = infer_result_types(op, in_types, program_.equations.back().params, program_.mesh);
+    out_types = infer_result_types(op, in_types, program_.equations.back().params, program_.mesh, program_.rules);
   } catch (const RuleError& e) {
     const std::string message = equation_error_prefix(program_, program_.equations.size() - 1) + e.what();
     program_.equations.pop_back();

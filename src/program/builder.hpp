@@ -10,7 +10,7 @@ namespace weft::program {
 
 class Builder {
  public:
-  explicit Builder(Mesh mesh);
+  explicit Builder(Mesh mesh, CollectiveRules rules = CollectiveRules::pmap);
 
   // A new program input of type `type`.
   ValueId input(ValueType type);
@@ -31,6 +31,11 @@ class Builder {
   Program build() const;
 
  private:
+  // Under shard_map: `ins` with each operand that varies over fewer axes than the op needs pvary-ed to them
+  // (JAX's check_vma inserts the same pvary).
+  std::vector<ValueId> with_pvary(const std::string& op, const std::vector<ValueId>& ins, const Params& params,
+                                  const std::string& source);
+
   Program program_;
 };
 

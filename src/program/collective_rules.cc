@@ -168,6 +168,14 @@ std::vector<ValueType> axis_index(const std::vector<ValueType>&, const Params& p
   return {ValueType{DType::i32, {}, with_axes({}, params)}};
 }
 
+// pvary (JAX's, shard_map's): the same data, now typed as varying over `axes` too (no communication).
+std::vector<ValueType> pvary(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
+  participants(params, mesh);
+  ValueType out = ins[0];
+  out.varying = with_axes(out.varying, params);
+  return {out};
+}
+
 // PopXL's collectives on flattened tensors (Replica::replicated_reduce_scatter, replica_sharded_slice): member
 // k of a group of G gets chunk k, ceil(size / G) elements, 1-d.
 std::vector<ValueType> flat_shard(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
@@ -207,6 +215,7 @@ void register_collective_ops(std::vector<OpInfo>& ops) {
   ops.push_back({"all_to_all", 1, 1, {"axes", "split_axis", "concat_axis"}, {"groups", "tiled"}, false, all_to_all});
   ops.push_back({"ppermute", 1, 1, {"axes", "perm"}, {}, false, ppermute});
   ops.push_back({"axis_index", 0, 0, {"axes"}, {}, false, axis_index});
+  ops.push_back({"pvary", 1, 1, {"axes"}, {}, false, pvary});
 }
 
 }  // namespace weft::program

@@ -159,6 +159,8 @@ const Table& table() {
       {"relu", [](const Ins& in, const Params&) -> Outs { return {weft::relu(in[0])}; }},
       {"copy", [](const Ins& in, const Params&) -> Outs { return {in[0]}; }},  // arrays are immutable
       {"stop_gradient", [](const Ins& in, const Params&) -> Outs { return {in[0]}; }},
+      // shard_map's pvary changes a value's type only (its varying axes): the data stays.
+      {"pvary", [](const Ins& in, const Params&) -> Outs { return {in[0]}; }},
       // custom_vjp's call (custom_vjp.hpp): fwd's outputs, the operands after the primal inputs.
       {"custom_vjp_call", [](const Ins& in, const Params& p) -> Outs {
          const auto from = in.begin() + int_of(p, "primals");

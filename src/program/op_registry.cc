@@ -68,12 +68,26 @@ std::vector<std::string> registered_ops() {
 }
 
 std::vector<ValueType> infer_result_types(const std::string& op, const std::vector<ValueType>& ins,
-                                          const Params& params, const Mesh& mesh) {
+                                          const Params& params, const Mesh& mesh, CollectiveRules rules) {
   const OpInfo* info = find_op(op);
   if (info == nullptr) throw RuleError("unknown op '" + op + "'");
   check_arity(*info, ins.size());
   check_param_names(*info, params);
-  return info->infer(ins, params, mesh);
+  std::vector<ValueType> outs = info->infer(ins, params, mesh);
+  if (rules == CollectiveRules::shard_map && communicates_operand(op)) {
+    if (has_param(params, "groups")) {
+      throw RuleError(op + " with axis_index_groups under shard_map: shard_map has no groups (as in JAX); use a "
+                      "mesh axis of the group's size, or pmap");
+    }
+    if (op == "all_gather") outs[0].varying = union_varying({outs[0], ins[0]});
+  }
+  return outs;
+}
+
+bool communicates_operand(const std::string& op) {
+  static const std::set<std::string> ops = {"psum", "pmean", "pmax", "pmin", "pprod", "all_gather",
+                                            "psum_scatter", "all_to_all", "ppermute"};
+  return ops.contains(op);
 }
 
 bool has_param(const Params& params, const std::string& name) { return params.contains(name); }

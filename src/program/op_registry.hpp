@@ -43,8 +43,14 @@ std::vector<std::string> registered_ops();
 
 // Checks arity and parameter names and kinds, then runs the rule: the result types of `op` on `ins`.
 // Throws RuleError saying which rule failed.
+// Under CollectiveRules::shard_map, all_gather's result keeps varying over its axes (JAX's all_gather) and
+// axis index groups are refused.
 std::vector<ValueType> infer_result_types(const std::string& op, const std::vector<ValueType>& ins,
-                                          const Params& params, const Mesh& mesh);
+                                          const Params& params, const Mesh& mesh,
+                                          CollectiveRules rules = CollectiveRules::pmap);
+// The collectives whose one operand is communicated over their `axes` (psum, all_gather, ppermute, ...):
+// under shard_map an operand that does not vary over those axes is pvary-ed first.
+bool communicates_operand(const std::string& op);
 
 // The families' tables (one file each), collected by the registry.
 void register_elementwise_ops(std::vector<OpInfo>& ops);

@@ -56,6 +56,8 @@ struct Equation {
 // `constant_values[k]` is the value of `constants[k]`. The mesh names the axes collectives and `varying` may use.
 struct Program {
   Mesh mesh;
+  // The collectives' rule set (weft/program.hpp): what the builder inserts, how types and transposes go.
+  CollectiveRules rules = CollectiveRules::pmap;
   std::vector<ValueType> types;
   std::vector<ValueId> inputs;
   std::vector<ValueId> constants;

@@ -42,6 +42,7 @@ const std::string& Program::equation_op(std::size_t i) const {
   return equations[i].op;
 }
 const Mesh& Program::mesh() const { return impl().program.mesh; }
+CollectiveRules Program::collective_rules() const { return impl().program.rules; }
 std::vector<ValueType> Program::input_types() const {
   std::vector<ValueType> types;
   for (program::ValueId id : impl().program.inputs) types.push_back(impl().program.types[id]);
@@ -61,7 +62,8 @@ std::size_t Program::fused_runs() const {
 
 std::ostream& operator<<(std::ostream& os, const Program& program) { return os << program.text(); }
 
-ProgramBuilder::ProgramBuilder(Mesh mesh) : builder_(std::make_unique<program::Builder>(std::move(mesh))) {}
+ProgramBuilder::ProgramBuilder(Mesh mesh, CollectiveRules rules)
+    : builder_(std::make_unique<program::Builder>(std::move(mesh), rules)) {}
 ProgramBuilder::~ProgramBuilder() = default;
 ProgramBuilder::ProgramBuilder(ProgramBuilder&&) noexcept = default;
 ProgramBuilder& ProgramBuilder::operator=(ProgramBuilder&&) noexcept = default;

@@ -75,7 +75,7 @@ class Checker {
     }
     std::vector<ValueType> inferred;
     try {
-      inferred = infer_result_types(eq.op, ins, eq.params, program_.mesh);
+      inferred = infer_result_types(eq.op, ins, eq.params, program_.mesh, program_.rules);
     } catch (const RuleError& e) {
       fail_at(index, e.what());
     }

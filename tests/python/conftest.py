@@ -87,3 +87,25 @@ def install_python_package(prefix):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     return pathlib.Path(prefix) / "lib" / "python3" / "dist-packages"
+
+
+# ---- autodiff: independent references (test_autodiff.py, test_shard_map.py) ----------------------------------
+def numeric_grad(f, params, eps=1e-6):
+    """Central differences of the scalar numpy function f(params) for each entry of the dict `params`."""
+    grads = {}
+    for name, value in params.items():
+        g = np.zeros_like(value)
+        for i in np.ndindex(value.shape):
+            up = {k: v.copy() for k, v in params.items()}
+            down = {k: v.copy() for k, v in params.items()}
+            up[name][i] += eps
+            down[name][i] -= eps
+            g[i] = (f(up) - f(down)) / (2 * eps)
+        grads[name] = g
+    return grads
+
+
+def assert_close(got, want, rtol=1e-7):
+    """Max absolute error within rtol of the largest |want|."""
+    scale = max(np.abs(want).max(), 1e-30)
+    assert np.abs(np.asarray(got) - want).max() <= rtol * scale, (got, want)

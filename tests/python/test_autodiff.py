@@ -10,6 +10,8 @@ import weft
 import weft.numpy as jnp
 from weft import lax
 
+from conftest import assert_close, numeric_grad
+
 
 @pytest.fixture(scope="module", autouse=True)
 def runtime():
@@ -36,25 +38,6 @@ def np_mlp_loss(params, x, y):
     z = logits - logits.max(-1, keepdims=True)
     log_softmax = z - np.log(np.exp(z).sum(-1, keepdims=True))
     return -np.mean(np.sum(y * log_softmax, axis=-1))
-
-
-def numeric_grad(f, params, eps=1e-6):
-    grads = {}
-    for name, value in params.items():
-        g = np.zeros_like(value)
-        for i in np.ndindex(value.shape):
-            up = {k: v.copy() for k, v in params.items()}
-            down = {k: v.copy() for k, v in params.items()}
-            up[name][i] += eps
-            down[name][i] -= eps
-            g[i] = (f(up) - f(down)) / (2 * eps)
-        grads[name] = g
-    return grads
-
-
-def assert_close(got, want, rtol=1e-7):
-    scale = max(np.abs(want).max(), 1e-30)
-    assert np.abs(np.asarray(got) - want).max() <= rtol * scale, (got, want)
 
 
 def test_grad_of_an_mlp_loss_over_a_dict_matches_central_differences():

@@ -1,0 +1,285 @@
+"""weft.shard_map, weft.Mesh, weft.P: JAX's shard_map (jax.experimental.shard_map) over weft's devices.
+
+    mesh = weft.Mesh(np.array(weft.devices()).reshape(4, 2), ("data", "model"))
+    step = weft.shard_map(f, mesh, in_specs=(P(), P("data")), out_specs=P())
+    loss = step(w, x)          # w whole on every device, x's rows split over 'data'; loss from the mesh
+
+Each argument is split into blocks by its PartitionSpec (dimension d over the mesh axes spec[d] names; the
+axes a spec does not name replicate it), `f` is traced once per signature into a program of the mesh's axes
+and runs on every device, and the results are put back together by out_specs. Unlike pmap, the program
+follows shard_map's rule set (check_vma=True, JAX's "varying manual axes"): every value knows the mesh axes
+it varies over (an argument those its spec names), an op mixing values of different axes gets the less
+varying one pvary-ed, and under weft.grad psum transposes to pvary and pvary to psum. So the gradient of a
+pmean'ed loss with respect to parameters given as P() is the true global gradient, with one all-reduce per
+parameter in the backward pass, where pmap's rules give each replica n times its own (docs/autodiff.md).
+An output whose spec leaves out an axis it varies over is an error, as in JAX.
+"""
+import functools
+
+import numpy as _np
+
+from . import _tree, _weft
+from ._jit import leaf_type, trace_function
+from ._pmap import _run_engine
+from ._trace import current_trace
+
+
+class Mesh:
+    """jax.sharding.Mesh: an n-d array of devices and one name per dimension."""
+
+    def __init__(self, devices, axis_names):
+        devices = _np.asarray(devices, dtype=object)
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        axis_names = tuple(axis_names)
+        if devices.ndim != len(axis_names):
+            raise _weft.InvalidArgument(f"weft.Mesh: a {devices.ndim}-d array of devices needs {devices.ndim} axis "
+                                        f"names, got {axis_names!r}")
+        if len(set(axis_names)) != len(axis_names):
+            raise _weft.InvalidArgument(f"weft.Mesh: axis names must be distinct, got {axis_names!r}")
+        ids = [d.id for d in devices.flat]
+        if len(set(ids)) != len(ids):
+            raise _weft.InvalidArgument(f"weft.Mesh: a device appears twice (ids {ids})")
+        self.devices = devices
+        self.axis_names = axis_names
+
+    @property
+    def shape(self):
+        """{axis name: size}, in the mesh's order (JAX's Mesh.shape)."""
+        return dict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def size(self):
+        return int(self.devices.size)
+
+    def __repr__(self):
+        return "Mesh(" + ", ".join(f"'{n}': {s}" for n, s in self.shape.items()) + ")"
+
+
+class P:
+    """jax.sharding.PartitionSpec: per dimension of an array, the mesh axis (a name), axes (a tuple of names,
+    major first) or None (not split) it is split over; dimensions past the spec's end are not split."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, *partitions):
+        parts = []
+        for p in partitions:
+            if p is None:
+                parts.append(())
+            elif isinstance(p, str):
+                parts.append((p,))
+            elif isinstance(p, (tuple, list)) and all(isinstance(a, str) for a in p):
+                parts.append(tuple(p))
+            else:
+                raise _weft.InvalidArgument(f"weft.P: each entry is an axis name, a tuple of names or None, got {p!r}")
+        self._parts = tuple(parts)
+
+    def __len__(self):
+        return len(self._parts)
+
+    def __iter__(self):
+        return iter(self._parts)
+
+    def __getitem__(self, index):
+        return self._parts[index]
+
+    def __eq__(self, other):
+        return isinstance(other, P) and other._parts == self._parts
+
+    def __hash__(self):
+        return hash(self._parts)
+
+    def axes(self):
+        """Every mesh axis the spec names."""
+        return [a for part in self._parts for a in part]
+
+    def __repr__(self):
+        def one(part):
+            return "None" if not part else repr(part[0]) if len(part) == 1 else repr(part)
+        return "P(" + ", ".join(one(p) for p in self._parts) + ")"
+
+
+PartitionSpec = P
+
+
+def _spec_leaves(specs, tree, what, name):
+    """One P per leaf of `tree`: `specs` is a tree prefix of it (a P applies to every leaf below it)."""
+    try:
+        leaves = _tree.broadcast_prefix(specs, tree, f"{name} {what}")
+    except ValueError as error:
+        raise _weft.InvalidArgument(str(error)) from None
+    for spec in leaves:
+        if not isinstance(spec, P):
+            raise _weft.InvalidArgument(f"{name}: every entry of {what} must be a weft.P, got {spec!r}")
+    return leaves
+
+
+class _ShardMapped:
+    """What weft.shard_map returns: call it with global arrays (pytrees of them)."""
+
+    def __init__(self, fun, mesh, in_specs, out_specs, check_vma, name):
+        if not isinstance(mesh, Mesh):
+            raise _weft.InvalidArgument(f"{name}: mesh must be a weft.Mesh, got {type(mesh).__name__}")
+        self._fun = fun
+        self._mesh = mesh
+        self._in_specs = in_specs
+        self._out_specs = out_specs
+        self._check_vma = check_vma
+        self._name = name
+        self._traced = {}
+        functools.update_wrapper(self, fun, updated=())
+
+    def __call__(self, *args):
+        entry, leaves, arrays, specs = self._entry(args)
+        engine, out_def, out_specs, _, mapped = entry
+        blocks = [self._split(array, spec) if m else array for array, spec, m in zip(arrays, specs, mapped)]
+        results = _run_engine(engine, leaves, blocks, [])
+        outs = [self._assemble(r.to_host(), spec) for r, spec in zip(results, out_specs)]
+        return _tree.unflatten(out_def, outs)
+
+    def lower(self, *args):
+        """The program every device runs for these arguments (weft.make_program(shard_map(...))(*args) too)."""
+        from ._jit import Program
+        entry = self._entry(args)[0]
+        return Program(entry[3], entry[1])
+
+    def _entry(self, args):
+        """(engine, result treedef, out specs, program) for the arguments' signature (traced on first sight),
+        the argument leaves, as numpy arrays, and their specs."""
+        if current_trace() is not None or _weft.in_replica():
+            raise _weft.InvalidArgument(f"{self._name}: shard_map inside a traced function or a replica is not "
+                                        "supported; call it at the top level")
+        mesh = self._mesh
+        in_specs = self._in_specs if isinstance(self._in_specs, (tuple, list)) else (self._in_specs,) * len(args)
+        if isinstance(self._in_specs, (tuple, list)) and len(self._in_specs) != len(args):
+            raise _weft.InvalidArgument(f"{self._name}: in_specs has {len(self._in_specs)} entries for "
+                                        f"{len(args)} arguments")
+        leaves, treedef = _tree.flatten(tuple(args))
+        specs = _spec_leaves(tuple(in_specs), tuple(args), "in_specs", self._name)
+        arrays = [_np.asarray(leaf) if not isinstance(leaf, _np.ndarray) else leaf for leaf in leaves]
+        types = []
+        for index, (array, spec) in enumerate(zip(arrays, specs)):
+            self._check_spec(spec, array.ndim, f"argument {index}")
+            types.append((array.dtype, self._block_shape(array.shape, spec, index)))
+        key = (treedef, tuple(types), tuple(specs))
+        entry = self._traced.get(key)
+        if entry is None:
+            entry = self._trace(types, specs, treedef)
+            self._traced[key] = entry
+        return entry, leaves, arrays, specs
+
+    # ---- specs and blocks --------------------------------------------------------------------------------
+    def _check_spec(self, spec, rank, what):
+        if not isinstance(spec, P):
+            raise _weft.InvalidArgument(f"{self._name}: the spec of {what} must be a weft.P, got {spec!r}")
+        if len(spec) > rank:
+            raise _weft.InvalidArgument(f"{self._name}: {spec!r} names {len(spec)} dimensions but {what} has rank "
+                                        f"{rank}")
+        seen = set()
+        for a in spec.axes():
+            if a not in self._mesh.shape:
+                raise _weft.InvalidArgument(f"{self._name}: {spec!r} of {what} names axis '{a}', which the mesh "
+                                            f"{self._mesh!r} does not have")
+            if a in seen:
+                raise _weft.InvalidArgument(f"{self._name}: {spec!r} of {what} names axis '{a}' twice")
+            seen.add(a)
+
+    def _block_shape(self, shape, spec, index):
+        block = list(shape)
+        for d, part in enumerate(spec):
+            n = int(_np.prod([self._mesh.shape[a] for a in part], dtype=_np.int64))
+            if block[d] % n:
+                raise _weft.InvalidArgument(
+                    f"{self._name}: argument {index} of shape {tuple(shape)} cannot be split by {spec!r}: dimension "
+                    f"{d} ({shape[d]}) is not a multiple of {n}, the size of mesh axes {part}")
+            block[d] //= n
+        return tuple(block)
+
+    def _split(self, array, spec):
+        """The blocks of `array` stacked by device: shape (*mesh sizes, *block), block [i, j, ...] the part
+        of the device at mesh coordinates (i, j, ...)."""
+        sizes = list(self._mesh.devices.shape)
+        names = list(self._mesh.axis_names)
+        # array's dimension d becomes (sizes of spec[d]'s axes..., block d); then the mesh axes go first, in
+        # mesh order, each named one taken from its place, each unnamed one broadcast.
+        shape, axis_dims = [], {}
+        for d in range(array.ndim):
+            part = spec[d] if d < len(spec) else ()
+            for a in part:
+                axis_dims[a] = len(shape)
+                shape.append(self._mesh.shape[a])
+            shape.append(array.shape[d] // int(_np.prod([self._mesh.shape[a] for a in part], dtype=_np.int64)))
+        split = array.reshape(shape)
+        block_dims = [k for k in range(len(shape)) if k not in axis_dims.values()]
+        order = [axis_dims[a] for a in names if a in axis_dims] + block_dims
+        moved = split.transpose(order)
+        # Unnamed mesh axes: a size-1 dimension broadcast to the axis' size.
+        full_shape, expand = [], []
+        for a, n in zip(names, sizes):
+            full_shape.append(n)
+            if a not in axis_dims:
+                expand.append(names.index(a))
+        for pos in expand:
+            moved = _np.expand_dims(moved, pos)
+        return _np.ascontiguousarray(_np.broadcast_to(moved, full_shape + list(moved.shape[len(sizes):])))
+
+    def _assemble(self, stacked, spec):
+        """The global array from the devices' blocks (stacked as (*mesh sizes, *block)): the axes the spec
+        names concatenated along their dimensions, the others read at index 0 (the same there by check_vma)."""
+        names = list(self._mesh.axis_names)
+        named = spec.axes()
+        index = tuple(slice(None) if a in named else 0 for a in names)
+        kept = [a for a in names if a in named]
+        blocks = stacked[index]  # (*kept mesh axes, *block)
+        rank = blocks.ndim - len(kept)
+        order, shape = [], []
+        for d in range(rank):
+            part = spec[d] if d < len(spec) else ()
+            for a in part:
+                order.append(kept.index(a))
+            order.append(len(kept) + d)
+            shape.append(blocks.shape[len(kept) + d] * int(_np.prod([self._mesh.shape[a] for a in part],
+                                                                      dtype=_np.int64)))
+        return _np.ascontiguousarray(blocks.transpose(order)).reshape(shape)
+
+    # ---- the program -------------------------------------------------------------------------------------
+    def _trace(self, types, specs, treedef):
+        mesh = [(a, int(n)) for a, n in self._mesh.shape.items()]
+        in_types = [(dtype, shape, tuple(sorted(spec.axes()))) for (dtype, shape), spec in zip(types, specs)]
+        program, out_def = trace_function(self._fun, in_types, treedef, mesh, self._name,
+                                          shard_map_rules=self._check_vma)
+        out_types = program.output_types
+        out_specs = _spec_leaves(self._out_specs, _tree.unflatten(out_def, list(range(len(out_types)))),
+                                 "out_specs", self._name)
+        for index, ((dtype, shape, varying), spec) in enumerate(zip(out_types, out_specs)):
+            self._check_spec(spec, len(shape), f"output {index}")
+            if self._check_vma:
+                missing = [a for a in varying if a not in spec.axes()]
+                if missing:
+                    raise _weft.InvalidArgument(
+                        f"{self._name}: output {index} ({_np.dtype(dtype).name}{list(shape)}) varies over mesh axes "
+                        f"{tuple(missing)} but its out_spec {spec!r} does not name them: the result would be one "
+                        f"device's block, not the same on every device (psum or all_gather it over "
+                        f"{tuple(missing)}, or name the axes in out_specs)")
+        # Replicated arguments (P()) go whole to every device; the engine needs one mapped argument to count
+        # the devices by, so when there is none the first goes as a stack of copies.
+        mapped = [bool(spec.axes()) for spec in specs]
+        if specs and not any(mapped):
+            mapped[0] = True
+        leaf_axes = [0 if m else None for m in mapped]
+        devices = list(self._mesh.devices.flat)
+        engine = _weft.ProgramPmap(program, "", mesh, leaf_axes, [], devices, self._name)
+        return engine, out_def, out_specs, program, mapped
+
+
+def shard_map(f, mesh, in_specs, out_specs, check_vma=True, check_rep=None, auto=frozenset()):
+    """jax.experimental.shard_map.shard_map: `f` on every device of `mesh`, each seeing its block of every
+    argument (in_specs), the blocks of its results put together by out_specs. `check_rep` is the older name
+    of check_vma (JAX's); `auto` (partial-auto sharding) is not supported."""
+    if auto:
+        raise _weft.InvalidArgument("shard_map: auto (partially automatic axes) is not supported by weft")
+    if check_rep is not None:
+        check_vma = bool(check_rep)
+    label = getattr(f, "__name__", None) or "f"
+    return _ShardMapped(f, mesh, in_specs, out_specs, bool(check_vma), f"shard_map({label})")

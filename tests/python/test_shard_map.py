@@ -1,0 +1,236 @@
+"""weft.shard_map, weft.Mesh, weft.P (issue 23, item 2): blocks in and out by PartitionSpec against numpy's own
+slicing, and shard_map's rule set under weft.grad (check_vma=True): the gradient of a pmean'ed (or psum'ed)
+loss with respect to parameters given as P() is the true global gradient (central differences of the whole
+loss in numpy), with one all-reduce per parameter in the differentiated program; FSDP's all_gather of
+sharded parameters transposes to one psum_scatter each; an output varying over an axis its spec leaves out is
+an error, as in JAX. Beside it, the same loss under pmap keeps JAX's pmap rules (n-scaled, issue 3970).
+"""
+import numpy as np
+import pytest
+
+import weft
+import weft.numpy as jnp
+from weft import P, lax
+
+from conftest import assert_close, numeric_grad
+
+
+@pytest.fixture(scope="module", autouse=True)
+def runtime():
+    return weft.init(device_count=8)
+
+
+def mesh_4x2():
+    return weft.Mesh(np.array(weft.devices()).reshape(4, 2), ("data", "model"))
+
+
+def mesh_8():
+    return weft.Mesh(np.array(weft.devices()), ("data",))
+
+
+RNG = np.random.default_rng(2323)
+
+
+# ---- blocks in and out ---------------------------------------------------------------------------------------
+def numpy_block(x, spec, coords, mesh):
+    """The block of x the device at mesh coordinates `coords` ({axis: index}) sees, by numpy slicing."""
+    index = []
+    for d in range(x.ndim):
+        part = spec[d] if d < len(spec) else ()
+        n, k = 1, 0
+        for a in part:  # major first
+            k = k * mesh.shape[a] + coords[a]
+            n *= mesh.shape[a]
+        size = x.shape[d] // n
+        index.append(slice(k * size, (k + 1) * size))
+    return x[tuple(index)]
+
+
+SPECS = [P("data"), P(None, "model"), P("data", "model"), P("model", "data"), P(("data", "model")),
+         P(("model", "data")), P()]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=repr)
+def test_each_device_sees_its_block_and_the_blocks_come_back_whole(spec):
+    mesh = mesh_4x2()
+    x = RNG.standard_normal((8, 8))
+    # Each device returns its block plus its device coordinates encoded, so a block in the wrong place shows.
+    def tag(block):
+        return block + 100.0 * lax.axis_index("data") + 1000.0 * lax.axis_index("model")
+
+    out_spec = spec if set(spec.axes()) == {"data", "model"} else P(*spec, *([None] * (2 - len(spec))))
+    got = weft.shard_map(lambda b: b * 1.0, mesh, in_specs=spec, out_specs=spec)(x)
+    np.testing.assert_array_equal(got, x)
+    if set(spec.axes()) == {"data", "model"}:
+        tagged = weft.shard_map(tag, mesh, in_specs=spec, out_specs=out_spec)(x)
+        for i in range(4):
+            for j in range(2):
+                want = numpy_block(x, spec, {"data": i, "model": j}, mesh) + 100.0 * i + 1000.0 * j
+                np.testing.assert_array_equal(numpy_block(tagged, spec, {"data": i, "model": j}, mesh), want)
+
+
+def test_a_block_sum_psummed_over_one_axis_stays_split_over_the_other():
+    mesh = mesh_4x2()
+    x = RNG.standard_normal((8, 6))
+    f = weft.shard_map(lambda b: lax.psum(b.sum(0, keepdims=True), "data"), mesh, in_specs=P("data", "model"),
+                       out_specs=P(None, "model"))
+    np.testing.assert_allclose(f(x), x.sum(0, keepdims=True), rtol=1e-12)
+
+
+def test_pytrees_of_arguments_with_a_spec_prefix():
+    mesh = mesh_8()
+    params = {"a": RNG.standard_normal((3,)), "b": RNG.standard_normal((2, 3))}
+    x = RNG.standard_normal((16, 3))
+    f = weft.shard_map(lambda p, x: {"y": x * p["a"] + p["b"].sum(0)}, mesh, in_specs=(P(), P("data")),
+                       out_specs={"y": P("data")})
+    np.testing.assert_allclose(f(params, x)["y"], x * params["a"] + params["b"].sum(0), rtol=1e-12)
+
+
+# ---- shard_map's rules under weft.grad ---------------------------------------------------------------------
+W1 = RNG.standard_normal((5, 4))
+B1 = RNG.standard_normal((4,))
+W2 = RNG.standard_normal((4, 3))
+XS = RNG.standard_normal((16, 5))
+YS = np.eye(3)[RNG.integers(0, 3, 16)]
+
+
+def local_loss(p, x, y):
+    h = jnp.tanh(x @ p["w1"] + p["b1"])
+    return jnp.mean((h @ p["w2"] - y) ** 2)
+
+
+def np_loss(p, x, y):
+    return np.mean((np.tanh(x @ p["w1"] + p["b1"]) @ p["w2"] - y) ** 2)
+
+
+PARAMS = {"w1": W1, "b1": B1, "w2": W2}
+
+
+@pytest.mark.parametrize("reduce", ["pmean", "psum"])
+def test_the_gradient_of_a_reduced_loss_is_the_true_global_gradient(reduce):
+    """pmean of the 8 local means is the global mean; psum of them 8 times it. Either way weft.grad under
+    shard_map gives the gradient of that global function (no n-scaling, unlike pmap)."""
+    mesh = mesh_8()
+
+    def step(p, x, y):
+        return weft.value_and_grad(lambda p: getattr(lax, reduce)(local_loss(p, x, y), "data"))(p)
+
+    loss, grads = weft.shard_map(step, mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P()))(
+        PARAMS, XS, YS)
+    factor = 8.0 if reduce == "psum" else 1.0
+    assert_close(loss, factor * np_loss(PARAMS, XS, YS), rtol=1e-12)
+    want = numeric_grad(lambda p: factor * np_loss(p, XS, YS), PARAMS)
+    for name in PARAMS:
+        assert_close(grads[name], want[name], rtol=1e-7)
+
+
+def test_the_same_psummed_loss_under_pmap_is_n_scaled_as_in_jax():
+    """JAX's issue 3970: inside pmap, psum's transpose is psum, so each replica's gradient of psum(loss) with
+    respect to a broadcast parameter is 8 times its own local gradient; shard_map gives the true one."""
+    def step(p, x, y):
+        return weft.grad(lambda p: lax.psum(local_loss(p, x, y), "data"))(p)
+
+    xs, ys = XS.reshape(8, 2, 5), YS.reshape(8, 2, 3)
+    per_replica = weft.pmap(step, axis_name="data", in_axes=(None, 0, 0))(PARAMS, xs, ys)
+    for r in (0, 5):
+        want = numeric_grad(lambda p: np_loss(p, xs[r], ys[r]), PARAMS)
+        for name in PARAMS:
+            assert_close(np.asarray(per_replica[name])[r], 8.0 * want[name], rtol=1e-6)
+
+
+def test_data_parallel_gradients_have_one_all_reduce_per_parameter():
+    mesh = mesh_8()
+    grad_step = weft.shard_map(lambda p, x, y: weft.grad(lambda p: lax.pmean(local_loss(p, x, y), "data"))(p),
+                               mesh, in_specs=(P(), P("data"), P("data")), out_specs=P())
+    program = weft.make_program(grad_step)(PARAMS, XS, YS)
+    assert program.count("psum") == len(PARAMS), program
+    assert program.count("pmean") == 0  # the loss itself is not an output: dead
+    assert "pvary" in program.equations  # the parameters, typed as varying where they meet the data
+
+
+def test_fsdp_all_gather_transposes_to_one_psum_scatter_per_parameter():
+    """Parameters sharded over 'data' (P('data')), gathered whole at use: their gradients come back as the
+    shards of the true gradient, each by one psum_scatter."""
+    mesh = mesh_8()
+    p = {"w1": RNG.standard_normal((8, 4)), "w2": RNG.standard_normal((8, 3))}
+    x = RNG.standard_normal((16, 8))
+    y = RNG.standard_normal((16, 3))
+
+    def loss(shards, x, y):
+        w1 = lax.all_gather(shards["w1"], "data", tiled=True)
+        w2 = lax.all_gather(shards["w2"], "data", tiled=True)
+        h = jnp.tanh(x @ w1)
+        return lax.pmean(jnp.mean((h @ w2[:4] - y) ** 2), "data")
+
+    grad_step = weft.shard_map(lambda s, x, y: weft.grad(loss)(s, x, y), mesh, in_specs=(P("data"), P("data"),
+                               P("data")), out_specs=P("data"))
+    grads = grad_step(p, x, y)
+
+    def np_whole(q):
+        return np.mean((np.tanh(x @ q["w1"]) @ q["w2"][:4] - y) ** 2)
+
+    want = numeric_grad(np_whole, p)
+    for name in p:
+        assert_close(grads[name], want[name], rtol=1e-7)
+    program = weft.make_program(grad_step)(p, x, y)
+    assert program.count("psum_scatter") == 2 and program.count("psum") == 0, program
+
+
+def test_megatron_block_on_a_2d_mesh_gives_the_true_gradient():
+    """Tensor parallel over 'model' (w1 by columns, w2 by rows), data parallel over 'data': the gradients of
+    the global mean loss, with the f/g pair coming from pvary / psum's transposes."""
+    mesh = mesh_4x2()
+    p = {"w1": RNG.standard_normal((5, 6)), "w2": RNG.standard_normal((6, 3))}
+    x = RNG.standard_normal((8, 5))
+    y = RNG.standard_normal((8, 3))
+
+    def loss(q, x, y):
+        h = jnp.tanh(x @ q["w1"])                      # [rows, 3]: this device's columns
+        out = lax.psum(h @ q["w2"], "model")           # the row-parallel product, summed over 'model'
+        return lax.pmean(jnp.mean((out - y) ** 2), "data")
+
+    specs = ({"w1": P(None, "model"), "w2": P("model")}, P("data"), P("data"))
+    grads = weft.shard_map(lambda q, x, y: weft.grad(loss)(q, x, y), mesh, in_specs=specs,
+                           out_specs={"w1": P(None, "model"), "w2": P("model")})(p, x, y)
+    want = numeric_grad(lambda q: np.mean((np.tanh(x @ q["w1"]) @ q["w2"] - y) ** 2), p)
+    for name in p:
+        assert_close(grads[name], want[name], rtol=1e-7)
+
+
+# ---- errors ----------------------------------------------------------------------------------------------------
+def test_an_output_varying_over_an_axis_its_spec_omits_is_refused():
+    f = weft.shard_map(lambda x: x * 2, mesh_8(), in_specs=P("data"), out_specs=P())
+    with pytest.raises(weft.InvalidArgument,
+                       match=r"output 0 \(float64\[2\]\) varies over mesh axes \('data',\) but its out_spec P\(\) "
+                             r"does not name them"):
+        f(np.ones(16))
+
+
+def test_check_vma_false_keeps_pmap_rules_and_allows_unchecked_outputs():
+    f = weft.shard_map(lambda x: x * 2, mesh_8(), in_specs=P("data"), out_specs=P(), check_vma=False)
+    np.testing.assert_array_equal(f(np.arange(16.0)), np.arange(2.0) * 2)  # device 0's block
+
+
+@pytest.mark.parametrize("make,call,message", [
+    (lambda: weft.shard_map(lambda x: x, mesh_8(), in_specs=P("rows"), out_specs=P("rows")),
+     lambda f: f(np.ones(8)), r"P\('rows'\) of argument 0 names axis 'rows', which the mesh Mesh\('data': 8\) "
+                              r"does not have"),
+    (lambda: weft.shard_map(lambda x: x, mesh_8(), in_specs=P("data"), out_specs=P("data")),
+     lambda f: f(np.ones(12)), r"argument 0 of shape \(12,\) cannot be split by P\('data'\): dimension 0 \(12\) "
+                               r"is not a multiple of 8"),
+    (lambda: weft.shard_map(lambda x: lax.psum(x, "data", axis_index_groups=[[0, 1, 2, 3], [4, 5, 6, 7]]),
+                            mesh_8(), in_specs=P("data"), out_specs=P("data")),
+     lambda f: f(np.ones(8)), r"psum with axis_index_groups under shard_map: shard_map has no groups"),
+    (lambda: weft.shard_map(lambda x: x, mesh_8(), in_specs=(P("data"), P()), out_specs=P("data")),
+     lambda f: f(np.ones(8)), r"in_specs has 2 entries for 1 arguments"),
+])
+def test_misuse_is_named(make, call, message):
+    with pytest.raises(weft.InvalidArgument, match=message):
+        call(make())
+
+
+def test_mesh_checks_its_names():
+    with pytest.raises(weft.InvalidArgument, match=r"a 2-d array of devices needs 2 axis names"):
+        weft.Mesh(np.array(weft.devices()).reshape(4, 2), ("data",))
+    mesh = mesh_4x2()
+    assert mesh.shape == {"data": 4, "model": 2} and mesh.size == 8
