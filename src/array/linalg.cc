@@ -115,6 +115,32 @@ void run_matmul(const Array& a, const Array& b, Array& out, const Shape& batch, 
   });
 }
 
+// bfloat16 products on oneDNN's bfloat16 kernels (AVX512-BF16 or AMX), when it has them here: the library, or
+// null (then bfloat16 computes as float32, converted exactly). WEFT_GEMM choosing another library than oneDNN
+// leaves oneDNN unloaded, and so turns this off too.
+const onednn::Library* bf16_library() {
+  static const onednn::Library* const library = [] {
+    const onednn::Library* lib = blas::backend().onednn;
+    return lib != nullptr && !onednn::bf16_kernels(*lib).empty() ? lib : nullptr;
+  }();
+  return library;
+}
+
+// The batched bfloat16 product, float32 out (rounded by the caller); products too small for a library call
+// (blas::worth_gemm) convert their operands and take Eigen's float32 GEMM, as the float32 path does.
+void run_matmul_bf16(const onednn::Library& library, const Array& a, const Array& b, Array& out, const Shape& batch,
+                     const Shape& a_batch, const Shape& b_batch, Index m, Index k, Index n, bool ta, bool tb) {
+  const auto* pa = reinterpret_cast<const std::uint16_t*>(a.bytes());
+  const auto* pb = reinterpret_cast<const std::uint16_t*>(b.bytes());
+  float* pc = reinterpret_cast<float*>(out.mutable_bytes());
+  const std::vector<std::int64_t> sa = broadcast_strides(a_batch, batch);
+  const std::vector<std::int64_t> sb = broadcast_strides(b_batch, batch);
+  const std::int64_t a_size = m * k, b_size = k * n, c_size = m * n;
+  for_each_broadcast(batch, sa, sb, [&](std::int64_t o, std::int64_t ia, std::int64_t ib) {
+    onednn::matmul_bf16(library, pa + ia * a_size, pb + ib * b_size, pc + o * c_size, m, k, n, ta, tb);
+  });
+}
+
 // ---- transpose ---------------------------------------------------------------------------------------------
 
 // Copies an n-d permutation given as compressed dims (no size-1 axes, no two neighbours that stay neighbours):
@@ -192,8 +218,13 @@ std::string matmul_backend() {
   auto part = [&](const std::string& library, const std::string& eigen_why) {
     return library.empty() ? eigen + " (" + eigen_why + ")" : library;
   };
+  const onednn::Library* bf16 = bf16_library();
+  const std::string bfloat16 =
+      bf16 != nullptr ? "oneDNN (" + onednn::bf16_kernels(*bf16) + " kernels, float32 accumulation)"
+                      : "as float32 (oneDNN has no bfloat16 kernels for this CPU, or is not used)";
   return "float32: " + part(backend.float32, backend.eigen_float32) + "; float64: " +
-         part(backend.float64, backend.eigen_float64) + "; from 32^3 multiply-adds, " + eigen + " below";
+         part(backend.float64, backend.eigen_float64) + "; bfloat16: " + bfloat16 + "; from 32^3 multiply-adds, " +
+         eigen + " below";
 }
 
 Array matmul(const Array& a, const Array& b, MatmulOptions options) {
@@ -241,6 +272,16 @@ Array matmul(const Array& a, const Array& b, MatmulOptions options) {
   }
 
   const DType dtype = promote_types(a.dtype(), b.dtype());
+  if (a.dtype() == DType::bf16 && b.dtype() == DType::bf16 && blas::worth_gemm(m, ka, n)) {
+    if (const onednn::Library* library = bf16_library()) {
+      Array out = Array::empty(out_shape, DType::f32);
+      if (out.size() > 0) {
+        const blas::CallSlot slot;
+        run_matmul_bf16(*library, a, b, out, batch, a_batch, b_batch, m, ka, n, ta, tb);
+      }
+      return out.astype(DType::bf16);
+    }
+  }
   const DType compute = compute_dtype(dtype);
   const Array x = a.astype(compute);
   const Array y = b.astype(compute);

@@ -33,6 +33,13 @@ void matmul_f32(const Library&, const float*, const float*, float*, std::int64_t
   throw Error("matmul: weft was built without oneDNN");
 }
 
+void matmul_bf16(const Library&, const std::uint16_t*, const std::uint16_t*, float*, std::int64_t, std::int64_t,
+                 std::int64_t, bool, bool) {
+  throw Error("matmul: weft was built without oneDNN");
+}
+
+std::string bf16_kernels(const Library&) { return ""; }
+
 #else
 
 namespace {
@@ -109,14 +116,16 @@ class Library {
   // a handful of shapes; creating one costs 5-30 us, as much as a small product). A program whose shapes
   // keep changing would grow the cache without end, so past kMaxKept shapes it starts over; callers hold
   // their primitive by shared_ptr, so one in use outlives its eviction.
-  std::shared_ptr<const Primitive> primitive(std::int64_t m, std::int64_t k, std::int64_t n, bool ta,
-                                             bool tb) const {
-    const Key key{m, k, n, ta, tb};
+  // `bf16`: bfloat16 operands with a float32 result (accumulated in float32 by the kernel), else float32 all
+  // through.
+  std::shared_ptr<const Primitive> primitive(std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
+                                             bool bf16 = false) const {
+    const Key key{m, k, n, ta, tb, bf16};
     {
       const std::shared_lock read(mutex_);
       if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
     }
-    std::shared_ptr<const Primitive> made = create(m, k, n, ta, tb);
+    std::shared_ptr<const Primitive> made = create(m, k, n, ta, tb, bf16);
     const std::unique_lock write(mutex_);
     if (cache_.size() >= kMaxKept) cache_.clear();
     return cache_.emplace(key, std::move(made)).first->second;
@@ -124,11 +133,12 @@ class Library {
   static constexpr std::size_t kMaxKept = 256;
 
  private:
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool>;
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, bool>;
   mutable std::shared_mutex mutex_;
   mutable std::map<Key, std::shared_ptr<const Primitive>> cache_;
 
-  std::unique_ptr<Primitive> create(std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb) const {
+  std::unique_ptr<Primitive> create(std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
+                                    bool bf16) const {
     auto p = std::make_unique<Primitive>();
     p->api = &api;
     // Row-major operands as stored: op(A) (m, k) reads A (m, k) with strides (k, 1), or A (k, m) transposed
@@ -136,8 +146,9 @@ class Library {
     const dnnl_dims_t a_dims = {m, k}, a_strides = {ta ? 1 : k, ta ? m : 1};
     const dnnl_dims_t b_dims = {k, n}, b_strides = {tb ? 1 : n, tb ? k : 1};
     const dnnl_dims_t c_dims = {m, n}, c_strides = {n, 1};
-    check(api.memory_desc_init_by_strides(&p->a, 2, a_dims, dnnl_f32, a_strides), "memory_desc_init", m, k, n);
-    check(api.memory_desc_init_by_strides(&p->b, 2, b_dims, dnnl_f32, b_strides), "memory_desc_init", m, k, n);
+    const dnnl_data_type_t in = bf16 ? dnnl_bf16 : dnnl_f32;
+    check(api.memory_desc_init_by_strides(&p->a, 2, a_dims, in, a_strides), "memory_desc_init", m, k, n);
+    check(api.memory_desc_init_by_strides(&p->b, 2, b_dims, in, b_strides), "memory_desc_init", m, k, n);
     check(api.memory_desc_init_by_strides(&p->c, 2, c_dims, dnnl_f32, c_strides), "memory_desc_init", m, k, n);
     dnnl_matmul_desc_t desc;
     check(api.matmul_desc_init(&desc, &p->a, &p->b, nullptr, &p->c), "matmul_desc_init", m, k, n);
@@ -243,9 +254,11 @@ const Library* load(std::string& description, std::string& why, bool& jit) {
   return loaded.library.get();
 }
 
-void matmul_f32(const Library& library, const float* a, const float* b, float* c, std::int64_t m, std::int64_t k,
-                std::int64_t n, bool transpose_a, bool transpose_b) {
-  const std::shared_ptr<const Primitive> kept = library.primitive(m, k, n, transpose_a, transpose_b);
+namespace {
+
+void run(const Library& library, const void* a, const void* b, float* c, std::int64_t m, std::int64_t k,
+         std::int64_t n, bool transpose_a, bool transpose_b, bool bf16) {
+  const std::shared_ptr<const Primitive> kept = library.primitive(m, k, n, transpose_a, transpose_b, bf16);
   const Primitive& p = *kept;
   ThreadState& state = thread_state(library);
   if (state.scratch.size() < p.scratch_bytes) state.scratch.resize(p.scratch_bytes);
@@ -262,8 +275,8 @@ void matmul_f32(const Library& library, const float* a, const float* b, float* c
       }
     }
   } release{api, memories};
-  check(api.memory_create(&memories[0], &p.a, library.engine, const_cast<float*>(a)), "memory_create", m, k, n);
-  check(api.memory_create(&memories[1], &p.b, library.engine, const_cast<float*>(b)), "memory_create", m, k, n);
+  check(api.memory_create(&memories[0], &p.a, library.engine, const_cast<void*>(a)), "memory_create", m, k, n);
+  check(api.memory_create(&memories[1], &p.b, library.engine, const_cast<void*>(b)), "memory_create", m, k, n);
   check(api.memory_create(&memories[2], &p.c, library.engine, c), "memory_create", m, k, n);
   dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, memories[0]}, {DNNL_ARG_WEIGHTS, memories[1]}, {DNNL_ARG_DST, memories[2]}};
   int nargs = 3;
@@ -274,6 +287,39 @@ void matmul_f32(const Library& library, const float* a, const float* b, float* c
   }
   check(api.primitive_execute(p.primitive, state.stream, nargs, args), "primitive_execute", m, k, n);
 }
+
+// The kernels oneDNN's bfloat16 matmul runs here, once per process: "" when it has only reference loops for
+// this CPU (no AVX512-BF16 or AMX: then weft's float32 path is faster and bfloat16 goes through it).
+const std::string& bf16_kernels_once(const Library& library) {
+  static const std::string& kernels = *new std::string([&]() -> std::string {
+    try {
+      const std::shared_ptr<const Primitive> probe = library.primitive(64, 64, 64, false, false, true);
+      const char* impl = nullptr;
+      if (library.api.primitive_desc_query(probe->pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) {
+        return "";
+      }
+      const std::string name = impl;
+      return name.find("ref") != std::string::npos ? "" : name;
+    } catch (const Error&) {
+      return "";
+    }
+  }());
+  return kernels;
+}
+
+}  // namespace
+
+void matmul_f32(const Library& library, const float* a, const float* b, float* c, std::int64_t m, std::int64_t k,
+                std::int64_t n, bool transpose_a, bool transpose_b) {
+  run(library, a, b, c, m, k, n, transpose_a, transpose_b, false);
+}
+
+void matmul_bf16(const Library& library, const std::uint16_t* a, const std::uint16_t* b, float* c, std::int64_t m,
+                 std::int64_t k, std::int64_t n, bool transpose_a, bool transpose_b) {
+  run(library, a, b, c, m, k, n, transpose_a, transpose_b, true);
+}
+
+std::string bf16_kernels(const Library& library) { return bf16_kernels_once(library); }
 
 #endif
 

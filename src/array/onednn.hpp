@@ -35,4 +35,14 @@ const Library* load(std::string& description, std::string& why, bool& jit);
 void matmul_f32(const Library& library, const float* a, const float* b, float* c, std::int64_t m, std::int64_t k,
                 std::int64_t n, bool transpose_a, bool transpose_b);
 
+// The same with bfloat16 operands (their bits) and a float32 result, accumulated in float32 by oneDNN's
+// AVX512-BF16 / AMX kernels: the caller rounds it to bfloat16 once (as the float32 path does), so only the
+// order of the float32 sums differs from converting the operands and running matmul_f32.
+void matmul_bf16(const Library& library, const std::uint16_t* a, const std::uint16_t* b, float* c, std::int64_t m,
+                 std::int64_t k, std::int64_t n, bool transpose_a, bool transpose_b);
+
+// The implementation oneDNN's bfloat16 matmul picks on this CPU ("brg:avx512_core_bf16", "brg:avx512_core_amx"),
+// or "" when it has only reference loops here (then bfloat16 products take the float32 path).
+std::string bf16_kernels(const Library& library);
+
 }  // namespace weft::onednn

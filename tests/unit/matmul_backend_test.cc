@@ -184,6 +184,56 @@ TEST(MatmulBackend, LargeProductsMatchTheReferenceInEveryTransposeCombination) {
   }
 }
 
+// bfloat16 products of BLAS size in every transpose combination (oneDNN's bfloat16 kernels where this CPU has
+// them, else the float32 path), against a double-precision triple loop over the same bfloat16 values: float32
+// accumulation (k * 2^-24 of the sum of |terms|) and one rounding to bfloat16 (2^-8 of the result); also
+// batched, with a broadcast batch.
+TEST(MatmulBackend, Bfloat16ProductsRoundOnceFromFloat32Sums) {
+  const std::int64_t m = 37, k = 70, n = 53;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const Array a = testing::SampleReals(ta ? Shape{3, k, m} : Shape{3, m, k}, DType::bf16, 5);
+      const Array b = testing::SampleReals(tb ? Shape{n, k} : Shape{k, n}, DType::bf16, 6);
+      const Array c = matmul(a, b, {ta, tb});
+      ASSERT_EQ(c.dtype(), DType::bf16);
+      ASSERT_EQ(c.shape(), (Shape{3, m, n}));
+      double worst = 0;
+      for (std::int64_t q = 0; q < 3; ++q) {
+        for (std::int64_t i = 0; i < m; ++i) {
+          for (std::int64_t j = 0; j < n; ++j) {
+            double want = 0, scale = 0;
+            for (std::int64_t p = 0; p < k; ++p) {
+              const double x = a.value_at(q * m * k + (ta ? p * m + i : i * k + p));
+              const double y = b.value_at(tb ? j * k + p : p * n + j);
+              want += x * y;
+              scale += std::abs(x * y);
+            }
+            const double bound = 0x1p-8 * std::abs(want) + 4 * k * 0x1p-24 * scale + 1e-300;
+            worst = std::max(worst, std::abs(c.value_at((q * m + i) * n + j) - want) / bound);
+          }
+        }
+      }
+      EXPECT_LE(worst, 1.0) << (ta ? "a.T" : "a") << (tb ? " @ b.T" : " @ b") << " on " << matmul_backend();
+    }
+  }
+}
+
+// Where oneDNN runs (the default setting, and WEFT_GEMM=onednn) on a CPU with AVX512-BF16, bfloat16 products
+// go to its bfloat16 kernels, and matmul_backend() says so; elsewhere it says they compute as float32.
+TEST(MatmulBackend, Bfloat16NamesItsKernels) {
+  const std::string backend = matmul_backend();
+  SCOPED_TRACE(backend);
+  const char* setting = std::getenv("WEFT_GEMM");
+  const bool onednn = backend.rfind("float32: oneDNN", 0) == 0;
+  const bool cpu_bf16 = __builtin_cpu_supports("avx512bf16");
+  if (onednn && cpu_bf16) {
+    EXPECT_NE(backend.find("; bfloat16: oneDNN (brg:avx512_core_"), std::string::npos);
+    EXPECT_NE(backend.find("kernels, float32 accumulation)"), std::string::npos);
+  } else if (!onednn && backend.rfind("float32: ", 0) == 0) {  // (Eigen alone names no dtypes)
+    EXPECT_NE(backend.find("; bfloat16: as float32"), std::string::npos) << (setting ? setting : "default");
+  }
+}
+
 // More distinct shapes than the oneDNN backend keeps primitives for (it starts over past 256): every product
 // stays right, before and after the cache is cleared.
 TEST(MatmulBackend, ManyDistinctShapesStayRight) {
