@@ -69,8 +69,11 @@ int main(int argc, char** argv) {
   app.add_option("--train-limit", config.train_limit, "use only the first N training images (0: all)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batch", config.global_batch, "global batch")->check(CLI::PositiveNumber);
-  app.add_option("--dtype", config.dtype, "parameters and arithmetic: f32, or f64 to compare layouts over many steps")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, weft::DType>{{"f32", weft::DType::f32}, {"f64", weft::DType::f64}}));
+  app.add_option("--dtype", config.dtype,
+                 "parameters and arithmetic: f32; f64 to compare layouts over many steps; bf16: mixed precision "
+                 "(float32 parameters and optimizer state, the passes in bfloat16, gradients cast back)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, weft::DType>{
+          {"f32", weft::DType::f32}, {"f64", weft::DType::f64}, {"bf16", weft::DType::bf16}}));
   app.add_option("--lr", config.learning_rate, "learning rate");
   app.add_option("--momentum", config.momentum, "SGD momentum");
   app.add_option("--seed", config.seed, "seed of the initialisation and the data order");
@@ -80,6 +83,12 @@ int main(int argc, char** argv) {
   app.add_option("--resume", config.resume_path, "continue from this checkpoint (same layout, seed and batch)");
   app.add_flag("--json", json, "print a JSON summary as the last line");
   CLI11_PARSE(app, argc, argv);
+  if (config.dtype == weft::DType::bf16) {  // --dtype bf16: the mixed-precision policy, not bf16 parameters
+    config.dtype = weft::DType::f32;
+    config.compute_dtype = weft::DType::bf16;
+  } else {
+    config.compute_dtype = config.dtype;
+  }
 
   try {
     weft::Runtime runtime;

@@ -187,19 +187,25 @@ struct Trainer::Impl {
   Array data_sum(Replica& r, const Array& x) const { return data_ranks > 1 ? r.all_reduce(x, data_groups) : x; }
 
   // This replica's parameters: its variables' values, or (ZeRO) the weights all-gathered from the shards.
+  // The parameters in the passes' dtype (cast at use under mixed precision).
   Parameters acquire(Replica& r) const {
     Parameters p;
-    for (int i = 0; i < kNumParameters; ++i)
+    for (int i = 0; i < kNumParameters; ++i) {
       p[i] = config.zero ? r.gather_shards(r.remote_load(buffers[i], 0), data_groups, local_shapes[i]) : r.value(weights[i]);
+      if (mixed()) p[i] = p[i].astype(config.compute_dtype);
+    }
     return p;
   }
+  bool mixed() const { return config.compute_dtype != config.dtype; }
+  // A gradient, loss or delta of the passes in the parameters' dtype (a no-op without mixed precision).
+  Array to_param_dtype(const Array& x) const { return x.dtype() == config.dtype ? x : x.astype(config.dtype); }
 
   // The batch's images in the training dtype: the host streams each replica the indices of its rows, and the
   // replica takes them from the split (one array in host memory that every replica reads). The replicas
   // gather their rows in parallel instead of the host copying the whole batch while they wait.
   Array images(Replica& r, const Split& split) const {
     Array x = weft::take(split.images, r.host_load(rows_in), 0);
-    return x.dtype() == config.dtype ? x : x.astype(config.dtype);
+    return x.dtype() == config.compute_dtype ? x : x.astype(config.compute_dtype);
   }
 
   // Data parallelism with the update sharded over the data ranks (used when every weight's rows divide over
@@ -231,8 +237,8 @@ struct Trainer::Impl {
     // The loss and the bias gradients are small: one all-reduce for the four (each replica meets the others
     // once per collective, and a meeting costs more than these sums).
     const std::int64_t hidden = config.shape.hidden;
-    const Array sums =
-        data_sum(r, Array::concatenate({d.loss.reshape({1}), d.d_z1.sum(0), d.d_z2.sum(0), d.d_logits.sum(0)}));
+    const Array sums = data_sum(
+        r, to_param_dtype(Array::concatenate({d.loss.reshape({1}), d.d_z1.sum(0), d.d_z2.sum(0), d.d_logits.sum(0)})));
     const Array bias_grads[3] = {sums.slice(1, 1 + hidden), sums.slice(1 + hidden, 1 + 2 * hidden),
                                  sums.slice(1 + 2 * hidden, sums.shape()[0])};
     auto gather = [&](const Array& x, int axis) { return r.all_gather(x, data_groups, axis, /*tiled=*/true); };
@@ -252,7 +258,8 @@ struct Trainer::Impl {
     for (int l = 0; l < 3; ++l) {
       Layer& layer = layers[l];
       const std::int64_t rows = local_shapes[layer.weight][0] / data_ranks, begin = rank * rows;
-      const Array grad = weft::matmul(layer.input.slice_axis(1, begin, begin + rows), layer.delta, {.transpose_a = true});
+      const Array grad = to_param_dtype(
+          weft::matmul(layer.input.slice_axis(1, begin, begin + rows), layer.delta, {.transpose_a = true}));
       layer.input = layer.delta = Array();
       // This rank's rows of the new weight (its velocity rows are its shard, updated in place), gathered.
       r.value(weights[layer.weight]) =
@@ -273,8 +280,9 @@ struct Trainer::Impl {
     StepResult s = autodiff ? (*autodiff)(&r, p, images, labels, config.global_batch)
                             : forward_backward(p, images, labels, config.global_batch, model_sum(r));
     p = Parameters{};  // drop the references so that the updates below write in place
-    const Array loss = data_sum(r, s.loss);
+    const Array loss = data_sum(r, to_param_dtype(s.loss));
     for (int i = 0; i < kNumParameters; ++i) {
+      s.grads[i] = to_param_dtype(s.grads[i]);
       if (config.zero) {
         const Array grad = r.replicated_reduce_scatter(s.grads[i], data_groups, weft::ReduceOp::sum);
         s.grads[i] = Array();

@@ -309,7 +309,8 @@ Array Array::full(const Shape& shape, double value, DType dtype) {
     using S = typename decltype(tag)::type;
     const S v = Traits<S>::from_double(value);
     S* p = mutable_elements<S>(out);
-    for (std::int64_t i = 0; i < out.size(); ++i) p[i] = v;
+    const std::int64_t n = out.size();  // once: size() is out of line
+    for (std::int64_t i = 0; i < n; ++i) p[i] = v;
   });
   return out;
 }
@@ -359,14 +360,31 @@ Array Array::astype(DType dtype) const {
   if (dtype == dtype_) return *this;
   if (trace_) [[unlikely]] return detail::record1("astype", {*this}, {{"dtype", dtype}});
   Array out = empty(shape_, dtype);
-  if (out.size() == 0) return out;
+  // The count once: size() is out of line (num_elements of the shape), and in a loop condition it cost 20x
+  // the conversion itself.
+  const std::int64_t n = out.size();
+  if (n == 0) return out;
+  // Mixed precision casts parameters and gradients between float32 and bfloat16 every step: plain loops the
+  // compiler vectorises (the same conversions as convert<>'s, without its per-element dispatch).
+  if (dtype_ == DType::f32 && dtype == DType::bf16) {
+    const float* src = reinterpret_cast<const float*>(bytes());
+    auto* dst = reinterpret_cast<std::uint16_t*>(out.mutable_bytes());
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = float_to_bf16(src[i]);
+    return out;
+  }
+  if (dtype_ == DType::bf16 && dtype == DType::f32) {
+    const auto* src = reinterpret_cast<const std::uint16_t*>(bytes());
+    float* dst = reinterpret_cast<float*>(out.mutable_bytes());
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+    return out;
+  }
   dispatch(dtype_, [&](auto from_tag) {
     using From = typename decltype(from_tag)::type;
     dispatch(dtype, [&](auto to_tag) {
       using To = typename decltype(to_tag)::type;
       const From* src = elements<From>(*this);
       To* dst = mutable_elements<To>(out);
-      for (std::int64_t i = 0; i < size(); ++i) dst[i] = convert<From, To>(src[i]);
+      for (std::int64_t i = 0; i < n; ++i) dst[i] = convert<From, To>(src[i]);
     });
   });
   return out;
@@ -412,7 +430,8 @@ Array Array::operator-() const {
     using C = compute_t<S>;
     const S* src = elements<S>(*this);
     S* dst = mutable_elements<S>(out);
-    for (std::int64_t i = 0; i < size(); ++i) {
+    const std::int64_t n = out.size();  // once: size() is out of line
+    for (std::int64_t i = 0; i < n; ++i) {
       if constexpr (std::is_floating_point_v<C>) {
         dst[i] = T::store(-T::load(src[i]));  // exact, keeps the sign of zero
       } else {
@@ -438,7 +457,8 @@ Array Array::operator~() const {
     if constexpr (std::is_integral_v<C>) {
       const S* src = elements<S>(*this);
       S* dst = mutable_elements<S>(out);
-      for (std::int64_t i = 0; i < size(); ++i) {
+      const std::int64_t n = out.size();  // once: size() is out of line
+      for (std::int64_t i = 0; i < n; ++i) {
         if constexpr (std::is_same_v<C, bool>) {
           dst[i] = T::store(!T::load(src[i]));
         } else {

@@ -300,7 +300,8 @@ Array abs_bits16(const Array& x) {
   Array out = Array::empty(x.shape(), x.dtype());
   const auto* in = reinterpret_cast<const std::uint16_t*>(x.bytes());
   auto* po = reinterpret_cast<std::uint16_t*>(out.mutable_bytes());
-  for (std::int64_t i = 0; i < x.size(); ++i) po[i] = static_cast<std::uint16_t>(in[i] & 0x7FFF);
+  const std::int64_t n = x.size();  // once: size() is out of line
+  for (std::int64_t i = 0; i < n; ++i) po[i] = static_cast<std::uint16_t>(in[i] & 0x7FFF);
   return out;
 }
 

@@ -144,14 +144,6 @@ std::uint16_t float_to_half(float value) {
   return static_cast<std::uint16_t>(sign | out);
 }
 
-float bf16_to_float(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
-
-std::uint16_t float_to_bf16(float value) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(value);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((x >> 16) | 0x0040u);  // quiet nan
-  const std::uint32_t rounding = 0x7FFFu + ((x >> 16) & 1u);
-  return static_cast<std::uint16_t>((x + rounding) >> 16);
-}
 
 namespace {
 // double -> float rounding to odd: exact when representable, otherwise the neighbour with an odd last bit.
