@@ -28,9 +28,11 @@
 
 namespace {
 
-nlohmann::json summary_json(const mnist::TrainResult& r, int epochs) {
+nlohmann::json summary_json(const mnist::TrainResult& r, const mnist::TrainConfig& config) {
   auto number = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
-  return {{"epochs", epochs},
+  return {{"epochs", config.epochs},
+          {"param_dtype", std::string(weft::dtype_name(config.dtype))},
+          {"compute_dtype", std::string(weft::dtype_name(config.compute_dtype))},
           {"devices", r.devices},
           {"instances", r.instances},
           {"data_parallel", r.data_parallel},
@@ -116,7 +118,7 @@ int main(int argc, char** argv) {
                   result.zero ? ", zero" : "", result.instances, result.instances == 1 ? "" : "s", result.final_loss,
                   result.test_accuracy, result.samples_per_s, result.step_ms);
       std::printf("matmul: %s\n", weft::matmul_backend().c_str());
-      if (json) std::printf("%s\n", summary_json(result, config.epochs).dump().c_str());
+      if (json) std::printf("%s\n", summary_json(result, config).dump().c_str());
     }
     return 0;
   } catch (const std::exception& e) {
