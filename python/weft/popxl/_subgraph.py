@@ -69,6 +69,9 @@ def _as_input(arg, name):
     return arg
 
 
+_POSITIONAL = (_inspect.Parameter.POSITIONAL_ONLY, _inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
 def _parameter_names(fn, args, kwargs):
     """fn's parameter name for each positional argument (PopXL names the inputs after them), else None."""
     try:
@@ -81,7 +84,7 @@ def _parameter_names(fn, args, kwargs):
         kind = signature.parameters[name].kind
         if kind is _inspect.Parameter.VAR_POSITIONAL:
             names += [f"{name}{k}" for k in range(len(value))]
-        elif kind in (_inspect.Parameter.POSITIONAL_ONLY, _inspect.Parameter.POSITIONAL_OR_KEYWORD) and name not in kwargs:
+        elif kind in _POSITIONAL and name not in kwargs:
             names.append(name)
     return (names + [None] * len(args))[:len(args)]
 

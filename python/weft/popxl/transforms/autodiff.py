@@ -80,13 +80,14 @@ class GradGraphInfo:
             grad_call_info).items()}
 
     def __repr__(self):
-        return (f"GradGraphInfo({self.graph.name!r} of {self.forward_graph.name!r}, inputs={list(self.expected_inputs)}, "
-                f"outputs={list(self.expected_outputs)})")
+        return (f"GradGraphInfo({self.graph.name!r} of {self.forward_graph.name!r}, "
+                f"inputs={list(self.expected_inputs)}, outputs={list(self.expected_outputs)})")
 
 
 def _check_graph(graph):
     if not isinstance(graph, Graph):
-        raise TypeError(f"{_OP}: {graph!r} is not a popxl.Graph (ir.create_graph makes the subgraphs it differentiates)")
+        raise TypeError(f"{_OP}: {graph!r} is not a popxl.Graph (ir.create_graph makes the subgraphs it "
+                        "differentiates)")
     if not graph.is_subgraph:
         raise ValueError(f"{_OP}: graph {graph.name!r} is the main graph; autodiff differentiates a subgraph "
                          "(ir.create_graph), whose inputs and outputs say what to differentiate")
@@ -144,8 +145,9 @@ def _grad_graph(graph, provided, required):
                                    f"{fwd_outs[k].name}_grad"))
     for t in fwd_ins:
         grad._inputs.append(Tensor(grad, grad._new_value(t.shape, t._value.dtype), t.name, t.meta_shape))
+    out_types = [(fwd_ins[k].shape, fwd_ins[k]._value.dtype) for k in required]
     outs = grad._record("program", {"program": _grad_program(graph, provided, required), "forward": graph},
-                        [t._value for t in grad._inputs], [(fwd_ins[k].shape, fwd_ins[k]._value.dtype) for k in required])
+                        [t._value for t in grad._inputs], out_types)
     grad._outputs = [Tensor(grad, v, f"{fwd_ins[k].name}_grad", fwd_ins[k].meta_shape) for v, k in zip(outs, required)]
     return grad
 
