@@ -4,10 +4,15 @@ tutorials do it (ops.call(grad_info.graph, dy, inputs_dict=grad_info.inputs_dict
 streamed to the host. The expectations are closed-form gradients computed here with numpy from the replicas'
 data: a linear layer (replication 1 and 4), Megatron's f/g pair over a grouping (one all-reduce each way, the
 unsplit model's gradients), replicated_all_gather's gradient as the replica's own slice (PopXL's rule, not a
-sum over the group), replicated_reduce_scatter's as a gather; then GradGraphInfo's connections and the errors.
+sum over the group), replicated_reduce_scatter's as a gather; then GradGraphInfo's connections, the errors,
+and docs/popxl.md's example (it prints x.T @ dy for its ones: 2.0 everywhere).
 """
+import re
+
 import numpy as np
 import pytest
+
+from conftest import ROOT, run_python
 
 import weft.popxl as popxl
 import weft.popxl.ops as ops
@@ -268,3 +273,12 @@ def test_subgraph_and_call_errors_name_the_op_and_the_rule():
             ops.call(graph, x, popxl.constant(np.ones(2, np.float32)))
         with pytest.raises(ValueError, match=r"popxl.ops.call: graph 'main_graph' is the main graph"):
             ops.call(ir.main_graph)
+
+
+def test_the_docs_example_prints_the_gradient_its_comment_says():
+    section = (ROOT / "docs" / "popxl.md").read_text().split("## Subgraphs and autodiff", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    done, _ = run_python(code, timeout=60)
+    assert done.returncode == 0, done.stderr
+    x, dy = np.ones((2, 3), np.float32), np.ones((2, 4), np.float32)  # one replica's rows, as the example feeds
+    assert done.stdout.strip() == str(x.T @ dy)
