@@ -56,6 +56,7 @@ class Ir:
         self._log = []  # (handle, make): handle._weft = make(session), in creation order
         self._has_session = False
         self.main_graph = Graph(self, "main_graph")
+        self._graph_count = 0  # subgraphs made (their names: fn_subgraph(k))
         self._pb_ir = _PbIr(self)
 
     # ---- replication -------------------------------------------------------------------------------------

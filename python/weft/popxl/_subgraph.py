@@ -106,7 +106,7 @@ def create_graph(ir, fn, *args, **kwargs):
     if not callable(fn):
         raise TypeError(f"{op}: {fn!r} is not callable (the function whose ops make the subgraph)")
     base = getattr(fn, "__name__", type(fn).__name__)
-    ir._graph_count = getattr(ir, "_graph_count", 0) + 1
+    ir._graph_count += 1
     graph = Graph(ir, f"{base}_subgraph({ir._graph_count})", subgraph=True)
     names = _parameter_names(fn, args, kwargs)
     with graph:
