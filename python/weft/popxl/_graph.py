@@ -65,6 +65,8 @@ class Equation:
 
 
 def _param_text(value):
+    if hasattr(value, "num_equations") and hasattr(value, "input_types"):  # a weft program (a grad graph's)
+        return f"<program of {value.num_equations} equations>"
     if hasattr(value, "_graph_name"):
         return value._graph_name()
     if isinstance(value, _np.dtype):
@@ -75,13 +77,20 @@ def _param_text(value):
 
 
 class Graph:
-    """A graph of an Ir: its constants (value -> data, JAX's constvars) and equations in program order."""
+    """A graph of an Ir: its constants (value -> data, JAX's constvars) and equations in program order. A
+    subgraph (ir.create_graph, _subgraph.py) also has inputs (popxl.graph_input) and outputs
+    (popxl.graph_output): Tensors of it, which ops.call binds to the caller's tensors."""
 
-    def __init__(self, ir, name):
+    def __init__(self, ir, name, subgraph=False):
         self.ir, self.name = ir, name
         self.constants = {}  # Value -> numpy data
         self.equations = []
+        self.is_subgraph = subgraph
+        self._inputs, self._outputs = [], []  # Tensors (a subgraph's)
         self._values = 0
+
+    inputs = property(lambda self: tuple(self._inputs), doc="The graph's inputs (Tensors), in call order.")
+    outputs = property(lambda self: tuple(self._outputs), doc="The graph's outputs (Tensors), in call order.")
 
     # ---- recording ---------------------------------------------------------------------------------------
     def _new_value(self, shape, dtype):
@@ -109,9 +118,17 @@ class Graph:
         _STACK.pop()
         return False
 
+    def _graph_name(self):
+        return f"graph {self.name!r}"
+
     def __str__(self):
-        """The graph as text, one equation a line (the program layer's jaxpr-like spelling)."""
-        lines = [f"graph {self.name} {{"]
+        """The graph as text, one equation a line (the program layer's jaxpr-like spelling); a subgraph's
+        header lists its inputs and outputs."""
+        header = f"graph {self.name}"
+        if self.is_subgraph:
+            ins = ", ".join(f"{t._value}:{t._value.type_text()}" for t in self._inputs)
+            header += f"({ins}) -> ({', '.join(repr(t._value) for t in self._outputs)})"
+        lines = [header + " {"]
         for value, data in self.constants.items():
             lines.append(f"  {value}:{value.type_text()} = constant {_np.array2string(data.ravel(), threshold=8)}")
         lines += [f"  {eq.text()}" for eq in self.equations]

@@ -56,6 +56,7 @@ class Ir:
         self._log = []  # (handle, make): handle._weft = make(session), in creation order
         self._has_session = False
         self.main_graph = Graph(self, "main_graph")
+        self._graph_count = 0  # subgraphs made (their names: fn_subgraph(k))
         self._pb_ir = _PbIr(self)
 
     # ---- replication -------------------------------------------------------------------------------------
@@ -108,8 +109,11 @@ class Ir:
 
     # ---- graphs ------------------------------------------------------------------------------------------
     def create_graph(self, fn, *args, **kwargs):
-        raise NotImplementedError("popxl.Ir.create_graph: subgraphs (and ops.call) are not supported by weft.popxl "
-                                  "yet; record the ops in ir.main_graph")
+        """A subgraph: fn recorded with a graph input for each Tensor / TensorSpec argument, its returned
+        tensors the outputs (_subgraph.py); call it with ops.call, differentiate it with
+        popxl.transforms.autodiff."""
+        from ._subgraph import create_graph
+        return create_graph(self, fn, *args, **kwargs)
 
     def __repr__(self):
         return f"popxl.Ir(replication_factor={self.replication_factor})"

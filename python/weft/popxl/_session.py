@@ -1,6 +1,6 @@
 """popxl.Session: runs an Ir's main graph on every replica, over the Ir's weft.Session.
 
-The recorded graph is lowered once to a C++ program (weft/program.hpp: the same op names; its streams,
+The recorded graph is lowered once to a C++ program (_lower.py; weft/program.hpp: the same op names; its streams,
 buffers and variables named by their popxl names), and `session.run(inputs)` runs that program on every
 replica in C++ (weft::Session::run of a program: no Python and no GIL in the replicas). An error in an
 equation names the equation, as the program prints it, and the user's line that recorded it.
@@ -11,81 +11,14 @@ weights_to_host / weights_from_host and write_variable_data are weft.Session's.
 """
 import numpy as _np
 
-import weft as _weft
-from weft import _weft as _ext
 
 from weft._session import _stream_input
 
 from ._graph import Constant
+from ._lower import SUPPORTED, all_equations, lower
 from ._state import DeviceToHostStream, HostToDeviceStream, Variable
 
 _DEVICES = ("ipu_hw", "ipu_model", "cpu")
-
-
-# ---- lowering: the recorded graph as a C++ program ----------------------------------------------------------
-# The graph's ops are the program layer's (its names and parameters); what the graph holds as Python objects
-# (streams, buffers, variables, groupings) becomes names and index lists the program's equations carry.
-_EFFECT_HANDLE = {"host_load": ("stream", "streams"), "host_store": ("stream", "streams"),
-                  "remote_load": ("buffer", "buffers"), "remote_store": ("buffer", "buffers"),
-                  "variable_read": ("variable", "variables"), "variable_update": ("variable", "variables")}
-_COLLECTIVES = {"psum", "pmean", "pmax", "pmin", "pprod", "all_gather", "gather_shards", "replicated_reduce_scatter",
-                "replica_sharded_slice"}
-_ARRAY_OPS = {"add", "subtract", "multiply", "divide", "negative", "matmul"}
-SUPPORTED = frozenset(_EFFECT_HANDLE) | _COLLECTIVES | _ARRAY_OPS
-
-
-class _Handles:
-    """The handles a program names, each under the user's name (made unique) of its popxl object."""
-
-    def __init__(self):
-        self.by_kind = {"streams": {}, "buffers": {}, "variables": {}}
-        self._names = {}
-
-    def name(self, kind, obj):
-        known = self._names.get(id(obj))
-        if known is not None:
-            return known
-        base = getattr(obj, "_name", None) or kind[:-1]
-        name, k = base, 1
-        while name in self.by_kind[kind]:
-            name, k = f"{base}_{k}", k + 1
-        self.by_kind[kind][name] = obj._weft
-        self._names[id(obj)] = name
-        return name
-
-
-def lower(graph, replicas):
-    """(weft._weft.Program, handles) for `graph` over `replicas` replicas (the session's mesh: ('replica',))."""
-    builder = _ext.ProgramBuilder([("replica", int(replicas))])
-    handles = _Handles()
-    ids = {}
-    for value, data in graph.constants.items():
-        ids[value] = builder.constant(_np.ascontiguousarray(data) if _np.ndim(data) else _np.array(data))[0]
-    for eq in graph.equations:
-        p, params = eq.params, []
-        if eq.op in _EFFECT_HANDLE:
-            key, kind = _EFFECT_HANDLE[eq.op]
-            params.append((key, "str", handles.name(kind, p[key])))
-            if "shape" in p:
-                params += [("shape", "ints", [int(d) for d in p["shape"]]), ("dtype", "dtype", _np.dtype(p["dtype"]))]
-        elif eq.op in _COLLECTIVES:
-            params.append(("axes", "strs", ["replica"]))
-            groups = p.get("groups")
-            if groups is not None:
-                params.append(("groups", "groups", [[int(m) for m in g] for g in groups.groups]))
-            if eq.op == "all_gather":
-                params += [("axis", "int", int(p["axis"])), ("tiled", "bool", bool(p["tiled"]))]
-            if eq.op == "gather_shards":
-                params.append(("shape", "ints", [int(d) for d in p["shape"]]))
-            if eq.op == "replicated_reduce_scatter":
-                params.append(("op", "str", str(p["reduce"])))
-        outs = builder.emit(eq.op, [ids[v] for v in eq.inputs], params, eq.where)
-        for value, (ident, typ) in zip(eq.outputs, outs):
-            if _np.dtype(typ[0]) != value.dtype:  # the graph's own dtype rule (popxl's) decides the stored type
-                ident = builder.emit("astype", [ident], [("dtype", "dtype", value.dtype)], eq.where)[0][0]
-            ids[value] = ident
-    builder.set_outputs([])
-    return builder.build(), handles.by_kind
 
 
 class Session:
@@ -95,7 +28,7 @@ class Session:
         if device_desc not in _DEVICES:
             raise ValueError(f"popxl.Session: device_desc={device_desc!r} is none of {', '.join(_DEVICES)} (weft runs "
                              "every one on its CPU devices)")
-        for eq in ir.main_graph.equations:
+        for eq in all_equations(ir.main_graph):
             if eq.op not in SUPPORTED:
                 raise NotImplementedError(f"popxl.Session: the graph's op {eq.op!r} (recorded at {eq.where}) has no "
                                           "weft implementation")

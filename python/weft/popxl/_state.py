@@ -53,6 +53,10 @@ class Variable(Tensor):
                              "get_tensor_data/write_variable_data only; compute with its shard (the second element "
                              "of popxl.replica_sharded_variable's result)")
         graph = gcg(op)
+        if graph.is_subgraph:
+            raise ValueError(f"{op}: variable {self._name!r} is used inside subgraph {graph.name!r}; as in PopXL, a "
+                             "subgraph reads no variable of the main graph: make it a popxl.graph_input and pass the "
+                             "variable in the call (ops.call(graph, ..., inputs_dict={input: variable}))")
         if self._value is None or self._graph is not graph:
             if graph.ir is not self._graph.ir:
                 raise ValueError(f"{op}: variable {self._name!r} belongs to another popxl.Ir")

@@ -4,6 +4,7 @@
     remote_load(buffer, offset, name)                 -> remote_load (offset: an int or an integer scalar tensor)
     remote_store(buffer, offset, t)                   -> remote_store
     add sub mul div (and add_ sub_ mul_ div_, in place), negate, matmul
+    call(graph, *inputs, inputs_dict=None), call_with_info(...)   (a subgraph's outputs / its CallSiteInfo)
     collectives.*                                     (ops/collectives.py)
 
 Each call checks its arguments as PopXL does (errors name the op and the rule) and appends one equation
@@ -14,6 +15,7 @@ import numpy as _np
 
 from .._graph import Tensor, gcg
 from .. import _graph
+from .._subgraph import CallSiteInfo, call, call_with_info  # noqa: F401  (popxl.ops.call, ...)
 from . import collectives  # noqa: F401  (popxl.ops.collectives)
 
 
@@ -195,7 +197,7 @@ def remote_store(remote_buffer, offset, t):
 
 
 # PopXL's other ops: named in the error, not silently missing.
-_POPXL_OPS = frozenset("""abs argmax argmin average_pool batch_norm_inference call cast concat concat_ conditional
+_POPXL_OPS = frozenset("""abs argmax argmin average_pool batch_norm_inference cast concat concat_ conditional
 conv cos cumsum detach dropout dynamic_slice dynamic_update dynamic_update_ equal exp exp_ flatten flatten_ fmod
 gather gelu gelu_ greater group_norm histogram host_store_ increment_mod increment_mod_ init interleave
 ipu_copy l1 l2 layer_norm lamb_square log log_softmax logical_and logical_not logical_or lstm matmul_ max
@@ -208,7 +210,8 @@ softmax split split_random_seed sqrt squeeze sum swish swish_ tanh tied_gather t
 def __getattr__(name):
     if name in _POPXL_OPS:
         raise AttributeError(f"popxl.ops.{name} is not supported by weft.popxl; weft.popxl.ops provides host_load, "
-                             "host_store, remote_load, remote_store, add(_), sub(_), mul(_), div(_), negate, matmul "
-                             "and collectives.replicated_all_reduce(_), replicated_all_gather, "
-                             "replicated_reduce_scatter, replica_sharded_slice")
+                             "host_store, remote_load, remote_store, add(_), sub(_), mul(_), div(_), negate, matmul, "
+                             "call, call_with_info and collectives.replicated_all_reduce(_), replicated_all_gather, "
+                             "replicated_reduce_scatter, replica_sharded_slice, all_reduce_identical_inputs, "
+                             "all_reduce_identical_grad_inputs")
     raise AttributeError(f"module 'weft.popxl.ops' has no attribute {name!r}")

@@ -7,6 +7,9 @@
         "concat" -> all_gather (tiled), "new_axis" -> all_gather (a new axis of size G)
     replicated_reduce_scatter(t, op="add", group=None, configure_output_for_replicated_tensor_sharding=False)
     replica_sharded_slice(t, group=None)
+    all_reduce_identical_inputs(t, group=None)        Megatron's f: the identity forward, a sum backward
+    all_reduce_identical_grad_inputs(t, group=None)   Megatron's g: a sum forward, the identity backward
+        (popxl_addons' replicated_all_reduce_identical_inputs / _grad_inputs, also under those names)
 
 group=None is every replica (ir.replica_grouping()). Groupings are global: they span instances. The run
 goes through weft.collectives (weft/collectives.py), the same path as weft.Session programs. A product
@@ -116,10 +119,47 @@ def replica_sharded_slice(t, group=None):
     return _scatter("replica_sharded_slice", name, t, _group(group, name), {}, True)
 
 
+def _identical(prim, name, t, op, group):
+    """Megatron's f or g over the replicas of `group` (the C++ program layer's op `prim`)."""
+    if isinstance(t, (list, tuple)):
+        raise TypeError(f"{name}: weft.popxl reduces one tensor over the replicas of `group` (popxl_addons' "
+                        "replicated form); PopXL's list of tensors on several IPUs of one replica has no meaning in "
+                        "weft, which gives each replica one device")
+    if op != "add":
+        raise ValueError(f"{name}: op={op!r}: only 'add' is provided (Megatron's f/g pair is a sum)")
+    groups = _group(group, name)
+    v = t._current(name)
+    (out,) = gcg(name)._record(prim, {"axes": _AXES, "groups": groups}, [v], [(v.shape, v.dtype)])
+    return Tensor(gcg(name), out)
+
+
+def all_reduce_identical_inputs(t, group=None, op="add"):
+    """Megatron's f: t, whose replicas of each group hold equal values, unchanged; its gradient is the sum of
+    the group's cotangents (an all-reduce in the backward pass only)."""
+    return _identical("all_reduce_identical_inputs", "popxl.ops.collectives.all_reduce_identical_inputs", t, op,
+                      group)
+
+
+def all_reduce_identical_grad_inputs(t, group=None, op="add"):
+    """Megatron's g: the sum of t over each group; its cotangents are equal over the group, so its gradient is
+    the cotangent itself (an all-reduce in the forward pass only)."""
+    return _identical("all_reduce_identical_grad_inputs", "popxl.ops.collectives.all_reduce_identical_grad_inputs",
+                      t, op, group)
+
+
+def replicated_all_reduce_identical_inputs(t, op="add", group=None):
+    """popxl_addons' name of all_reduce_identical_inputs."""
+    return all_reduce_identical_inputs(t, group, op)
+
+
+def replicated_all_reduce_identical_grad_inputs(t, op="add", group=None):
+    """popxl_addons' name of all_reduce_identical_grad_inputs."""
+    return all_reduce_identical_grad_inputs(t, group, op)
+
+
 def __getattr__(name):
-    if name in ("replicated_slice", "replicated_reduce_scatter_", "all_reduce_identical_inputs",
-                "all_reduce_identical_grad_inputs", "replicated_all_gather_", "replicated_all_to_all"):
+    if name in ("replicated_slice", "replicated_reduce_scatter_", "replicated_all_gather_", "replicated_all_to_all"):
         raise AttributeError(f"popxl.ops.collectives.{name} is not supported by weft.popxl; it provides "
                              "replicated_all_reduce(_), replicated_all_gather, replicated_reduce_scatter, "
-                             "replica_sharded_slice")
+                             "replica_sharded_slice, all_reduce_identical_inputs, all_reduce_identical_grad_inputs")
     raise AttributeError(f"module 'weft.popxl.ops.collectives' has no attribute {name!r}")
