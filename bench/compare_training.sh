@@ -13,8 +13,10 @@
 # --replicated-update: DDP's all-reduce and update on every replica), weft-dp4xmp2 (--devices 8 --model-parallel 2),
 # weft-zero8 (--devices 8 --zero), weft-2x4 (weftrun --num-instances 2 --num-replicas 8; only when
 # INSTANCES > 1), pt-1 (PyTorch, one process, every core), pt-ddp (PyTorch DDP over gloo, DEVICES ranks,
-# one thread each) and pt-ddp-cores (DDP with one rank per core: DDP's own recommendation, and on a machine
-# with fewer cores than DEVICES much faster than pt-ddp).
+# one thread each), pt-ddp-cores (DDP with one rank per core: DDP's own recommendation, and on a machine
+# with fewer cores than DEVICES much faster than pt-ddp), and mixed precision: weft-dp8-bf16 (--dtype bf16:
+# float32 parameters, the passes in bfloat16) against pt-1-bf16 (one process, torch.autocast('cpu',
+# dtype=torch.bfloat16), PyTorch's recommended CPU mixed precision).
 #
 # Knobs (environment): BUILD (weft build dir, default build), OUT (default $BUILD/bench/training), STEPS
 # (default 300), EPOCHS (default: enough for STEPS), RUNS (default 3), DEVICES (default 8; also the DDP
@@ -59,7 +61,7 @@ WEFT_TRAIN="$BUILD/bin/train_fashion_mnist"
 WEFT_ENV=(env)
 [ -n "$PT_CORETYPE" ] && WEFT_ENV=(env "OPENBLAS_CORETYPE=$PT_CORETYPE")
 WEFTRUN="$BUILD/bin/weftrun"
-ALL_LAYOUTS="weft-1 pt-1 weft-dp8 pt-ddp weft-dp8r weft-dp4xmp2 pt-ddp-cores weft-zero8"
+ALL_LAYOUTS="weft-1 pt-1 weft-dp8 pt-ddp weft-dp8r weft-dp4xmp2 pt-ddp-cores weft-zero8 weft-dp8-bf16 pt-1-bf16"
 [ "$INSTANCES" -gt 1 ] && ALL_LAYOUTS="$ALL_LAYOUTS weft-2x4"
 LAYOUTS="${LAYOUTS:-$ALL_LAYOUTS}"
 # pt-ddp-cores: one rank per core, rounded down to a power of two so that the ranks divide the batch of 256.
@@ -114,6 +116,7 @@ layout_cmd() {  # layout_cmd LAYOUT CSV
     weft-1) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices 1 "${common[@]}") ;;
     weft-dp8) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" "${common[@]}") ;;
     weft-dp8r) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --replicated-update "${common[@]}") ;;
+    weft-dp8-bf16) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --dtype bf16 "${common[@]}") ;;
     weft-dp4xmp2) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --model-parallel 2 "${common[@]}") ;;
     weft-zero8) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --zero "${common[@]}") ;;
     weft-2x4)
@@ -124,6 +127,10 @@ layout_cmd() {  # layout_cmd LAYOUT CSV
     pt-1)
       blas_env "$PT_BLAS" "$PT_CORETYPE"
       CMD=("${BLAS_ENV[@]}" "$PY" "$ROOT/bench/pytorch_mlp.py" --ranks 1 --threads "$PT_THREADS" "${common[@]}") ;;
+    pt-1-bf16)
+      blas_env "$PT_BLAS" "$PT_CORETYPE"
+      CMD=("${BLAS_ENV[@]}" "$PY" "$ROOT/bench/pytorch_mlp.py" --ranks 1 --threads "$PT_THREADS" --autocast bf16
+           "${common[@]}") ;;
     pt-ddp)
       blas_env "$PT_BLAS" "$PT_CORETYPE"
       CMD=("${BLAS_ENV[@]}" "$PY" "$ROOT/bench/pytorch_mlp.py" --ddp --ranks "$DEVICES" "${common[@]}") ;;

@@ -47,6 +47,9 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=10,
                    help="steps left out of the steady-state samples/s and step_ms (default 10)")
     p.add_argument("--no-eval", action="store_true", help="skip the per-epoch test accuracy")
+    p.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                   help="bf16: the forward pass and loss under torch.autocast('cpu', dtype=torch.bfloat16), "
+                        "PyTorch's recommended mixed precision on CPUs (float32 parameters and optimizer)")
     a = p.parse_args(argv)
     if a.ranks is None:
         a.ranks = 8 if a.ddp else 1
@@ -179,7 +182,11 @@ def train(rank, args, port, result_queue):
             t_step = time.perf_counter()
             idx = perm[s * GLOBAL_BATCH + rank * local_batch:s * GLOBAL_BATCH + (rank + 1) * local_batch]
             xb, yb = x_train[idx], y_train[idx]
-            loss = F.cross_entropy(model(xb), yb)
+            if args.autocast == "bf16":
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = F.cross_entropy(model(xb), yb)
+            else:
+                loss = F.cross_entropy(model(xb), yb)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -9,6 +9,7 @@
 #include "dead_code.hpp"
 #include "printer.hpp"
 #include "program_impl.hpp"
+#include "scattered_products.hpp"
 #include "verifier.hpp"
 #include "weft/error.hpp"
 
@@ -80,10 +81,15 @@ std::size_t ProgramBuilder::num_equations() const { return builder_->num_equatio
 
 namespace {
 
-// A verified program made runnable: dead code removed, liveness, kernels, steps.
+// A verified program made runnable: dead code removed, weight gradients' reduce-scatters turned into gathers
+// where that moves less (scattered_products.hpp), liveness, kernels, steps.
 Program finish(program::Program verified) {
   auto impl = std::make_shared<Program::Impl>();
   impl->program = program::eliminate_dead_code(verified);
+  if (impl->program.mesh.num_axes() > 0) {
+    impl->program = program::gather_scattered_products(impl->program);
+    program::verify(impl->program);
+  }
   impl->liveness = program::analyze_liveness(impl->program);
   for (const program::Equation& eq : impl->program.equations) impl->kernels.push_back(program::find_kernel(eq.op));
   impl->steps = program::plan_steps(impl->program);
