@@ -32,7 +32,7 @@ nlohmann::json summary_json(const mnist::TrainResult& r, const mnist::TrainConfi
   auto number = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
   return {{"epochs", config.epochs},
           {"param_dtype", std::string(weft::dtype_name(config.dtype))},
-          {"compute_dtype", std::string(weft::dtype_name(config.compute_dtype))},
+          {"compute_dtype", std::string(weft::dtype_name(config.compute_dtype.value_or(config.dtype)))},
           {"devices", r.devices},
           {"instances", r.instances},
           {"data_parallel", r.data_parallel},
@@ -88,8 +88,6 @@ int main(int argc, char** argv) {
   if (config.dtype == weft::DType::bf16) {  // --dtype bf16: the mixed-precision policy, not bf16 parameters
     config.dtype = weft::DType::f32;
     config.compute_dtype = weft::DType::bf16;
-  } else {
-    config.compute_dtype = config.dtype;
   }
 
   try {

@@ -17,6 +17,7 @@
 
 #include <weft/array.hpp>
 #include <weft/groups.hpp>
+#include <weft/program.hpp>
 #include <weft/replica.hpp>
 #include <weft/random.hpp>
 
@@ -89,6 +90,29 @@ class AutodiffBackward {
 };
 StepResult autodiff_forward_backward(const Parameters& p, const weft::Array& images, const weft::Array& labels,
                                      std::int64_t global_batch);
+
+// The data-parallel sharded update's gradients by reverse mode (trainer.cc, one process, no model
+// parallelism): one program of the loss's VJP followed by one all-reduce of the loss and the bias gradients
+// and each weight gradient's reduce-scatter to this rank's rows. The program layer turns those reduce-scatters
+// into gathers of the layer inputs and deltas and one product over the whole batch's rows
+// (src/program/scattered_products.hpp): what the hand-written sharded update does by hand.
+struct ShardedGradients {
+  weft::Array sums;                         // (loss, d b1, d b2, d b3) summed over the data replicas
+  std::array<weft::Array, 3> weight_rows;   // this rank's rows of d w1, d w2, d w3 (summed)
+};
+class ShardedAutodiff {
+ public:
+  ShardedAutodiff();
+  // The first call (of any replica) builds the program for its shapes and the replica's mesh; the others run it.
+  ShardedGradients operator()(weft::Replica& replica, const Parameters& p, const weft::Array& images,
+                              const weft::Array& labels, std::int64_t global_batch) const;
+  // The program the calls run (empty before the first): for tests counting its collectives.
+  const weft::Program& program() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
 
 // Forward only: how many of the batch's predictions (argmax of the logits) equal the labels, as a float32
 // scalar. Labels -1 mark padding and never count.

@@ -97,6 +97,7 @@ struct Trainer::Impl {
   std::unique_ptr<weft::Session> session;
   ReplicaGroups model_groups;  // the M model ranks of one data rank: consecutive replicas
   std::unique_ptr<AutodiffBackward> autodiff;  // --backward autodiff: the gradients by reverse mode
+  std::unique_ptr<ShardedAutodiff> sharded_autodiff;  // the same, for the sharded update
   ReplicaGroups data_groups;   // the D data ranks of one model rank: replicas M apart
   std::array<Shape, kNumParameters> local_shapes;  // one replica's slice of each parameter
   std::array<weft::Variable, kNumParameters> weights, velocities;
@@ -133,6 +134,7 @@ struct Trainer::Impl {
     }
     data_groups = ReplicaGroups::strided(replicas, model, data_ranks);
     sharded_update = sharded_update_fits();
+    if (config.autodiff_backward && sharded_update) sharded_autodiff = std::make_unique<ShardedAutodiff>();
     build_state();
     rows_in = session->h2d_stream({per_replica_batch}, DType::i64, "rows");
     labels_in = session->h2d_stream({per_replica_batch}, DType::i32, "labels");
@@ -192,11 +194,12 @@ struct Trainer::Impl {
     Parameters p;
     for (int i = 0; i < kNumParameters; ++i) {
       p[i] = config.zero ? r.gather_shards(r.remote_load(buffers[i], 0), data_groups, local_shapes[i]) : r.value(weights[i]);
-      if (mixed()) p[i] = p[i].astype(config.compute_dtype);
+      if (mixed()) p[i] = p[i].astype(compute_dtype());
     }
     return p;
   }
-  bool mixed() const { return config.compute_dtype != config.dtype; }
+  weft::DType compute_dtype() const { return config.compute_dtype.value_or(config.dtype); }
+  bool mixed() const { return compute_dtype() != config.dtype; }
   // A gradient, loss or delta of the passes in the parameters' dtype (a no-op without mixed precision).
   Array to_param_dtype(const Array& x) const { return x.dtype() == config.dtype ? x : x.astype(config.dtype); }
 
@@ -205,7 +208,7 @@ struct Trainer::Impl {
   // gather their rows in parallel instead of the host copying the whole batch while they wait.
   Array images(Replica& r, const Split& split) const {
     Array x = weft::take(split.images, r.host_load(rows_in), 0);
-    return x.dtype() == config.compute_dtype ? x : x.astype(config.compute_dtype);
+    return x.dtype() == compute_dtype() ? x : x.astype(compute_dtype());
   }
 
   // Data parallelism with the update sharded over the data ranks (used when every weight's rows divide over
@@ -222,13 +225,43 @@ struct Trainer::Impl {
   // then copied out per member, and the transport's native all-reduce wins (2 instances x 4: 25-28k against
   // 32-34k samples/s).
   bool sharded_update_fits() const {
-    return model == 1 && !config.zero && !config.replicated_update && !config.autodiff_backward && data_ranks > 1 &&
+    return model == 1 && !config.zero && !config.replicated_update && data_ranks > 1 &&
            config.shape.inputs % data_ranks == 0 && config.shape.hidden % data_ranks == 0 &&
            runtime.process_count() == 1;
   }
   bool sharded_update = false;  // sharded_update_fits(), decided once before the state is built
 
+  // The same update with the gradients by reverse mode: one program (ShardedAutodiff) gives the summed loss
+  // and bias gradients and this rank's rows of each weight's gradient.
+  void train_program_sharded_autodiff(Replica& r) const {
+    Parameters p = acquire(r);
+    const Array images = this->images(r, data.train);
+    const Array labels = r.host_load(labels_in);
+    ShardedGradients g = (*sharded_autodiff)(r, p, images, labels, config.global_batch);
+    p = Parameters{};
+    const std::int64_t hidden = config.shape.hidden;
+    const Array sums = to_param_dtype(g.sums);
+    const Array bias_grads[3] = {sums.slice(1, 1 + hidden), sums.slice(1 + hidden, 1 + 2 * hidden),
+                                 sums.slice(1 + 2 * hidden, sums.shape()[0])};
+    const int rank = r.index() / model;
+    const int layer_weights[3] = {kW1, kW2, kW3}, layer_biases[3] = {kB1, kB2, kB3};
+    for (int l = 0; l < 3; ++l) {
+      const int w = layer_weights[l];
+      const std::int64_t rows = local_shapes[w][0] / data_ranks, begin = rank * rows;
+      const Array grad = to_param_dtype(g.weight_rows[static_cast<std::size_t>(l)]);
+      g.weight_rows[static_cast<std::size_t>(l)] = Array();
+      r.value(weights[w]) = r.all_gather(sgd_momentum_new_param(r.value(weights[w]).slice(begin, begin + rows),
+                                                                r.value(velocities[w]), grad, config.learning_rate,
+                                                                config.momentum),
+                                         data_groups, 0, /*tiled=*/true);
+      sgd_momentum(r.value(weights[layer_biases[l]]), r.value(velocities[layer_biases[l]]), bias_grads[l],
+                   config.learning_rate, config.momentum);
+    }
+    r.host_store(result_out, sums.slice(0, 1).reshape({}));
+  }
+
   void train_program_sharded_update(Replica& r) const {
+    if (sharded_autodiff) return train_program_sharded_autodiff(r);
     Parameters p = acquire(r);
     const Array images = this->images(r, data.train);
     const Array labels = r.host_load(labels_in);

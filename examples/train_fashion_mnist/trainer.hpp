@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,10 +56,10 @@ struct TrainConfig {
   // rounding difference flips some ReLU gate within a few dozen steps and the runs drift apart (tests).
   weft::DType dtype = weft::DType::f32;
   // Mixed precision (programs.md section 5, jmp's policy): the dtype of the forward and backward passes when
-  // it is not `dtype` (bf16: each step casts the parameters and images to bfloat16 at use, its products run on
+  // it is not `dtype` (unset: `dtype`; bf16: each step casts the parameters and images to bfloat16 at use, its products run on
   // the bfloat16 kernels, and the gradients and loss are cast back to `dtype` before they are reduced and
   // applied; parameters and optimizer state stay `dtype`).
-  weft::DType compute_dtype = weft::DType::f32;
+  std::optional<weft::DType> compute_dtype;
   bool evaluate = true;             // test accuracy at the end of each epoch and of training
   std::string checkpoint_path;      // written at the end of each epoch and of training
   std::string resume_path;          // read before the first step
