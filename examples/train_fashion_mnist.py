@@ -209,7 +209,33 @@ def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update=
             new_p[w], new_v[w] = sgd_momentum(p[w], v[w], matmul_tn(full_in, full_delta), lr, momentum)
         return new_p, new_v, sums[0]
 
-    return {"replicated": replicated_step, "autodiff": replicated_step, "sharded": sharded_step}[update]
+    def sharded_loss(p, x, labels, scale):
+        """loss_of with this replica's weight rows gathered whole at use (FSDP): differentiated with respect to
+        the rows, all_gather's transpose reduce-scatters each weight's gradient to them."""
+        full = {k: lax.all_gather(v, "i", axis=0, tiled=True) if k.startswith("w") else v for k, v in p.items()}
+        return loss_of(full, x, labels, scale)
+
+    @functools.partial(weft.pmap, axis_name="i", donate_argnums=(0, 1))
+    def sharded_autodiff_step(p, v, rows, labels):
+        # The sharded update with the gradients by reverse mode. Each weight's gradient arrives reduce-scattered
+        # to this replica's rows (the transpose of the gather above); weft's program layer turns those
+        # psum_scatters of matmul(x, delta) into an all_to_all of x and an all_gather of delta, the same
+        # collectives sharded_step calls by hand.
+        x = jnp.take(images, rows, axis=0)
+        loss, grads = weft.value_and_grad(sharded_loss)(p, x, labels, 1.0 / global_batch)
+        biases = [b for _, b in LAYERS]
+        sums = lax.psum(jnp.concatenate([jnp.reshape(loss, (1,))] + [grads[b] for b in biases]), "i")
+        new_p, new_v = {}, {}
+        at = 1
+        for w, b in LAYERS:
+            width = p[b].shape[0]
+            new_p[b], new_v[b] = sgd_momentum(p[b], v[b], sums[at:at + width], lr, momentum)
+            at += width
+            new_p[w], new_v[w] = sgd_momentum(p[w], v[w], grads[w], lr, momentum)
+        return new_p, new_v, sums[0]
+
+    return {"replicated": replicated_step, "autodiff": replicated_step, "sharded": sharded_step,
+            "sharded-autodiff": sharded_autodiff_step}[update]
 
 
 def velocity_shapes(params, devices, update):
@@ -218,7 +244,7 @@ def velocity_shapes(params, devices, update):
     shapes = {}
     for name, value in params.items():
         shape = value.shape
-        if update == "sharded" and name.startswith("w"):
+        if update in ("sharded", "sharded-autodiff") and name.startswith("w"):
             if shape[0] % devices:
                 raise ValueError(f"--update sharded: {name}'s {shape[0]} rows do not divide over {devices} replicas")
             shape = (shape[0] // devices,) + shape[1:]
@@ -284,7 +310,8 @@ class Trainer:
         out = {}
         for k, v in self.params.items():
             shards = [np.asarray(s) for s in v.shards] if hasattr(v, "shards") else list(v)
-            out[k] = np.concatenate(shards) if self.update == "sharded" and k.startswith("w") else np.array(shards[0])
+            sharded = self.update in ("sharded", "sharded-autodiff") and k.startswith("w")
+            out[k] = np.concatenate(shards) if sharded else np.array(shards[0])
         return out
 
     def evaluate(self):
@@ -306,11 +333,13 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=DEFAULT_DATA, help="directory of the Fashion-MNIST IDX files (.gz or plain)")
     ap.add_argument("--devices", type=int, default=8, help="replicas (data parallel)")
-    ap.add_argument("--update", choices=("replicated", "sharded", "autodiff"), default="replicated",
+    ap.add_argument("--update", choices=("replicated", "sharded", "autodiff", "sharded-autodiff"),
+                    default="replicated",
                     help="replicated: pmean the gradients, every replica updates everything (the C++ "
                          "--replicated-update); sharded: the C++ default's sharded update; autodiff: the "
                          "replicated update with the gradients from weft.value_and_grad (no hand-written "
-                         "backward pass)")
+                         "backward pass); sharded-autodiff: the sharded update on weft.value_and_grad (the C++ "
+                         "default with --backward autodiff)")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: the epochs decide)")
     ap.add_argument("--train-limit", type=int, default=0, help="use only the first N training images (0: all)")

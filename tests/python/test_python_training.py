@@ -80,10 +80,11 @@ def test_the_numpy_reference_matches_finite_differences(train):
             assert abs(numeric - grads[name][index]) <= 1e-8 + 1e-4 * abs(numeric), (name, index)
 
 
-@pytest.mark.parametrize("update", ["replicated", "sharded", "autodiff"])
+@pytest.mark.parametrize("update", ["replicated", "sharded", "autodiff", "sharded-autodiff"])
 def test_first_step_loss_and_gradients_equal_numpy(train, update):
     # autodiff: the replicated update with its gradients from weft.value_and_grad (issue 23's reverse mode),
-    # held to the same numpy reference as the hand-written backward.
+    # held to the same numpy reference as the hand-written backward; sharded-autodiff: the sharded update on
+    # value_and_grad (its reduce-scatters rewritten into gathers by the program layer).
     images, labels = train
     trainer = tfm.Trainer(train, devices=8, global_batch=256, update=update)
     p0 = tfm.init_parameters(0)
@@ -95,7 +96,7 @@ def test_first_step_loss_and_gradients_equal_numpy(train, update):
     # update holds each replica's rows of the weights).
     for name in tfm.PARAMS:
         shards = [np.asarray(s) for s in trainer.velocities[name].shards]
-        if update == "sharded" and name.startswith("w"):
+        if update in ("sharded", "sharded-autodiff") and name.startswith("w"):
             got = np.concatenate(shards)
         else:
             got = shards[0]
@@ -110,7 +111,7 @@ def test_first_step_loss_and_gradients_equal_numpy(train, update):
     for name in tfm.PARAMS:
         np.testing.assert_allclose(new[name], p0[name] - 0.1 * want[name], rtol=1e-5, atol=1e-6, err_msg=name)
         shards = [np.asarray(s) for s in trainer.params[name].shards]
-        if update == "sharded" and name.startswith("w"):
+        if update in ("sharded", "sharded-autodiff") and name.startswith("w"):
             np.testing.assert_array_equal(np.concatenate(shards), new[name])
         else:
             for shard in shards[1:]:
@@ -130,3 +131,19 @@ def test_a_few_steps_lower_the_loss_in_both_layouts_alike_and_trace_once(train):
     assert first > 2.0 and last < 0.75 * first, losses["replicated"]
     # Only the order of additions differs (pmean of per-replica means, against the whole batch's sums).
     np.testing.assert_allclose(losses["sharded"][:8], losses["replicated"][:8], rtol=1e-4)
+
+
+def test_the_sharded_autodiff_step_has_no_reduce_scatter_left(train):
+    """All three weight gradients come from gathers of the layer inputs and deltas, as the hand-written
+    sharded step calls them: the program layer rewrote the all_gather transposes' psum_scatters."""
+    trainer = tfm.Trainer(train, devices=8, global_batch=256, update="sharded-autodiff")
+    rows, labels = trainer.batch(np.arange(256))
+    program = weft.make_program(lambda p, v, r, l: trainer.step_fn._fun(p, v, r, l), axis_env=[("i", 8)])(
+        {k: np.asarray(x)[0] for k, x in trainer.params.items()},
+        {k: np.asarray(x)[0] for k, x in trainer.velocities.items()}, rows[0], labels[0])
+    # w1's and w2's gradients: an all_to_all of the input and an all_gather of the delta each; w3's (512 x 10)
+    # is cheaper reduce-scattered and stays one psum_scatter; the forward gathers the three weights.
+    assert program.count("psum_scatter") == 1, program
+    assert program.count("all_to_all") == 2
+    assert program.count("all_gather") == 3 + 2
+    assert program.count("psum") == 1
