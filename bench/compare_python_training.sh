@@ -7,6 +7,7 @@
 #
 #   cc-dp8   C++, the default sharded update          py-sharded     Python --update sharded (the same layout)
 #   cc-dp8r  C++ --replicated-update (DDP's)          py-replicated  Python --update replicated (lax.pmean)
+#   cc-dp8-ad  C++ sharded, --backward autodiff       py-sharded-ad  Python --update sharded-autodiff (issue 23)
 #
 # The layouts alternate run by run (RUNS rounds of all four) so that a shared machine's drifts hit all
 # alike; before each run the script waits for idle CPUs (bench/common.sh). Each run is a fresh process of
@@ -58,7 +59,9 @@ layout_cmd() {  # layout_cmd LAYOUT -> CMD
     cc-dp8r) CMD=("${ENV[@]}" "$CC_TRAIN" --replicated-update "${common[@]}") ;;
     py-sharded) CMD=("${ENV[@]}" PYTHONPATH="$BUILD/python" "$PY" "$PY_TRAIN" --update sharded "${common[@]}") ;;
     py-replicated) CMD=("${ENV[@]}" PYTHONPATH="$BUILD/python" "$PY" "$PY_TRAIN" --update replicated "${common[@]}") ;;
-    *) log "unknown layout $1 (known: cc-dp8 cc-dp8r py-sharded py-replicated)"; exit 2 ;;
+    cc-dp8-ad) CMD=("${ENV[@]}" "$CC_TRAIN" --backward autodiff "${common[@]}") ;;
+    py-sharded-ad) CMD=("${ENV[@]}" PYTHONPATH="$BUILD/python" "$PY" "$PY_TRAIN" --update sharded-autodiff "${common[@]}") ;;
+    *) log "unknown layout $1 (known: cc-dp8 cc-dp8r py-sharded py-replicated cc-dp8-ad py-sharded-ad)"; exit 2 ;;
   esac
 }
 
@@ -90,7 +93,7 @@ summarize() {
 import json, statistics, sys
 runs = [json.loads(line) for line in open(sys.argv[1])]
 layouts = sys.argv[2].split()
-peer = {"py-sharded": "cc-dp8", "py-replicated": "cc-dp8r"}
+peer = {"py-sharded": "cc-dp8", "py-replicated": "cc-dp8r", "py-sharded-ad": "cc-dp8-ad"}
 stats = {}
 for layout in layouts:
     ok = [r for r in runs if r["layout"] == layout and r["rc"] == 0 and r["result"]]

@@ -2,6 +2,7 @@
 #pragma once
 #include "weft/array.hpp"
 #include "weft/autodiff.hpp"
+#include "weft/custom_vjp.hpp"
 #include "weft/dtype.hpp"
 #include "weft/error.hpp"
 #include "weft/groups.hpp"

@@ -228,5 +228,43 @@ TEST(Grad, MegatronBlockHasOneAllReduceEachWayAndTheFullModelsGradients) {
   check(pmap(jit(step), {.axis = "i", .runtime = &rt}), "traced pmap");
 }
 
+// C++'s custom_vjp (weft/custom_vjp.hpp): JAX's log1pexp, whose autodiff gradient at x = 100 is nan
+// (exp overflows in float32) and whose custom rule gives sigmoid(x); a bwd that is not the derivative (three
+// times exp's) shows the rule replaces the transposes; eager calls compute fun; bwd's cotangent count checked.
+TEST(CustomVjp, TheUsersRuleReplacesTheTransposes) {
+  auto log1pexp = custom_vjp(
+      [](const Array& x) { return log1p(exp(x)); },
+      [](const Array& x) { return std::pair{log1p(exp(x)), std::vector<Array>{x}}; },
+      [](const std::vector<Array>& res, const Array& g) { return std::vector<Array>{g * sigmoid(res[0])}; },
+      "log1pexp");
+  const Array x = Array::from_doubles({-2.0, 0.0, 3.0, 100.0}, {4}, DType::f32);
+  const std::vector<double> got = grad([&](const Array& v) { return log1pexp(v).sum(); })(x).to_doubles();
+  const std::vector<double> plain = grad([](const Array& v) { return log1p(exp(v)).sum(); })(x).to_doubles();
+  EXPECT_TRUE(std::isnan(plain[3]));  // autodiff: exp(100) = inf in float32, inf / inf
+  const double xs[4] = {-2.0, 0.0, 3.0, 100.0};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(got[i], 1.0 / (1.0 + std::exp(-xs[i])), 1e-6) << xs[i];
+  EXPECT_NEAR(log1pexp(Array::scalar(0.0, DType::f64)).item<double>(), std::log(2.0), 1e-15);  // eager: fun
+
+  auto thrice = custom_vjp([](const Array& v) { return exp(v); },
+                           [](const Array& v) { return std::pair{exp(v), std::vector<Array>{exp(v)}}; },
+                           [](const std::vector<Array>& res, const Array& g) {
+                             return std::vector<Array>{g * res[0] * 3.0};
+                           });
+  const Array y = Array::from_doubles({0.5, -1.0}, {2}, DType::f64);
+  const std::vector<double> g3 = grad([&](const Array& v) { return (thrice(v) * v).sum(); })(y).to_doubles();
+  // d/dv (e^v * v) with e^v's derivative taken as 3 e^v: 3 e^v v + e^v.
+  for (int i = 0; i < 2; ++i) {
+    const double v = y.to_doubles()[i];
+    EXPECT_NEAR(g3[i], 3 * std::exp(v) * v + std::exp(v), 1e-12);
+  }
+  auto wrong = custom_vjp([](const Array& a, const Array& b) { return a * b; },
+                          [](const Array& a, const Array& b) { return std::pair{a * b, std::vector<Array>{a}}; },
+                          [](const std::vector<Array>&, const Array& g) { return std::vector<Array>{g}; }, "mul");
+  testing::ExpectContains(testing::ErrorOf<InvalidArgument>([&] {
+                            grad([&](const Array& a) { return wrong(a, a).sum(); })(y);
+                          }),
+                          {"mul: bwd returned 1 cotangents for 2 arguments"});
+}
+
 }  // namespace
 }  // namespace weft
