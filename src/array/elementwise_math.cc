@@ -210,7 +210,8 @@ void sigmoid_f32(const float* in, float* out, std::int64_t n) {
 // ---- float64: the C library ---------------------------------------------------------------------------------
 
 using DoubleKernel = double (*)(double);
-double exp_f64(double x) { return std::exp(x); }
+// Below -746 the double result is 0 (under half of 2^-1074): skips libm's underflow path, as exp_f32 does.
+double exp_f64(double x) { return x < -746.0 ? 0.0 : std::exp(x); }
 double log_f64(double x) { return std::log(x); }
 double log1p_f64(double x) { return std::log1p(x); }
 double tanh_f64(double x) { return std::tanh(x); }
@@ -348,9 +349,13 @@ void where_typed(const Array& cond, const Array& a, const Array& b, Array& out) 
 }  // namespace
 
 // Eigen clamps its argument to about [-88.38, 88.38] (AVX-512: and gives inf above) and does not produce
-// subnormal results: below -87 and above 88 the C library answers.
+// subnormal results: below -87 and above 88 the C library answers. Below -104 the float result is 0 (exp(x)
+// is under half the smallest subnormal, 2^-150, from ln(2^-150) = -103.97): answered here, because libm's
+// underflow path (errno, xflowf) costs ~50x a vector lane, and masked attention scores (-1e9) and softmax's
+// shifted logits sit there by the million.
 void kernels::exp_f32(const float* in, float* out, std::int64_t n) {
-  guarded(in, out, n, -87.0f, 88.0f, [](const auto& x) { return x.exp(); }, [](float v) { return std::exp(v); });
+  guarded(in, out, n, -87.0f, 88.0f, [](const auto& x) { return x.exp(); },
+          [](float v) { return v < -104.0f ? 0.0f : std::exp(v); });
 }
 
 // ---- one operand ------------------------------------------------------------------------------------------------

@@ -173,12 +173,20 @@ TEST(Transcendental, SpecialValuesAsNumpy) {
       {"sigmoid", weft::sigmoid, {0.0, -0.0, kInf, -kInf, kNaN, 1000.0, -1000.0}, {0.5, 0.5, 1, 0, kNaN, 1, 0}},
       // The smallest results are subnormal: exp(-103.28) is 1 ulp, 2 ** -149.
       {"exp", weft::exp, {-103.27893}, {sub}},
+      // Far below: 0 without the C library's underflow path (masked attention scores are -1e9).
+      {"exp", weft::exp, {-104.5, -1e9, -3.0e38, -103.96}, {0, 0, 0, sub}},
   };
   for (const Case& c : cases) {
     const Array got = c.op(Array::from_doubles(c.in, {static_cast<std::int64_t>(c.in.size())}, DType::f32));
     EXPECT_EQ(got.dtype(), DType::f32) << c.name;
     ExpectSameValues(got, c.out, c.name);
   }
+}
+
+TEST(Transcendental, Float64ExpUnderflowsToZero) {
+  const D in = {-745.0, -746.5, -1e9, -1e300};
+  const Array got = exp(Array::from_doubles(in, {4}, DType::f64));
+  ExpectSameValues(got, {std::exp(-745.0), 0, 0, 0}, "exp f64 underflow");
 }
 
 TEST(Transcendental, SubnormalArgumentsAndResults) {
