@@ -6,7 +6,7 @@ WEFT_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WEFT_PACKAGES=(build-essential cmake libgtest-dev libgmock-dev libcli11-dev
                nlohmann-json3-dev libopenmpi-dev openmpi-bin libeigen3-dev libboost-context1.81-dev zlib1g-dev python3-numpy
                dataset-fashion-mnist pkg-config pybind11-dev python3-dev python3-pytest python3-mpi4py
-               python3-typing-extensions
+               python3-typing-extensions bible-kjv bible-kjv-text
                libopenblas0-pthread libdnnl-dev)
 
 weft_install_packages() {

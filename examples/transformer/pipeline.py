@@ -29,6 +29,10 @@ def pipeline_loss(model, p, tokens, targets):
     is_first = (stage == 0).astype(dtype)
     is_last = (stage == stages - 1).astype(dtype)
     blocks = stage_blocks(p)
+    # The embedding (replicated over 'pipe') typed as varying once, before the ticks: its cotangents from
+    # every tick add up locally and its gradient takes one psum over 'pipe'. Left to shard_map's rules, each
+    # tick's `fresh * is_first` would pvary its own embedding output: one activation-sized psum per tick.
+    p = dict(p, embed=lax.pvary(p["embed"], "pipe"), pos=lax.pvary(p["pos"], "pipe"))
     forward = [(s, s + 1) for s in range(stages - 1)]
     state, outputs = None, []
     for tick in range(micro + stages - 1):

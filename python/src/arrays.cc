@@ -53,6 +53,19 @@ std::int32_t python_int32(py::handle value, const char* what) {
 
 }  // namespace
 
+// bfloat16 has no numpy dtype: traced values of it (weft.bfloat16, python/weft/__init__.py) carry this
+// stand-in, a one-field structured dtype ('bfloat16', uint16), distinct from every numpy number type. Arrays
+// never cross to numpy as it: their values come out as float32 (to_numpy). Built once and never destroyed
+// (a static py::object would be released after the interpreter is gone).
+py::dtype bfloat16_marker() {
+  static const py::dtype* marker = [] {
+    py::list fields;
+    fields.append(py::make_tuple("bfloat16", "<u2"));
+    return new py::dtype(py::dtype::from_args(fields));
+  }();
+  return *marker;
+}
+
 py::dtype numpy_dtype(DType dtype) {
   switch (dtype) {
     case DType::f32: return py::dtype("float32");
@@ -63,9 +76,9 @@ py::dtype numpy_dtype(DType dtype) {
     case DType::i64: return py::dtype("int64");
     case DType::u8: return py::dtype("uint8");
     case DType::boolean: return py::dtype("bool");
-    case DType::bf16: break;
+    case DType::bf16: return bfloat16_marker();
   }
-  throw InvalidArgument("bfloat16 has no numpy dtype: convert the array to float32 first (docs/python.md)");
+  throw InvalidArgument("numpy_dtype: unknown weft dtype");
 }
 
 DType weft_dtype(const py::dtype& dtype, const char* what) {
@@ -78,6 +91,7 @@ DType weft_dtype(const py::dtype& dtype, const char* what) {
   if (name == "int64") return DType::i64;
   if (name == "uint8") return DType::u8;
   if (name == "bool") return DType::boolean;
+  if (dtype.is(bfloat16_marker()) || py::bool_(dtype.attr("__eq__")(bfloat16_marker()))) return DType::bf16;
   throw InvalidArgument(std::string(what) + ": numpy dtype " + name +
                         " has no weft equivalent (weft has float32, float64, float16, int8, int32, int64, uint8, "
                         "bool)");
@@ -150,6 +164,7 @@ struct RuntimeDeleter {
 }  // namespace
 
 void init_arrays(py::module_& m) {
+  m.attr("bfloat16") = bfloat16_marker();
   py::class_<Device>(m, "Device", "A weft device: one worker thread with its own memory accounting.")
       .def_readonly("id", &Device::id)
       .def_readonly("process_index", &Device::process_index)

@@ -34,6 +34,7 @@ namespace weft::python {
 // ---- arrays (arrays.cc) ----------------------------------------------------------------------------------
 // numpy's dtype for a weft dtype. bfloat16 has none in numpy: it is refused with InvalidArgument.
 py::dtype numpy_dtype(DType dtype);
+py::dtype bfloat16_marker();  // the stand-in dtype of bfloat16 values (arrays.cc)
 DType weft_dtype(const py::dtype& dtype, const char* what);
 // A read-only numpy view of `array`'s buffer: no copy; the view keeps the buffer alive, and a write raises
 // ValueError ("assignment destination is read-only"), as weft buffers are immutable.

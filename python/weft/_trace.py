@@ -151,6 +151,10 @@ def weak_constant(value, like_dtype):
     array's dtype unless it is of a higher kind (a float with an integer array gives float32, an int with a
     bool array int32)."""
     kind = _np.dtype(like_dtype).kind
+    if kind == "V" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        # weft.bfloat16 (a stand-in dtype: numpy cannot hold its values): the number as float32, so the op
+        # computes in float32 (JAX would keep bfloat16; cast back with .astype(weft.bfloat16)).
+        return _np.asarray(value, dtype=_np.float32)
     if isinstance(value, bool):
         return _np.asarray(value, dtype=like_dtype)
     if isinstance(value, int):

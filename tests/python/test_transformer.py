@@ -1,0 +1,230 @@
+"""The character-level transformer of examples/transformer/ in every parallel layout (issue 24, item 2).
+
+Against independent expectations: the first loss against a numpy float64 forward pass written out here;
+20 steps of the 1-device run against PyTorch's losses on the same weights and batches (float64;
+tests/data/transformer_torch_losses.json, made by bench/pytorch_transformer.py); every layout against the
+1-device run within 1e-10 relative for 20 float64 steps; and the differentiated programs' collective counts
+against what each layout promises (tensor parallel: 2 all-reduces per block forward and 2 backward; sequence
+parallel: all_gather / psum_scatter pairs instead; FSDP: one all_gather forward and one psum_scatter backward
+per sharded parameter; GPipe: one ppermute per tick boundary each way). Small configurations: the whole
+file takes seconds.
+"""
+import collections
+import pathlib
+import re
+import sys
+
+import numpy as np
+import pytest
+
+import weft
+
+from conftest import load_json
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples" / "transformer"))
+import corpus  # noqa: E402
+from layout import Layout  # noqa: E402
+import train  # noqa: E402
+
+STEPS = 20
+SMALL = dict(layers=4, d_model=32, heads=4, context=16)
+BATCH = 8
+
+
+@pytest.fixture(scope="module", autouse=True)
+def runtime():
+    return weft.init(device_count=8)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return corpus.Corpus()
+
+
+def config(data, **over):
+    return corpus.Config(vocab=data.vocab, **{**SMALL, **over})
+
+
+def trainer(data, layout, dtype="f64", **over):
+    return train.Trainer(config(data, **over), layout, corpus.AdamW(), BATCH, seed=0, dtype=dtype, data=data)
+
+
+def losses(data, layout, steps=STEPS, **over):
+    t = trainer(data, layout, **over)
+    return np.array([t.step() for _ in range(steps)])
+
+
+@pytest.fixture(scope="module")
+def one_device(data):
+    return losses(data, Layout())
+
+
+# ---- an independent forward pass ------------------------------------------------------------------------
+def numpy_loss(p, tokens, targets, c):
+    def ln(x, g, b):
+        mu = x.mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + c.eps) * g + b
+
+    B, T = tokens.shape
+    H, dh = c.heads, c.head_dim
+    x = p["embed"][tokens] + p["pos"][:T]                        # (B, T, D)
+    mask = np.tril(np.ones((T, T), bool))
+    for b in p["blocks"]:
+        h = ln(x, b["ln1_g"], b["ln1_b"])
+        q, k, v = ((h @ b["w" + n] + b["b" + n]).reshape(B, T, H, dh).transpose(0, 2, 1, 3) for n in "qkv")
+        s = np.where(mask, q @ k.transpose(0, 1, 3, 2) / np.sqrt(dh), -np.inf)
+        a = np.exp(s - s.max(-1, keepdims=True))
+        y = ((a / a.sum(-1, keepdims=True)) @ v).transpose(0, 2, 1, 3).reshape(B, T, H * dh)
+        x = x + y @ b["wo"] + b["bo"]
+        u = ln(x, b["ln2_g"], b["ln2_b"]) @ b["w1"] + b["b1"]
+        u = 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u ** 3)))
+        x = x + u @ b["w2"] + b["b2"]
+    logits = ln(x, p["lnf_g"], p["lnf_b"]) @ p["head"]
+    z = logits - logits.max(-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    return -np.take_along_axis(logp, targets[..., None], -1).mean()
+
+
+def test_first_loss_is_numpys(data):
+    t = trainer(data, Layout())
+    tokens, targets = next(corpus.batches(data.train, BATCH, SMALL["context"], 0))
+    want = numpy_loss(corpus.init_params(t.c, 0, np.float64), tokens, targets, t.c)
+    assert abs(t.step() - want) <= 1e-12 * abs(want)
+
+
+def test_one_device_follows_pytorch(data, one_device):
+    """The losses PyTorch computed on the same weights and batches in float64 (bench/pytorch_transformer.py)."""
+    entries = load_json("transformer_torch_losses.json")
+    matched = 0
+    for entry in entries:
+        cfg = entry["config"]
+        shape = dict(layers=cfg["layers"], d_model=cfg["d_model"], heads=cfg["heads"], context=cfg["context"])
+        want = np.array(entry["losses"])
+        t = train.Trainer(config(data, **shape), Layout(), corpus.AdamW(lr=cfg["lr"], weight_decay=cfg["weight_decay"]),
+                          cfg["batch"], seed=cfg["seed"], dtype="f64", data=data)
+        got = np.array([t.step() for _ in range(len(want))])
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=0, err_msg=f"config {cfg}")
+        matched += 1
+    assert matched >= 1
+
+
+def test_training_lowers_the_loss(one_device):
+    assert one_device[-1] < one_device[0] - 0.5, one_device
+
+
+LAYOUTS = {
+    "data2": Layout(dp=2),
+    "data8": Layout(dp=8),
+    "tensor2": Layout(tp=2),
+    "tensor4": Layout(tp=4),
+    "sequence2": Layout(tp=2, sp=True),
+    "fsdp4": Layout(dp=4, fsdp=True),
+    "data2_tensor2_fsdp": Layout(dp=2, tp=2, fsdp=True),
+    "data2_sequence2": Layout(dp=2, tp=2, sp=True),
+    "pipe2_gpipe4": Layout(pp=2, microbatches=4),
+    "pipe4_gpipe2": Layout(pp=4, microbatches=2),
+    "data2_tensor2_pipe2": Layout(dp=2, tp=2, pp=2, microbatches=2),
+    "everything": Layout(dp=2, tp=2, sp=True, fsdp=True, pp=2, microbatches=2),
+}
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_layout_follows_one_device(data, one_device, name):
+    got = losses(data, LAYOUTS[name])
+    np.testing.assert_allclose(got, one_device, rtol=1e-10, atol=0, err_msg=name)
+
+
+# ---- the collectives each layout promises ------------------------------------------------------------------
+COLLECTIVE = re.compile(r"= (psum|pmean|all_gather|psum_scatter|ppermute|all_to_all)\[axes=\(([^)]*)\)")
+
+
+def collectives(data, layout, **over):
+    """{(op, axes): count} in the differentiated step's program."""
+    t = trainer(data, layout, **over)
+    tokens, targets = next(t.batches)
+    one = np.float64(1.0)
+    text = str(t.step_fn.lower(t.params, t.m, t.v, one, one, tokens, targets))
+    return collections.Counter((op, axes.replace("'", "").rstrip(",")) for op, axes in COLLECTIVE.findall(text))
+
+
+def test_tensor_parallel_has_two_all_reduces_per_block_each_way(data):
+    got = collectives(data, Layout(tp=2))
+    assert got == {("psum", "model"): 4 * SMALL["layers"]}, got   # 2 forward + 2 backward per block
+
+
+def test_sequence_parallel_pairs_gather_and_scatter(data):
+    got = collectives(data, Layout(tp=2, sp=True))
+    L = SMALL["layers"]
+    assert got[("all_gather", "model")] == 4 * L       # 2 forward, 2 backward (psum_scatter's transposes)
+    assert got[("psum_scatter", "model")] == 4 * L
+    # No activation all-reduce: the psums left are the gradients of the parameters that meet
+    # position-split activations (LayerNorms, the row-parallel biases, the final LayerNorm, head, embed).
+    assert got[("psum", "model")] == 6 * L + 4
+    assert got[("pmean", "model")] == 1                # the loss over the positions
+
+
+def test_fsdp_gathers_forward_and_scatters_backward_once_per_parameter(data):
+    t = trainer(data, Layout(dp=4, fsdp=True))
+    sharded = sum(1 for leaf, spec in zip(weft.tree_util.tree_leaves(t.params), weft.tree_util.tree_leaves(
+        t.specs, is_leaf=lambda s: isinstance(s, weft.P))) if "data" in spec.axes())
+    got = collectives(data, Layout(dp=4, fsdp=True))
+    assert sharded == 16 * SMALL["layers"] + 5 - 1     # all but the 73-row embedding
+    assert got[("all_gather", "data")] == sharded
+    assert got[("psum_scatter", "data")] == sharded
+    assert got[("psum", "data")] == 1                  # the embedding's gradient
+    assert got[("pmean", "data")] == 1
+
+
+def test_gpipe_passes_activations_by_ppermute(data):
+    pp, micro = 2, 4
+    got = collectives(data, Layout(pp=pp, microbatches=micro))
+    boundaries = micro + pp - 2                        # ticks - 1
+    assert got[("ppermute", "pipe")] == 2 * boundaries  # forward and its transpose
+    assert got[("psum", "pipe")] == 1 + 5              # the loss; embed, pos, lnf_g, lnf_b, head gradients
+
+
+# ---- bfloat16 ------------------------------------------------------------------------------------------------
+def test_bfloat16_products_follow_float32(data):
+    """--dtype bf16: the products in bfloat16 (float32 parameters): the losses within bfloat16's rounding of
+    the float32 run's, and the program's matmuls are bfloat16 ones."""
+    f32 = [trainer(data, Layout(dp=2), dtype="f32") for _ in range(1)][0]
+    bf16 = trainer(data, Layout(dp=2), dtype="bf16")
+    a = np.array([f32.step() for _ in range(5)])
+    b = np.array([bf16.step() for _ in range(5)])
+    np.testing.assert_allclose(b, a, rtol=2e-2)
+    assert not np.array_equal(a, b)                    # the products did round to bfloat16
+    tokens, targets = next(bf16.batches)
+    one = np.float32(1.0)
+    text = str(bf16.step_fn.lower(bf16.params, bf16.m, bf16.v, one, one, tokens, targets))
+    products = [line for line in text.splitlines() if "= matmul" in line]
+    assert products and all(": bf16[" in line.split("=")[0] or "bf16[" in line.split("=")[0] for line in products)
+
+
+def test_bfloat16_cast_rounds_to_nearest_even():
+    x = np.array([1.0, 1.00390625, 1.01171875, 3.0e38, -2.5e-3, 65504.0, 1 + 2 ** -8 + 2 ** -20], np.float32)
+    got = np.asarray(weft.jit(lambda v: v.astype(weft.bfloat16).astype(np.float32))(x))
+    bits = x.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16).astype(np.uint32).view(np.float32)
+    np.testing.assert_array_equal(got, rounded)
+
+
+# ---- the layout's rules -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("layout, message", [
+    (Layout(tp=3), "--tp 3 must divide the 4 heads"),
+    (Layout(pp=3), "--pp 3 must divide the 4 layers"),
+    (Layout(sp=True), "sequence parallelism splits positions over the tensor-parallel ranks"),
+    (Layout(dp=3), "the batch 8 must divide over 3 data-parallel ranks"),
+    (Layout(pp=2, schedule="1f1b"), "pipeline schedule '1f1b'"),
+])
+def test_layout_errors(data, layout, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        trainer(data, layout)
+
+
+def test_sampling_gives_text_of_the_vocabulary(data):
+    t = trainer(data, Layout(), dtype="f32")
+    for _ in range(3):
+        t.step()
+    text = train.sample(t.parameters(), t.c, data, 40, seed=1)
+    assert len(text) == 40 and set(text) <= set(data.chars)
