@@ -490,8 +490,9 @@ def one_hot_traced(x, num_classes, dtype=_np.float32):
 def gelu_traced(x, approximate=True):
     if not approximate:
         raise _weft.InvalidArgument("weft.nn.gelu: approximate=False (erf) is not available on tracers")
-    c = math.sqrt(2.0 / math.pi)
-    return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * integer_cube(x))))
+    # One equation (a fused kernel, and one for its derivative under weft.grad), not the eight of
+    # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    return bind("gelu_tanh", [x])
 
 
 def integer_cube(x):

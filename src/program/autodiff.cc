@@ -266,6 +266,8 @@ class Transposer {
       give(eq, 0, emit("multiply", {g, emit("divide", {emit("multiply", {out, scalar(-0.5, dt)}), in(0)})}));
     } else if (op == "sigmoid") {
       give(eq, 0, emit("multiply", {g, emit("multiply", {out, emit("subtract", {one(), out})})}));
+    } else if (op == "gelu_tanh") {
+      give(eq, 0, emit("multiply", {g, emit("gelu_tanh_derivative", {in(0)})}));
     } else if (op == "abs") {
       give(eq, 0, emit("multiply", {g, emit("sign", {in(0)})}));
     } else if (op == "sign") {

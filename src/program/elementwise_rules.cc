@@ -100,7 +100,8 @@ std::vector<std::int64_t> broadcast_shapes(const std::vector<ValueType>& ins) {
 }
 
 void register_elementwise_ops(std::vector<OpInfo>& ops) {
-  for (const char* name : {"exp", "log", "log1p", "tanh", "sqrt", "rsqrt", "sigmoid"}) {
+  for (const char* name : {"exp", "log", "log1p", "tanh", "sqrt", "rsqrt", "sigmoid", "gelu_tanh",
+                           "gelu_tanh_derivative"}) {
     ops.push_back({name, 1, 1, {}, {}, false, float_unary});
   }
   for (const char* name : {"abs", "negative", "sign", "relu", "copy", "stop_gradient"}) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 
+#include "array/gelu.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
 
@@ -153,6 +154,9 @@ const Table& table() {
       {"sqrt", [](const Ins& in, const Params&) -> Outs { return {weft::sqrt(in[0])}; }},
       {"rsqrt", [](const Ins& in, const Params&) -> Outs { return {weft::rsqrt(in[0])}; }},
       {"sigmoid", [](const Ins& in, const Params&) -> Outs { return {weft::sigmoid(in[0])}; }},
+      {"gelu_tanh", [](const Ins& in, const Params&) -> Outs { return {detail::gelu_tanh(in[0])}; }},
+      {"gelu_tanh_derivative",
+       [](const Ins& in, const Params&) -> Outs { return {detail::gelu_tanh_derivative(in[0])}; }},
       {"abs", [](const Ins& in, const Params&) -> Outs { return {weft::abs(in[0])}; }},
       {"negative", [](const Ins& in, const Params&) -> Outs { return {-in[0]}; }},
       {"sign", [](const Ins& in, const Params&) -> Outs { return {weft::sign(in[0])}; }},

@@ -74,6 +74,7 @@ std::vector<Case> Cases() {
       {"sqrt", {{4}}, Unary("sqrt"), 0.5, 2.0},
       {"rsqrt", {{4}}, Unary("rsqrt"), 0.5, 2.0},
       {"sigmoid", {{5}}, Unary("sigmoid")},
+      {"gelu_tanh", {{3, 4}}, Unary("gelu_tanh")},
       {"abs", {{5}}, Unary("abs")},
       {"relu", {{2, 4}}, Unary("relu")},
       {"integer_pow 3", {{4}}, [](ProgramBuilder& b, const std::vector<int>& x) {

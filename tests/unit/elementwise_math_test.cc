@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../support/errors.hpp"
+#include "array/gelu.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
@@ -605,6 +606,45 @@ TEST(Clip, IsMinimumOfMaximum) {
   EXPECT_EQ(clip(i, -2.0, 3.0).to_doubles(), (D{-2, 0, 3}));
   EXPECT_EQ(clip(Array::from_doubles({0.1, 0.9}, {2}, DType::f16), 0.25, 0.75).to_doubles(), (D{0.25, 0.75}));
 }
+
+// The programs' fused GELU (weft.nn.gelu on tracers) and its derivative against double formulas, over
+// [-12, 12] in chunks of odd sizes (the tanh's vectorised chunks and its |u| > 7.5 fallback both run), in
+// float32 and float64; the derivative also against a central difference of the double GELU.
+TEST(Transcendental, FusedGeluAndItsDerivative) {
+  const double c = std::sqrt(2.0 / M_PI), a = 0.044715;
+  auto gelu = [&](double x) { return 0.5 * x * (1.0 + std::tanh(c * (x + a * x * x * x))); };
+  D in, ref, dref;
+  for (int i = 0; i <= 24001; ++i) {
+    const double x = -12.0 + i * 0.001;
+    in.push_back(x);
+    ref.push_back(gelu(x));
+    const double h = 1e-5;
+    dref.push_back((gelu(x + h) - gelu(x - h)) / (2 * h));
+  }
+  const auto n = static_cast<std::int64_t>(in.size());
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Array x = Array::from_doubles(in, {n}, dtype);
+    D ref_rounded = ref, dref_rounded = dref;
+    if (dtype == DType::f32) {
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        const double xf = static_cast<float>(in[i]);
+        ref_rounded[i] = gelu(xf);
+        dref_rounded[i] = (gelu(xf + 1e-5) - gelu(xf - 1e-5)) / 2e-5;
+      }
+    }
+    const Array y = weft::detail::gelu_tanh(x);
+    EXPECT_EQ(y.dtype(), dtype);
+    // 1 + tanh(u) cancels for negative x (as in JAX's formula): the error is the dtype's epsilon times |x|,
+    // absolute, not relative to the tiny result.
+    ExpectClose(y, ref_rounded, Tolerance{dtype == DType::f32 ? 1e-6 : 1e-12, dtype == DType::f32 ? 2e-6 : 1e-14},
+                "gelu_tanh");
+    // The derivative: the difference quotient is good to ~1e-10, float32's own rounding to ~1e-6.
+    ExpectClose(weft::detail::gelu_tanh_derivative(x), dref_rounded,
+                Tolerance{dtype == DType::f32 ? 1e-5 : 1e-9, dtype == DType::f32 ? 1e-5 : 1e-9},
+                "gelu_tanh_derivative");
+  }
+}
+
 
 }  // namespace
 }  // namespace weft

@@ -1,0 +1,15 @@
+// The tanh-approximated GELU (jax.nn.gelu(approximate=True)) and its derivative as single array passes, for
+// the program layer's gelu_tanh op and its VJP (src/program/kernels.cc). Internal: weft::nn-style names in
+// the public headers are the composed ops; programs get this fused form from weft.nn.gelu on tracers.
+#pragma once
+
+#include "weft/array.hpp"
+
+namespace weft::detail {
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); float types keep their dtype, others give float32.
+Array gelu_tanh(const Array& x);
+// d/dx of gelu_tanh at x.
+Array gelu_tanh_derivative(const Array& x);
+
+}  // namespace weft::detail
