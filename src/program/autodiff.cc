@@ -266,6 +266,13 @@ class Transposer {
       give(eq, 0, emit("multiply", {g, emit("divide", {emit("multiply", {out, scalar(-0.5, dt)}), in(0)})}));
     } else if (op == "sigmoid") {
       give(eq, 0, emit("multiply", {g, emit("multiply", {out, emit("subtract", {one(), out})})}));
+    } else if (op == "layer_norm") {
+      // One fused equation for the three cotangents (it recomputes the rows' statistics from x).
+      const std::vector<ValueId> grads =
+          b_.emit("layer_norm_vjp", {in(0), in(1), g, in(3)}, {}, p_.equations[index_].source);
+      give(eq, 0, grads[0]);
+      give(eq, 1, grads[1]);
+      give(eq, 2, grads[2]);
     } else if (op == "gelu_tanh") {
       give(eq, 0, emit("multiply", {g, emit("gelu_tanh_derivative", {in(0)})}));
     } else if (op == "abs") {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "array/gelu.hpp"
+#include "array/layer_norm.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
 
@@ -154,6 +155,15 @@ const Table& table() {
       {"sqrt", [](const Ins& in, const Params&) -> Outs { return {weft::sqrt(in[0])}; }},
       {"rsqrt", [](const Ins& in, const Params&) -> Outs { return {weft::rsqrt(in[0])}; }},
       {"sigmoid", [](const Ins& in, const Params&) -> Outs { return {weft::sigmoid(in[0])}; }},
+      {"layer_norm",
+       [](const Ins& in, const Params&) -> Outs {
+         return {detail::layer_norm(in[0], in[1], in[2], in[3].to_doubles().at(0))};
+       }},
+      {"layer_norm_vjp",
+       [](const Ins& in, const Params&) -> Outs {
+         detail::LayerNormGrads g = detail::layer_norm_vjp(in[0], in[1], in[2], in[3].to_doubles().at(0));
+         return {std::move(g.dx), std::move(g.dscale), std::move(g.dbias)};
+       }},
       {"gelu_tanh", [](const Ins& in, const Params&) -> Outs { return {detail::gelu_tanh(in[0])}; }},
       {"gelu_tanh_derivative",
        [](const Ins& in, const Params&) -> Outs { return {detail::gelu_tanh_derivative(in[0])}; }},

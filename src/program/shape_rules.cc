@@ -158,6 +158,36 @@ std::vector<ValueType> along_axis(const std::vector<ValueType>& ins, const Param
   return {out};
 }
 
+// layer_norm(x, scale, bias, eps): x (..., d) of a float dtype, scale and bias (d), eps a scalar; the result
+// has x's type, varying over every operand's axes. layer_norm_vjp(x, scale, dy, eps) gives the cotangents
+// (dx like x; dscale and dbias like scale).
+void check_layer_norm(const std::vector<ValueType>& ins, const char* second_vector) {
+  const ValueType& x = ins[0];
+  if (x.shape.empty()) throw RuleError("x must have at least one dimension");
+  if (!is_floating(x.dtype)) throw RuleError("x must be of a float dtype");
+  const std::int64_t d = x.shape.back();
+  if (ins[1].shape != std::vector<std::int64_t>{d}) {
+    throw RuleError("scale must have shape [" + std::to_string(d) + "], the last dimension of x");
+  }
+  if (std::string(second_vector) == "bias" && ins[2].shape != std::vector<std::int64_t>{d}) {
+    throw RuleError("bias must have shape [" + std::to_string(d) + "], the last dimension of x");
+  }
+  if (!ins[3].shape.empty()) throw RuleError("eps must be a scalar");
+}
+
+std::vector<ValueType> layer_norm(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+  check_layer_norm(ins, "bias");
+  return {ValueType{ins[0].dtype, ins[0].shape, union_varying(ins)}};
+}
+
+std::vector<ValueType> layer_norm_vjp(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+  check_layer_norm(ins, "dy");
+  if (ins[2].shape != ins[0].shape) throw RuleError("dy must have x's shape");
+  const std::vector<std::string> varying = union_varying(ins);
+  const ValueType vec{ins[0].dtype, ins[1].shape, varying};
+  return {ValueType{ins[0].dtype, ins[0].shape, varying}, vec, vec};
+}
+
 // numpy.concatenate: equal dtypes after promotion, equal shapes but along `axis`.
 std::vector<ValueType> concatenate(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
   if (ins.front().shape.empty()) throw RuleError("zero-dimensional arrays cannot be concatenated");
@@ -260,6 +290,8 @@ void register_shape_ops(std::vector<OpInfo>& ops) {
   ops.push_back({"slice", 1, 1, {"start", "limit", "step"}, {}, false, slice});
   ops.push_back({"take", 2, 2, {}, {"axis"}, false, take});
   ops.push_back({"one_hot", 1, 1, {"num_classes", "dtype"}, {}, false, one_hot});
+  ops.push_back({"layer_norm", 4, 4, {}, {}, false, layer_norm});
+  ops.push_back({"layer_norm_vjp", 4, 4, {}, {}, false, layer_norm_vjp});
 }
 
 }  // namespace weft::program

@@ -75,6 +75,9 @@ std::vector<Case> Cases() {
       {"rsqrt", {{4}}, Unary("rsqrt"), 0.5, 2.0},
       {"sigmoid", {{5}}, Unary("sigmoid")},
       {"gelu_tanh", {{3, 4}}, Unary("gelu_tanh")},
+      {"layer_norm", {{3, 5}, {5}, {5}}, [](ProgramBuilder& b, const std::vector<int>& x) {
+         return b.emit("layer_norm", {x[0], x[1], x[2], b.constant(Array::scalar(1e-5, DType::f64))})[0];
+       }},
       {"abs", {{5}}, Unary("abs")},
       {"relu", {{2, 4}}, Unary("relu")},
       {"integer_pow 3", {{4}}, [](ProgramBuilder& b, const std::vector<int>& x) {
