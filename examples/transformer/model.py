@@ -32,7 +32,7 @@ def linear(x, w, b, policy):
 
 
 class Policy:
-    """A mixed-precision policy (../shared/spec/programs.md section 5): parameters stay in their dtype
+    """A mixed-precision policy: parameters stay in their dtype
     (float32 or float64), the products run in `compute_dtype` (bfloat16: oneDNN's bf16 kernels, float32
     accumulation) and LayerNorm, softmax and the loss in the parameters' dtype, as torch.autocast does."""
 
