@@ -12,7 +12,7 @@ the collectives the split implies.
 - FSDP: every parameter's first dimension also split over 'data' (minor to 'model' where tp splits it), the
   shards all_gather'ed at use; the gradients arrive reduce-scattered (the gather's transpose).
 - pipeline (pp): the layers split in pp stages over 'pipe', stage s holding layers [s L/pp, (s+1) L/pp);
-  microbatches flow stage to stage by ppermute (pipeline.py).
+  microbatches flow stage to stage by ppermute, in the GPipe or the 1F1B order (pipeline.py).
 """
 import dataclasses
 
@@ -51,8 +51,8 @@ class Layout:
                              f"{self.microbatches} microbatches")
         if self.sp and c.context % self.tp:
             raise ValueError(f"--sp: the context {c.context} must divide over --tp {self.tp}")
-        if self.schedule not in ("gpipe",):
-            raise ValueError(f"pipeline schedule {self.schedule!r}: weft's trainer has 'gpipe' only")
+        if self.schedule not in ("gpipe", "1f1b"):
+            raise ValueError(f"pipeline schedule {self.schedule!r}: the trainer has 'gpipe' and '1f1b'")
 
     def mesh(self):
         devices = np.array(weft.devices()[:self.devices], dtype=object).reshape(self.dp, self.tp, self.pp)

@@ -6,6 +6,7 @@ one weft.shard_map'ed step (forward, weft.value_and_grad's backward, AdamW) over
     ... --tp 2 --sp --dp 4       and sequence parallelism between its halves
     ... --fsdp --dp 8            parameters sharded over 'data', gathered at use
     ... --pp 2 --microbatches 4  a GPipe pipeline over 'pipe'
+    ... --schedule 1f1b          the same pipeline in the 1F1B order (pipeline.py)
     ... --dp 2 --tp 2 --pp 2     all three on 8 devices
     ... --dtype bf16             products in bfloat16 (parameters and optimizer state float32)
     ... --sample 200             then print 200 characters sampled from the trained model
@@ -33,6 +34,7 @@ from weft import P  # noqa: E402
 import corpus  # noqa: E402
 from layout import Layout  # noqa: E402
 from model import Model, Policy  # noqa: E402
+from pipeline import one_f_one_b  # noqa: E402
 
 DTYPES = {"f32": np.float32, "f64": np.float64, "bf16": np.float32}
 
@@ -111,7 +113,10 @@ class Trainer:
         return self.model.loss(p, tokens, targets)
 
     def _step(self, p, m, v, c1, c2, tokens, targets):
-        loss, g = weft.value_and_grad(self.model.loss)(p, tokens, targets)
+        if self.lay.pp > 1 and self.lay.schedule == "1f1b":
+            loss, g = one_f_one_b(self.model, p, tokens, targets)   # its backward interleaved by hand
+        else:
+            loss, g = weft.value_and_grad(self.model.loss)(p, tokens, targets)
         flat_p, flat_g, flat_m, flat_v = (weft.tree_util.tree_leaves(t) for t in (p, g, m, v))
         outs = [adamw(a, b, mm, vv, self.opt, c1, c2) for a, b, mm, vv in zip(flat_p, flat_g, flat_m, flat_v)]
         treedef = weft.tree_util.tree_structure(p)
@@ -184,7 +189,8 @@ def main(argv=None):
     ap.add_argument("--sp", action="store_true", help="sequence parallelism between the tensor-parallel halves")
     ap.add_argument("--fsdp", action="store_true", help="parameters sharded over 'data', gathered at use")
     ap.add_argument("--microbatches", type=int, default=1, help="pipeline microbatches")
-    ap.add_argument("--schedule", default="gpipe", help="pipeline schedule (gpipe)")
+    ap.add_argument("--schedule", choices=("gpipe", "1f1b"), default="gpipe",
+                    help="pipeline schedule: gpipe (every forward, then every backward) or 1f1b")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--heads", type=int, default=4)

@@ -422,16 +422,21 @@ def einsum(subscripts, *operands):
 
 
 # ---- creation: concrete arrays (as jnp's, these are constants of a trace) -----------------------------
-def _creation(np_fn, default_dtype):
+def _creation(np_fn, default_dtype, dtype_position):
+    """np_fn with jnp's default dtype; dtype may come by name or at numpy's position (zeros(shape, dtype))."""
     def fn(*args, dtype=None, **kwargs):
+        if len(args) > dtype_position:
+            if dtype is not None:
+                raise TypeError(f"{np_fn.__name__}() got dtype by name and by position")
+            dtype, args = args[dtype_position], args[:dtype_position] + args[dtype_position + 1:]
         return np_fn(*args, dtype=_np.dtype(dtype or default_dtype), **kwargs)
     fn.__name__ = np_fn.__name__
     return fn
 
 
-zeros = _creation(_np.zeros, _np.float32)
-ones = _creation(_np.ones, _np.float32)
-eye = _creation(_np.eye, _np.float32)
+zeros = _creation(_np.zeros, _np.float32, 1)
+ones = _creation(_np.ones, _np.float32, 1)
+eye = _creation(_np.eye, _np.float32, 3)
 
 
 def full(shape, fill_value, dtype=None):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import weft
+import weft.numpy as jnp
 from weft import lax
 from conftest import compare, json_array, load_json
 
@@ -105,3 +106,20 @@ def test_errors_name_the_op_and_the_rule():
         weft.ops.matmul(np.zeros((4, 7), np.float32), np.zeros((6, 2), np.float32))
     with pytest.raises(ValueError, match="take"):  # InvalidArgument is also a ValueError
         weft.ops.take(np.zeros(3, np.float32), np.array([5], np.int32))
+
+
+@pytest.mark.parametrize("make, want", [
+    (lambda: jnp.zeros((2, 3), np.float64), np.zeros((2, 3), np.float64)),
+    (lambda: jnp.ones(4, "int32"), np.ones(4, np.int32)),
+    (lambda: jnp.eye(2, 3, 1, np.float64), np.eye(2, 3, 1, dtype=np.float64)),
+    (lambda: jnp.zeros((2,)), np.zeros(2, np.float32)),           # jnp's default dtype, not numpy's
+])
+def test_creation_takes_dtype_by_position_as_numpy_does(make, want):
+    got = make()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_creation_refuses_dtype_twice():
+    with pytest.raises(TypeError, match="zeros\\(\\) got dtype by name and by position"):
+        jnp.zeros((2,), np.float32, dtype=np.float64)

@@ -5,7 +5,7 @@ Against independent expectations: the first loss against a numpy float64 forward
 1-device run within 1e-10 relative for 20 float64 steps; and the differentiated programs' collective counts
 against what each layout promises (tensor parallel: 2 all-reduces per block forward and 2 backward; sequence
 parallel: all_gather / psum_scatter pairs instead; FSDP: one all_gather forward and one psum_scatter backward
-per sharded parameter; GPipe: one ppermute per tick boundary each way). Small configurations: the whole
+per sharded parameter; GPipe and 1F1B: one ppermute per tick boundary each way). Small configurations: the whole
 file takes seconds.
 """
 import collections
@@ -107,6 +107,11 @@ LAYOUTS = {
     "pipe4_gpipe2": Layout(pp=4, microbatches=2),
     "data2_tensor2_pipe2": Layout(dp=2, tp=2, pp=2, microbatches=2),
     "everything": Layout(dp=2, tp=2, sp=True, fsdp=True, pp=2, microbatches=2),
+    "pipe2_1f1b4": Layout(pp=2, microbatches=4, schedule="1f1b"),
+    "pipe4_1f1b2": Layout(pp=4, microbatches=2, schedule="1f1b"),
+    "pipe2_1f1b8": Layout(pp=2, microbatches=8, schedule="1f1b"),
+    "data2_tensor2_pipe2_1f1b": Layout(dp=2, tp=2, pp=2, microbatches=2, schedule="1f1b"),
+    "everything_1f1b": Layout(dp=2, tp=2, sp=True, fsdp=True, pp=2, microbatches=2, schedule="1f1b"),
 }
 
 
@@ -165,6 +170,19 @@ def test_gpipe_passes_activations_by_ppermute(data):
     assert got[("psum", "pipe")] == 1 + 5              # the loss; embed, pos, lnf_g, lnf_b, head gradients
 
 
+def test_1f1b_passes_activations_forward_and_cotangents_backward(data):
+    """1F1B: a forward ppermute at every tick but the last forward one (M + S - 2), a backward one at every
+    backward tick but the last (M + S - 2 too); the shared parameters' gradients one psum over 'pipe' each,
+    and with data parallelism every parameter's gradient one psum over 'data' (not one per tick)."""
+    pp, micro = 2, 4
+    got = collectives(data, Layout(dp=2, pp=pp, microbatches=micro, schedule="1f1b"))
+    assert got == {("ppermute", "pipe"): 2 * (micro + pp - 2),
+                   ("psum", "pipe"): 1,                          # the loss
+                   ("psum", "pipe, data"): 5,                    # embed, pos, lnf_g, lnf_b, head
+                   ("psum", "data"): 16 * SMALL["layers"] // pp,  # this stage's blocks
+                   ("pmean", "data"): micro}, got                # each microbatch's loss
+
+
 # ---- bfloat16 ------------------------------------------------------------------------------------------------
 def test_bfloat16_products_follow_float32(data):
     """--dtype bf16: the products in bfloat16 (float32 parameters): the losses within bfloat16's rounding of
@@ -196,7 +214,7 @@ def test_bfloat16_cast_rounds_to_nearest_even():
     (Layout(pp=3), "--pp 3 must divide the 4 layers"),
     (Layout(sp=True), "sequence parallelism splits positions over the tensor-parallel ranks"),
     (Layout(dp=3), "the batch 8 must divide over 3 data-parallel ranks"),
-    (Layout(pp=2, schedule="1f1b"), "pipeline schedule '1f1b'"),
+    (Layout(pp=2, schedule="zero-bubble"), "pipeline schedule 'zero-bubble': the trainer has 'gpipe' and '1f1b'"),
 ])
 def test_layout_errors(data, layout, message):
     with pytest.raises(ValueError, match=re.escape(message)):
