@@ -216,7 +216,15 @@ def main(argv=None):
                            context=args.context)
     layout = Layout(dp=args.dp, tp=args.tp, pp=args.pp, sp=args.sp, fsdp=args.fsdp,
                     microbatches=args.microbatches, schedule=args.schedule)
-    weft.init(device_count=layout.devices)
+    if os.environ.get("WEFT_NUM_INSTANCES"):
+        # Under weftrun the job has the devices (its instances hold them together); every instance runs this
+        # same script on the same batches, feeds its own devices' blocks and gets back the results.
+        if weft.device_count() != layout.devices:
+            raise SystemExit(f"train.py: the layout needs {layout.devices} devices, the weftrun job has "
+                             f"{weft.device_count()} (--num-replicas)")
+    else:
+        weft.init(device_count=layout.devices)
+    quiet = weft.process_index() != 0   # one instance reports
     opt = corpus.AdamW(lr=args.lr, weight_decay=args.weight_decay)
     trainer = Trainer(config, layout, opt, args.batch, args.seed, args.dtype, data=data)
     losses, curve, step_seconds = [], [], []
@@ -226,19 +234,21 @@ def main(argv=None):
         step_seconds.append(time.perf_counter() - t0)
         if args.eval_every and (step + 1) % args.eval_every == 0:
             curve.append((step + 1, trainer.evaluate(args.eval_batches)))
-        if args.log_every and (step + 1) % args.log_every == 0 and not args.json:
+        if args.log_every and (step + 1) % args.log_every == 0 and not args.json and not quiet:
             print(f"step {step + 1}: loss {losses[-1]:.4f}", file=sys.stderr)
     valid = trainer.evaluate(args.eval_batches)
     warmup = min(3, len(step_seconds) // 2)
     step_s = statistics.median(step_seconds[warmup:])
     tokens_per_s = args.batch * args.context / step_s
+    if quiet:
+        return 0
     print(f"trained {args.steps} steps (dp {args.dp} tp {args.tp}{' sp' if args.sp else ''} pp {args.pp}"
           f"{' fsdp' if args.fsdp else ''}, {args.dtype}): loss {losses[-1]:.4f}, validation {valid:.4f}, "
           f"{tokens_per_s:.0f} tokens/s, {step_s * 1e3:.1f} ms/step, peak RSS {peak_rss_mib():.0f} MiB")
     if args.sample:
         print(sample(trainer.parameters(), config, data, args.sample, args.seed))
     if args.json:
-        print(json.dumps({"framework": "weft", "dp": args.dp, "tp": args.tp, "pp": args.pp, "sp": args.sp,
+        print(json.dumps({"framework": "weft", "instances": weft.process_count(), "dp": args.dp, "tp": args.tp, "pp": args.pp, "sp": args.sp,
                           "fsdp": args.fsdp, "dtype": args.dtype, "steps": args.steps, "losses": losses,
                           "valid_curve": curve, "valid_loss": valid, "tokens_per_s": tokens_per_s,
                           "step_ms": step_s * 1e3, "peak_rss_mib": peak_rss_mib()}))

@@ -135,8 +135,16 @@ class _ShardMapped:
         engine, out_def, out_specs, _, mapped = entry
         blocks = [self._split(array, spec) if m else array for array, spec, m in zip(arrays, specs, mapped)]
         results = _run_engine(engine, leaves, blocks, [])
-        outs = [self._assemble(r.to_host(), spec) for r, spec in zip(results, out_specs)]
+        local = self._local_positions()
+        outs = [self._assemble(r.to_host(), spec, local, index) for index, (r, spec) in enumerate(zip(results, out_specs))]
         return _tree.unflatten(out_def, outs)
+
+    def _local_positions(self):
+        """The flat mesh positions of this process's devices, in mesh order (a pmap's results hold those
+        replicas' shards, in that order); None when the process holds the whole mesh."""
+        me = _weft.current_runtime().process_index
+        positions = [k for k, d in enumerate(self._mesh.devices.flat) if d.process_index == me]
+        return None if len(positions) == self._mesh.size else positions
 
     def lower(self, *args):
         """The program every device runs for these arguments (weft.make_program(shard_map(...))(*args) too)."""
@@ -224,14 +232,19 @@ class _ShardMapped:
             moved = _np.expand_dims(moved, pos)
         return _np.ascontiguousarray(_np.broadcast_to(moved, full_shape + list(moved.shape[len(sizes):])))
 
-    def _assemble(self, stacked, spec):
-        """The global array from the devices' blocks (stacked as (*mesh sizes, *block)): the axes the spec
-        names concatenated along their dimensions, the others read at index 0 (the same there by check_vma)."""
+    def _assemble(self, stacked, spec, local=None, output=0):
+        """The global array from the devices' blocks: the axes the spec names concatenated along their
+        dimensions, the others read at any one coordinate (the same there by check_vma). `stacked` holds every
+        device's block as (*mesh sizes, *block), or, across processes, only this process's (local: their
+        flat mesh positions), which must then hold a block for every coordinate of the named axes."""
         names = list(self._mesh.axis_names)
         named = spec.axes()
-        index = tuple(slice(None) if a in named else 0 for a in names)
         kept = [a for a in names if a in named]
-        blocks = stacked[index]  # (*kept mesh axes, *block)
+        if local is None:
+            index = tuple(slice(None) if a in named else 0 for a in names)
+            blocks = stacked[index]  # (*kept mesh axes, *block)
+        else:
+            blocks = self._local_blocks(stacked, local, kept, spec, output)
         rank = blocks.ndim - len(kept)
         order, shape = [], []
         for d in range(rank):
@@ -242,6 +255,26 @@ class _ShardMapped:
             shape.append(blocks.shape[len(kept) + d] * int(_np.prod([self._mesh.shape[a] for a in part],
                                                                       dtype=_np.int64)))
         return _np.ascontiguousarray(blocks.transpose(order)).reshape(shape)
+
+    def _local_blocks(self, stacked, local, kept, spec, output):
+        """(*kept mesh axes, *block) from this process's blocks (stacked in the order of `local`)."""
+        names = list(self._mesh.axis_names)
+        sizes = [self._mesh.shape[a] for a in kept]
+        blocks = _np.empty(sizes + list(stacked.shape[1:]), stacked.dtype)
+        have = _np.zeros(sizes, bool)
+        for k, position in enumerate(local):
+            coords = _np.unravel_index(position, self._mesh.devices.shape)
+            at = tuple(int(coords[names.index(a)]) for a in kept)
+            if not have[at]:
+                blocks[at] = stacked[k]
+                have[at] = True
+        if not have.all():
+            raise _weft.InvalidArgument(
+                f"{self._name}: output {output}'s out_spec {spec!r} splits it over mesh axes {tuple(kept)}, whose "
+                f"blocks are on other processes: process {_weft.current_runtime().process_index} holds "
+                f"{int(have.sum())} of its {have.size} blocks (JAX: not fully addressable). Replicate it over the "
+                f"axes that cross processes (all_gather it there) or keep those axes within a process")
+        return blocks
 
     # ---- the program -------------------------------------------------------------------------------------
     def _trace(self, types, specs, treedef):

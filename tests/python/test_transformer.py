@@ -9,14 +9,18 @@ per sharded parameter; GPipe and 1F1B: one ppermute per tick boundary each way).
 file takes seconds.
 """
 import collections
+import json
+import os
 import pathlib
 import re
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 import weft
+from conftest import PYTHON, build_dir, python_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "transformer"))
@@ -119,6 +123,31 @@ LAYOUTS = {
 def test_layout_follows_one_device(data, one_device, name):
     got = losses(data, LAYOUTS[name])
     np.testing.assert_allclose(got, one_device, rtol=1e-10, atol=0, err_msg=name)
+
+
+# ---- under the launcher: 2 instances x 4 devices -----------------------------------------------------------
+@pytest.mark.parametrize("flags", [
+    ["--dp", "8"],
+    ["--dp", "2", "--tp", "4"],
+    ["--dp", "2", "--tp", "2", "--pp", "2", "--microbatches", "2", "--schedule", "1f1b"],
+], ids=["data8", "data2_tensor4", "data2_tensor2_pipe2_1f1b"])
+def test_two_instances_of_four_devices_follow_one_device(one_device, flags):
+    """train.py under weftrun: each instance feeds its 4 devices' blocks and reads back the results; the
+    mesh's 'data' axis crosses the instances. The losses are the in-process 1-device run's."""
+    if "WEFT_BUILD_DIR" not in os.environ:
+        pytest.skip("run by ctest (python_transformer): needs the build's weftrun")
+    weftrun = build_dir() / "bin" / "weftrun"
+    c = SMALL
+    args = [str(weftrun), "--num-instances", "2", "--num-replicas", "8", PYTHON, str(ROOT / "examples" / "transformer" /
+            "train.py"), *flags, "--dtype", "f64", "--layers", str(c["layers"]), "--d-model", str(c["d_model"]),
+            "--heads", str(c["heads"]), "--context", str(c["context"]), "--batch", str(BATCH), "--steps", str(STEPS),
+            "--eval-batches", "1", "--log-every", "0", "--json"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=240, env=python_env())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    line = next(ln for ln in done.stdout.splitlines() if '{"framework"' in ln)
+    summary = json.loads(line[line.index("{"):])
+    assert summary["instances"] == 2
+    np.testing.assert_allclose(summary["losses"], one_device, rtol=1e-10, atol=0)
 
 
 # ---- the collectives each layout promises ------------------------------------------------------------------
