@@ -15,6 +15,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -126,6 +127,18 @@ def test_layout_follows_one_device(data, one_device, name):
 
 
 # ---- under the launcher: 2 instances x 4 devices -----------------------------------------------------------
+def train_under_weftrun(flags, timeout=240):
+    if "WEFT_BUILD_DIR" not in os.environ:
+        pytest.skip("run by ctest (python_transformer): needs the build's weftrun")
+    c = SMALL
+    args = [str(build_dir() / "bin" / "weftrun"), "--num-instances", "2", "--num-replicas", "8", PYTHON,
+            str(ROOT / "examples" / "transformer" / "train.py"), *flags, "--dtype", "f64",
+            "--layers", str(c["layers"]), "--d-model", str(c["d_model"]), "--heads", str(c["heads"]),
+            "--context", str(c["context"]), "--batch", str(BATCH), "--steps", str(STEPS), "--eval-batches", "1",
+            "--log-every", "0", "--json"]
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=python_env())
+
+
 @pytest.mark.parametrize("flags", [
     ["--dp", "8"],
     ["--dp", "2", "--tp", "4"],
@@ -134,20 +147,24 @@ def test_layout_follows_one_device(data, one_device, name):
 def test_two_instances_of_four_devices_follow_one_device(one_device, flags):
     """train.py under weftrun: each instance feeds its 4 devices' blocks and reads back the results; the
     mesh's 'data' axis crosses the instances. The losses are the in-process 1-device run's."""
-    if "WEFT_BUILD_DIR" not in os.environ:
-        pytest.skip("run by ctest (python_transformer): needs the build's weftrun")
-    weftrun = build_dir() / "bin" / "weftrun"
-    c = SMALL
-    args = [str(weftrun), "--num-instances", "2", "--num-replicas", "8", PYTHON, str(ROOT / "examples" / "transformer" /
-            "train.py"), *flags, "--dtype", "f64", "--layers", str(c["layers"]), "--d-model", str(c["d_model"]),
-            "--heads", str(c["heads"]), "--context", str(c["context"]), "--batch", str(BATCH), "--steps", str(STEPS),
-            "--eval-batches", "1", "--log-every", "0", "--json"]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=240, env=python_env())
+    done = train_under_weftrun(flags)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     line = next(ln for ln in done.stdout.splitlines() if '{"framework"' in ln)
     summary = json.loads(line[line.index("{"):])
     assert summary["instances"] == 2
     np.testing.assert_allclose(summary["losses"], one_device, rtol=1e-10, atol=0)
+
+
+def test_fsdp_across_instances_is_refused_by_name():
+    """FSDP over a 'data' axis that crosses the instances: the parameters' blocks are on both, and no
+    instance can assemble them; the error says which output, which axes and what to do, and comes fast."""
+    start = time.monotonic()
+    done = train_under_weftrun(["--dp", "8", "--fsdp"], timeout=120)
+    assert done.returncode != 0
+    assert re.search(r"output \d+'s out_spec P\('data'[^)]*\) splits it over mesh axes \('data',\), whose blocks are "
+                     r"on other processes: process [01] holds 4 of its 8 blocks", done.stdout + done.stderr), \
+        done.stdout[-3000:] + done.stderr[-3000:]
+    assert time.monotonic() - start < 60
 
 
 # ---- the collectives each layout promises ------------------------------------------------------------------
