@@ -138,16 +138,23 @@ def gradients(p, x, labels, scale):
     return loss, grads
 
 
-def loss_of(p, x, labels, scale):
-    """The loss alone (this replica's cross-entropies times `scale`), for weft.value_and_grad."""
+def loss_of(p, x, labels, scale, policy=None):
+    """The loss alone (this replica's cross-entropies times `scale`), for weft.value_and_grad. With a
+    mixed-precision policy (weft.Policy) the parameters and pixels are cast to its compute dtype at use, the
+    passes run in it (bfloat16: oneDNN's bf16 products, float32 accumulation) and the logits come back in its
+    output dtype for the softmax and the loss; the casts' transposes return the gradients in float32."""
+    if policy is not None:
+        p, x = policy.cast_to_compute(p), policy.cast_to_compute(x)
     logits = forward(p, x)[-1]
+    if policy is not None:
+        logits = policy.cast_to_output(logits)
     targets = weft.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
     return jnp.sum(targets * weft.nn.log_softmax(logits, axis=-1)) * -scale
 
 
-def autodiff_gradients(p, x, labels, scale):
+def autodiff_gradients(p, x, labels, scale, policy=None):
     """gradients() by reverse mode (weft.value_and_grad of the loss): no hand-written backward pass."""
-    return weft.value_and_grad(loss_of)(p, x, labels, scale)
+    return weft.value_and_grad(functools.partial(loss_of, policy=policy))(p, x, labels, scale)
 
 
 def sgd_momentum(param, velocity, grad, lr, momentum):
@@ -157,16 +164,20 @@ def sgd_momentum(param, velocity, grad, lr, momentum):
 
 
 # ---- the traced steps ------------------------------------------------------------------------------------------
-def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update="replicated"):
+def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update="replicated", policy=None):
     """The pmapped training step: step(params, velocities, rows, labels) -> (params, velocities, loss).
 
     `images` (the whole training split) is captured as a constant of the program; `rows` and `labels`
     (devices, global_batch / devices) are each replica's batch. params and velocities are mapped (devices,
     ...): every replica's copy equal (replicated update) or, for the sharded update, replica d's rows of each
-    weight and its velocity, and equal copies of the biases (shapes from velocity_shapes)."""
+    weight and its velocity, and equal copies of the biases (shapes from velocity_shapes). A policy
+    (weft.Policy, mixed precision) needs a differentiated update: the hand-written backward is float32."""
     local_batch = global_batch // devices
+    if policy is not None and update not in ("autodiff", "sharded-autodiff"):
+        raise ValueError(f"the {update} update's backward pass is written out in float32; a mixed-precision "
+                         f"policy ({policy}) needs a differentiated one (update 'autodiff' or 'sharded-autodiff')")
 
-    grads_of = autodiff_gradients if update == "autodiff" else gradients
+    grads_of = functools.partial(autodiff_gradients, policy=policy) if update == "autodiff" else gradients
 
     # The parameters and velocities are donated (JAX's donate_argnums): the step writes the new ones into
     # their buffers, as the C++ trainer's update in place, instead of into fresh memory.
@@ -213,7 +224,7 @@ def make_train_step(images, global_batch, devices, lr=0.1, momentum=0.9, update=
         """loss_of with this replica's weight rows gathered whole at use (FSDP): differentiated with respect to
         the rows, all_gather's transpose reduce-scatters each weight's gradient to them."""
         full = {k: lax.all_gather(v, "i", axis=0, tiled=True) if k.startswith("w") else v for k, v in p.items()}
-        return loss_of(full, x, labels, scale)
+        return loss_of(full, x, labels, scale, policy)
 
     @functools.partial(weft.pmap, axis_name="i", donate_argnums=(0, 1))
     def sharded_autodiff_step(p, v, rows, labels):
@@ -271,7 +282,7 @@ class Trainer:
     """The state (params, velocities) as pmap results and the traced steps, for `devices` replicas."""
 
     def __init__(self, train, devices=8, global_batch=256, lr=0.1, momentum=0.9, seed=0, update="replicated",
-                 test=None):
+                 test=None, policy=None):
         if global_batch % devices:
             raise ValueError(f"the global batch {global_batch} must divide over the {devices} replicas")
         self.train, self.test = train, test
@@ -283,7 +294,7 @@ class Trainer:
         self.params = {k: v.reshape((devices,) + shapes[k]) if shapes[k] != v.shape else stacked({k: v}, devices)[k]
                        for k, v in params.items()}
         self.velocities = {k: np.zeros((devices,) + s, np.float32) for k, s in shapes.items()}
-        self.step_fn = make_train_step(train[0], global_batch, devices, lr, momentum, update)
+        self.step_fn = make_train_step(train[0], global_batch, devices, lr, momentum, update, policy)
         self.eval_fn = make_eval_step(test[0]) if test is not None else None
         self.order_rng = np.random.default_rng([seed, 1])
 
@@ -340,6 +351,9 @@ def main(argv=None):
                          "replicated update with the gradients from weft.value_and_grad (no hand-written "
                          "backward pass); sharded-autodiff: the sharded update on weft.value_and_grad (the C++ "
                          "default with --backward autodiff)")
+    ap.add_argument("--dtype", choices=("f32", "bf16"), default="f32",
+                    help="bf16: the mixed-precision policy params=float32,compute=bfloat16,output=float32 (with "
+                         "--update autodiff or sharded-autodiff; the optimizer state stays float32)")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: the epochs decide)")
     ap.add_argument("--train-limit", type=int, default=0, help="use only the first N training images (0: all)")
@@ -354,7 +368,11 @@ def main(argv=None):
     weft.init(device_count=args.devices)
     train = load_split(args.data, "train", args.train_limit)
     test = None if args.no_eval else load_split(args.data, "t10k")
-    trainer = Trainer(train, args.devices, args.batch, args.lr, args.momentum, args.seed, args.update, test)
+    policy = weft.get_policy("params=float32,compute=bfloat16,output=float32") if args.dtype == "bf16" else None
+    if policy is not None and args.update not in ("autodiff", "sharded-autodiff"):
+        ap.error(f"--dtype bf16 needs a differentiated update (--update autodiff or sharded-autodiff): the "
+                 f"{args.update} update's backward pass is written out in float32")
+    trainer = Trainer(train, args.devices, args.batch, args.lr, args.momentum, args.seed, args.update, test, policy)
     per_epoch = trainer.steps_per_epoch()
     total = args.steps if args.steps > 0 else args.epochs * per_epoch
     step_seconds, loss, order = [], float("nan"), None
@@ -377,7 +395,8 @@ def main(argv=None):
     if args.json:
         print(json.dumps({"epochs": args.epochs, "devices": args.devices, "instances": 1,
                           "data_parallel": args.devices, "model_parallel": 1, "zero": False,
-                          "update": args.update, "final_loss": loss, "test_accuracy": accuracy,
+                          "update": args.update, "param_dtype": "float32",
+                          "compute_dtype": "bfloat16" if policy is not None else "float32", "final_loss": loss, "test_accuracy": accuracy,
                           "samples_per_s": args.batch / step_s, "step_ms": step_s * 1e3,
                           "first_step_ms": step_seconds[0] * 1e3}))
     return 0

@@ -28,35 +28,25 @@ def layer_norm(x, g, b, eps):
 
 
 def linear(x, w, b, policy):
-    return policy.matmul(x, w) + policy.compute(b)
+    return product(policy, x, w) + b
 
 
-class Policy:
-    """A mixed-precision policy: parameters stay in their dtype
-    (float32 or float64), the products run in `compute_dtype` (bfloat16: oneDNN's bf16 kernels, float32
-    accumulation) and LayerNorm, softmax and the loss in the parameters' dtype, as torch.autocast does."""
-
-    def __init__(self, compute_dtype=None):
-        self.compute_dtype = compute_dtype
-
-    def matmul(self, a, b, **flags):
-        if self.compute_dtype is None:
-            return weft.ops.matmul(a, b, **flags) if flags else a @ b
-        out_dtype = a.dtype
-        r = weft.ops.matmul(a.astype(self.compute_dtype), b.astype(self.compute_dtype), **flags)
-        return r.astype(out_dtype)
-
-    def compute(self, x):
-        return x
+def product(policy, a, b, **flags):
+    """a @ b in the policy's compute dtype (weft.Policy; bfloat16: oneDNN's bf16 kernels, float32
+    accumulation), the result in its output dtype (the parameters'): LayerNorm, softmax and the loss stay
+    there, as torch.autocast keeps them in float32. Under weft.grad the casts' transposes give the gradients
+    back in the parameters' dtype."""
+    r = weft.ops.matmul(policy.cast_to_compute(a), policy.cast_to_compute(b), **flags)
+    return policy.cast_to_output(r)
 
 
 class Model:
     """The forward pass and the loss on one device's block, for a configuration and a layout."""
 
-    def __init__(self, config, layout, policy=None):
+    def __init__(self, config, layout, policy):
         self.c = config
         self.lay = layout
-        self.policy = policy or Policy()
+        self.policy = policy
 
     # ---- parameters at use ------------------------------------------------------------------------------
     def at_use(self, p, name):
@@ -108,11 +98,11 @@ class Model:
         q = split_heads(linear(h, g("wq"), g("bq"), pol))
         k = split_heads(linear(h, g("wk"), g("bk"), pol))
         v = split_heads(linear(h, g("wv"), g("bv"), pol))
-        scores = pol.matmul(q, k, transpose_b=True) * (1.0 / np.sqrt(dh)) + causal_bias(t, h.dtype)
+        scores = product(pol, q, k, transpose_b=True) * (1.0 / np.sqrt(dh)) + causal_bias(t, h.dtype)
         weights = weft.nn.softmax(scores, axis=-1)
-        y = pol.matmul(weights, v)                       # (batch heads, t, dh)
+        y = product(pol, weights, v)                       # (batch heads, t, dh)
         y = jnp.reshape(jnp.transpose(jnp.reshape(y, (batch, heads, t, dh)), (0, 2, 1, 3)), (batch * t, heads * dh))
-        out = self.leave_tensor_parallel(pol.matmul(y, g("wo")), batch)
+        out = self.leave_tensor_parallel(product(pol, y, g("wo")), batch)
         return out + g("bo")
 
     def mlp(self, h, b, batch):
@@ -120,7 +110,7 @@ class Model:
         g = lambda n: self.at_use(b[n], n)  # noqa: E731
         h = self.enter_tensor_parallel(h, batch)
         u = weft.nn.gelu(linear(h, g("w1"), g("b1"), pol), approximate=True)
-        return self.leave_tensor_parallel(pol.matmul(u, g("w2")), batch) + g("b2")
+        return self.leave_tensor_parallel(product(pol, u, g("w2")), batch) + g("b2")
 
     def block(self, x, b, batch):
         c = self.c
@@ -133,13 +123,13 @@ class Model:
         """one_hot(tokens) @ embed + the positions' embeddings: (batch x positions, d_model)."""
         batch, t = tokens.shape
         onehot = weft.nn.one_hot(jnp.reshape(tokens, (batch * t,)), self.c.vocab, dtype=p["embed"].dtype)
-        x = self.policy.matmul(onehot, self.at_use(p["embed"], "embed"))
+        x = product(self.policy, onehot, self.at_use(p["embed"], "embed"))
         pos = self.at_use(p["pos"], "pos")
         return jnp.reshape(jnp.reshape(x, (batch, t, self.c.d_model)) + pos, (batch * t, self.c.d_model))
 
     def logits(self, p, x):
         h = layer_norm(x, self.at_use(p["lnf_g"], "lnf_g"), self.at_use(p["lnf_b"], "lnf_b"), self.c.eps)
-        return self.policy.matmul(h, self.at_use(p["head"], "head"))
+        return product(self.policy, h, self.at_use(p["head"], "head"))
 
     def token_nll(self, logits, targets):
         """The mean over this block's tokens of -log p(target)."""

@@ -33,7 +33,7 @@ from weft import P  # noqa: E402
 
 import corpus  # noqa: E402
 from layout import Layout  # noqa: E402
-from model import Model, Policy  # noqa: E402
+from model import Model  # noqa: E402
 from pipeline import one_f_one_b  # noqa: E402
 
 DTYPES = {"f32": np.float32, "f64": np.float64, "bf16": np.float32}
@@ -95,7 +95,8 @@ class Trainer:
         if self.data.vocab != config.vocab:
             raise ValueError(f"the text has {self.data.vocab} characters, the config says vocab {config.vocab}")
         self.dtype = DTYPES[dtype]
-        self.model = Model(config, layout, Policy(weft.bfloat16 if dtype == "bf16" else None))
+        self.policy = weft.Policy(self.dtype, weft.bfloat16 if dtype == "bf16" else self.dtype, self.dtype)
+        self.model = Model(config, layout, self.policy)
         params = corpus.init_params(config, seed, self.dtype)
         self.params, self.specs = to_mesh_params(params, layout)
         self.m = tree_map(np.zeros_like, self.params)

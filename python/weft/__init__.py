@@ -29,6 +29,7 @@ from ._trace import TracerConversionError
 from . import lax, collectives, ops, nn, tree_util
 from . import numpy
 from ._session import Session, ReplicaGrouping, Variable, RemoteBuffer, HostStream
+from ._policy import Policy, get_policy
 
 # bfloat16 for traced values (x.astype(weft.bfloat16) inside weft.jit / pmap / shard_map): numpy has no such
 # dtype, so this is a stand-in (a one-field structured dtype); arrays of it come back to numpy as float32.
@@ -40,7 +41,7 @@ __all__ = [
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
     "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "P", "PartitionSpec",
-    "numpy", "bfloat16",
+    "numpy", "bfloat16", "Policy", "get_policy",
 ]
 
 _runtime = None  # the runtime made by weft.init (kept alive here; the newest live runtime is the current one)

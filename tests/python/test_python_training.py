@@ -147,3 +147,36 @@ def test_the_sharded_autodiff_step_has_no_reduce_scatter_left(train):
     assert program.count("all_to_all") == 2
     assert program.count("all_gather") == 3 + 2
     assert program.count("psum") == 1
+
+
+@pytest.mark.parametrize("update", ["autodiff", "sharded-autodiff"])
+def test_bfloat16_policy_first_step_follows_numpy_within_bfloat16_rounding(train, update):
+    """weft.Policy(params float32, compute bfloat16, output float32): the first step's loss and gradients
+    against numpy's float64 ones, within what bfloat16's 8-bit significand leaves (each gradient's relative
+    error in norm), the gradients and velocities back in float32, and the products bfloat16 in the program."""
+    images, labels = train
+    policy = weft.get_policy("params=float32,compute=bfloat16,output=float32")
+    trainer = tfm.Trainer(train, devices=8, global_batch=256, update=update, policy=policy)
+    p0 = tfm.init_parameters(0)
+    rows = np.random.default_rng(1).permutation(LIMIT)[:256]
+    loss = trainer.step(rows)
+    want_loss, want = numpy_loss_and_grads(p0, images[rows], labels[rows])
+    assert loss == pytest.approx(want_loss, rel=2e-2) and loss != pytest.approx(want_loss, rel=1e-6)
+    for name in tfm.PARAMS:
+        shards = [np.asarray(s) for s in trainer.velocities[name].shards]
+        got = np.concatenate(shards) if update == "sharded-autodiff" and name.startswith("w") else shards[0]
+        assert got.dtype == np.float32 and got.shape == p0[name].shape
+        error = np.linalg.norm(got - want[name]) / np.linalg.norm(want[name])
+        assert error < 3e-2, (name, error)
+    r, lab = trainer.batch(rows)
+    program = weft.make_program(lambda p, v, r, l: trainer.step_fn._fun(p, v, r, l), axis_env=[("i", 8)])(
+        {k: np.asarray(x)[0] for k, x in trainer.params.items()},
+        {k: np.asarray(x)[0] for k, x in trainer.velocities.items()}, r[0], lab[0])
+    products = [line for line in str(program).splitlines() if "= matmul" in line]
+    assert len(products) >= 3 * 3 - 1 and all("bf16[" in line.split("=")[0] for line in products), products
+
+
+def test_a_policy_needs_a_differentiated_update(train):
+    with pytest.raises(ValueError, match="the replicated update's backward pass is written out in float32; a "
+                                         "mixed-precision policy .* needs a differentiated one"):
+        tfm.Trainer(train, devices=8, update="replicated", policy=weft.get_policy("p=f32,c=bf16,o=f32"))
