@@ -2,7 +2,8 @@
 
 Every test compares weft with an independent expectation: the JAX cases (tests/data/jax-cases.json, computed
 by JAX), the PopXL reference test's cases (tests/data/rts-cases.json), the reference notebook's outputs
-(tests/data/pmap_quickstart.expected). Paths come from here, never from ../shared.
+(tests/data/pmap_quickstart.expected), the PyTorch transformer twin's losses
+(tests/data/transformer_torch_losses.json). Paths come from here, never from ../shared.
 """
 import json
 import os

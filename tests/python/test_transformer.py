@@ -1,8 +1,9 @@
 """The character-level transformer of examples/transformer/ in every parallel layout (issue 24, item 2).
 
-Against independent expectations: the first loss against a numpy float64 forward pass written out here
-(the PyTorch twin and its 20-step float64 losses are not built yet); every layout against the
-1-device run within 1e-10 relative for 20 float64 steps; and the differentiated programs' collective counts
+Against independent expectations: the first loss against a numpy float64 forward pass written out here; the
+1-device run's 20 float64 losses against the PyTorch twin's (bench/pytorch_transformer.py, its losses in
+tests/data/transformer_torch_losses.json) within 1e-9 relative; every layout against the 1-device run within
+1e-10 relative for 20 float64 steps; and the differentiated programs' collective counts
 against what each layout promises (tensor parallel: 2 all-reduces per block forward and 2 backward; sequence
 parallel: all_gather / psum_scatter pairs instead; FSDP: one all_gather forward and one psum_scatter backward
 per sharded parameter; GPipe and 1F1B: one ppermute per tick boundary each way). Small configurations: the whole
@@ -97,6 +98,18 @@ def test_first_loss_is_numpys(data):
 
 def test_training_lowers_the_loss(one_device):
     assert one_device[-1] < one_device[0] - 0.5, one_device
+
+
+def test_one_device_follows_pytorch(one_device):
+    """The same weights, batches and AdamW in PyTorch (bench/pytorch_transformer.py --dump-losses on this
+    configuration; the file records the command): 20 float64 steps agree to rounding, so a drift in
+    LayerNorm, GELU, the attention's scale and mask, the loss or the optimizer shows here."""
+    with open(ROOT / "tests" / "data" / "transformer_torch_losses.json") as f:
+        ref = json.load(f)
+    assert ref["config"] == {**SMALL, "batch": BATCH, "seed": 0, "lr": corpus.AdamW.lr,
+                             "weight_decay": corpus.AdamW.weight_decay}, ref["config"]
+    assert ref["dtype"] == "f64" and len(ref["losses"]) == STEPS
+    np.testing.assert_allclose(one_device, ref["losses"], rtol=1e-9, atol=0)
 
 
 LAYOUTS = {
