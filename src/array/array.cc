@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "array/buffer_pool.hpp"
+#include "array/sole_reference.hpp"
 #include "array/trace_hook.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
@@ -182,7 +183,7 @@ const std::byte* Array::bytes() const {
 std::byte* Array::mutable_bytes() {
   if (trace_) [[unlikely]] detail::throw_traced_read("Array::mutable_bytes");
   const std::size_t n = nbytes();
-  const bool exclusive = buffer_ && buffer_.use_count() == 1 && offset_ == 0 && buffer_->size() == n;
+  const bool exclusive = offset_ == 0 && buffer_ && buffer_->size() == n && detail::sole_reference(buffer_);
   if (!exclusive) {
     auto fresh = std::make_shared<Buffer>(n, buffer_ ? buffer_->account() : nullptr);
     if (n > 0) std::memcpy(fresh->data(), bytes(), n);

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "array/binary_loops.hpp"
+#include "array/sole_reference.hpp"
 #include "op_registry.hpp"
 
 namespace weft::program {
@@ -142,8 +143,8 @@ void run_loop_op(LoopPlan::Op op, const T* a, bool a_scalar, const T* b, bool b_
 // A dying input's buffer the result can be written into: held by nothing else, exactly the result's bytes.
 // Moved out of `values` (so writing to it copies nothing); its data pointer stays what the loops read.
 std::optional<Array> take_buffer(std::optional<Array>& input, std::size_t bytes) {
-  if (!input || input->traced() || input->offset() != 0 || !input->buffer() || input->buffer().use_count() != 1 ||
-      input->buffer()->size() != bytes) {
+  if (!input || input->traced() || input->offset() != 0 || !input->buffer() || input->buffer()->size() != bytes ||
+      !detail::sole_reference(input->buffer())) {
     return std::nullopt;
   }
   std::optional<Array> taken = std::move(input);
