@@ -9,18 +9,23 @@
 #   bench/compare_transformer.sh                        # needs the weft module in $BUILD/python
 #   STEPS=200 RUNS=5 bench/compare_transformer.sh
 #   LAYOUTS="weft-dp8 pt-1" bench/compare_transformer.sh
+#   LAYOUTS=every bench/compare_transformer.sh          # the model-parallel layouts and weftrun's too
 #
 # Layouts: weft-dp8 (train.py --dp 8), weft-fsdp8 (--dp 8 --fsdp: parameters sharded, gathered at use),
 # weft-dp8-bf16 and weft-fsdp8-bf16 (the same with --dtype bf16: products in bfloat16, parameters float32),
 # weft-1 (one device), pt-1 (PyTorch, one process, float32, PT_THREADS threads), pt-1-bf16 (one process,
 # torch.autocast('cpu', dtype=torch.bfloat16)), pt-ddp (DDP over gloo, DEVICES ranks, one thread each).
 # The ratios: weft-dp8 / pt-1 and weft-fsdp8 / pt-1 (the machine's cores either way), the bf16 pair against
-# pt-1-bf16, and weft-dp8 / pt-ddp, weft-fsdp8 / pt-ddp (the same data-parallel shape).
+# pt-1-bf16, and weft-dp8 / pt-ddp, weft-fsdp8 / pt-ddp (the same data-parallel shape). LAYOUTS=every adds,
+# on the same 8 devices: weft-tp4-dp2 (Megatron), weft-sp4-dp2 (and sequence parallel), weft-tp2-fsdp4,
+# weft-pp2-dp4-gpipe and -1f1b (2 stages, 4 microbatches), weft-pp4-dp2-1f1b, weft-dp2-tp2-pp2 (and -1f1b;
+# 2 microbatches), weft-2x4-dp8 and weft-2x4-fsdp8 (weftrun: 2 instances x 4 devices).
 #
 # Knobs (environment): BUILD (weft build dir holding python/, default build), OUT (default
 # $BUILD/bench/transformer), STEPS (default 60), RUNS (default 3), DEVICES (default 8; also the DDP ranks),
 # LAYOUTS (default all), SEED (default 0), EVAL_BATCHES (validation batches at the end of each run, default
-# 8), IDLE_WAIT (seconds to wait, before each run, for idle CPUs; default 120, 0 = don't wait), PT_BLAS and
+# 8), EVAL_EVERY (a validation loss every N steps too, for bench/plot_transformer.py's curves; default 0),
+# IDLE_WAIT (seconds to wait, before each run, for idle CPUs; default 120, 0 = don't wait), PT_BLAS and
 # PT_CORETYPE (PyTorch's BLAS, as bench/compare_training.sh chooses it: OpenBLAS's OpenMP build with
 # OPENBLAS_CORETYPE=SKYLAKEX by LD_LIBRARY_PATH; its header says why), PT_THREADS (threads of pt-1 and
 # pt-1-bf16, default all cores). weft runs with the same OPENBLAS_CORETYPE, for the same reason as there.
@@ -34,6 +39,7 @@ RUNS="${RUNS:-3}"
 DEVICES="${DEVICES:-8}"
 SEED="${SEED:-0}"
 EVAL_BATCHES="${EVAL_BATCHES:-8}"
+EVAL_EVERY="${EVAL_EVERY:-0}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
 PT_BLAS="${PT_BLAS:-openblas-openmp}"
 PT_CORETYPE="${PT_CORETYPE-SKYLAKEX}"
@@ -43,8 +49,13 @@ WEFT_TRAIN="$ROOT/examples/transformer/train.py"
 PT_TRAIN="$ROOT/bench/pytorch_transformer.py"
 WEFT_ENV=(env PYTHONPATH="$BUILD/python")
 [ -n "$PT_CORETYPE" ] && WEFT_ENV+=("OPENBLAS_CORETYPE=$PT_CORETYPE")
-ALL_LAYOUTS="weft-dp8 pt-1 weft-fsdp8 pt-ddp weft-dp8-bf16 pt-1-bf16 weft-fsdp8-bf16 weft-1"
-LAYOUTS="${LAYOUTS:-$ALL_LAYOUTS}"
+# The floors' layouts (the default) and, with LAYOUTS="$EVERY" or LAYOUTS=every, the model-parallel ones too.
+FLOOR_LAYOUTS="weft-dp8 pt-1 weft-fsdp8 pt-ddp weft-dp8-bf16 pt-1-bf16 weft-fsdp8-bf16 weft-1"
+EVERY_LAYOUTS="$FLOOR_LAYOUTS weft-tp4-dp2 weft-sp4-dp2 weft-tp2-fsdp4 weft-pp2-dp4-gpipe weft-pp2-dp4-1f1b
+  weft-pp4-dp2-1f1b weft-dp2-tp2-pp2 weft-dp2-tp2-pp2-1f1b weft-2x4-dp8 weft-2x4-fsdp8"
+ALL_LAYOUTS="$(echo $EVERY_LAYOUTS)"
+LAYOUTS="${LAYOUTS:-$FLOOR_LAYOUTS}"
+[ "$LAYOUTS" = every ] && LAYOUTS="$ALL_LAYOUTS"
 
 # shellcheck source=bench/common.sh
 source "$ROOT/bench/common.sh"
@@ -65,13 +76,26 @@ prepare() {
 }
 
 layout_cmd() {  # layout_cmd LAYOUT -> CMD
-  local common=(--steps "$STEPS" --seed "$SEED" --eval-batches "$EVAL_BATCHES" --json)
+  local common=(--steps "$STEPS" --seed "$SEED" --eval-batches "$EVAL_BATCHES" --eval-every "$EVAL_EVERY" --json)
   case "$1" in
     weft-1) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" "${common[@]}") ;;
     weft-dp8) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" "${common[@]}") ;;
     weft-fsdp8) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" --fsdp "${common[@]}") ;;
     weft-dp8-bf16) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" --dtype bf16 "${common[@]}") ;;
     weft-fsdp8-bf16) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" --fsdp --dtype bf16 "${common[@]}") ;;
+    weft-tp4-dp2) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp 2 --tp 4 "${common[@]}") ;;
+    weft-sp4-dp2) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp 2 --tp 4 --sp "${common[@]}") ;;
+    weft-tp2-fsdp4) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp 4 --tp 2 --fsdp "${common[@]}") ;;
+    weft-pp2-dp4-gpipe) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp 4 --pp 2 --microbatches 4 "${common[@]}") ;;
+    weft-pp2-dp4-1f1b) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp 4 --pp 2 --microbatches 4 --schedule 1f1b "${common[@]}") ;;
+    weft-pp4-dp2-1f1b) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp 2 --pp 4 --microbatches 4 --schedule 1f1b "${common[@]}") ;;
+    weft-dp2-tp2-pp2) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp 2 --tp 2 --pp 2 --microbatches 2 "${common[@]}") ;;
+    weft-dp2-tp2-pp2-1f1b)
+      CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp 2 --tp 2 --pp 2 --microbatches 2 --schedule 1f1b "${common[@]}") ;;
+    weft-2x4-dp8 | weft-2x4-fsdp8)
+      local flags=(--dp "$DEVICES"); [ "$1" = weft-2x4-fsdp8 ] && flags+=(--fsdp)
+      CMD=("${WEFT_ENV[@]}" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "$BUILD/bin/weftrun"
+           --num-instances 2 --num-replicas "$DEVICES" "$PY" "$WEFT_TRAIN" "${flags[@]}" "${common[@]}") ;;
     pt-1) CMD=("${BLAS_ENV[@]}" "$PY" "$PT_TRAIN" --threads "$PT_THREADS" "${common[@]}") ;;
     pt-1-bf16) CMD=("${BLAS_ENV[@]}" "$PY" "$PT_TRAIN" --threads "$PT_THREADS" --dtype bf16 "${common[@]}") ;;
     pt-ddp) CMD=("${BLAS_ENV[@]}" "$PY" "$PT_TRAIN" --ddp "$DEVICES" --threads 1 "${common[@]}") ;;
@@ -88,10 +112,13 @@ run_layout() {  # run_layout LAYOUT RUN: one JSON line appended to $OUT/runs.jso
   [ "$RC" = 0 ] || log "$layout run $run failed (exit $RC); stderr in $base.err"
   [ "$OTHER_PCT" -gt 10 ] && log "$layout run $run: other processes used $OTHER_PCT% of the CPUs meanwhile"
   "$PY" - "$base.out" "$layout" "$run" "$RC" "$WALL_S" "$PEAK_KIB" "$SUM_KIB" "$OTHER_PCT" >>"$OUT/runs.jsonl" <<'EOF'
-import json, sys
+import json, re, sys
 out, layout, run, rc, wall, peak, total, other = sys.argv[1:]
 result = None
-for line in open(out, errors="replace"):  # the result is the last JSON object printed
+# The result is the last JSON object printed; under weftrun on instance 0's stderr, as "[instance 0] {...}".
+lines = list(open(out, errors="replace")) + list(open(out[:-len(".out")] + ".err", errors="replace"))
+for line in lines:
+    line = re.sub(r"^\[instance 0\] ", "", line)
     if line.strip().startswith("{"):
         try:
             result = json.loads(line)
@@ -123,7 +150,9 @@ for layout in layouts:
         x = res[0]
         shape = (f"{x['ddp']} ranks x {x['threads']} thread(s)" if x.get("ddp") else
                  f"1 process x {x['threads']} thread(s)" if x["framework"] == "pytorch" else
-                 f"1 process, {x['dp']} device(s){' fsdp' if x['fsdp'] else ''}") + f", {x['dtype']}"
+                 f"{x.get('instances', 1)} process(es), dp {x['dp']} tp {x['tp']}{' sp' if x['sp'] else ''} "
+                 f"pp {x['pp']}{' fsdp' if x['fsdp'] else ''}"
+                 f"{' ' + x['schedule'] + ' x' + str(x['microbatches']) if x['pp'] > 1 else ''}") + f", {x['dtype']}"
     stats[layout] = {"runs": len(mine), "ok": len(ok), "shape": shape,
                      "tps": med([x["tokens_per_s"] for x in res]), "ms": med([x["step_ms"] for x in res]),
                      "peak": med([r["peak_rss_kib"] / 1024 for r in ok]),
@@ -146,7 +175,7 @@ print("| ratio (tokens/s) | value | peak RSS ratio |")
 print("| --- | ---: | ---: |")
 for a, b in [("weft-dp8", "pt-1"), ("weft-fsdp8", "pt-1"), ("weft-dp8-bf16", "pt-1-bf16"),
              ("weft-fsdp8-bf16", "pt-1-bf16"), ("weft-dp8", "pt-ddp"), ("weft-fsdp8", "pt-ddp"),
-             ("weft-1", "pt-1")]:
+             ("weft-2x4-dp8", "pt-ddp"), ("weft-1", "pt-1")]:
     sa, sb = stats.get(a), stats.get(b)
     if not sa or not sb:
         continue

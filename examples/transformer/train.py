@@ -250,7 +250,7 @@ def main(argv=None):
         print(sample(trainer.parameters(), config, data, args.sample, args.seed))
     if args.json:
         print(json.dumps({"framework": "weft", "instances": weft.process_count(), "dp": args.dp, "tp": args.tp, "pp": args.pp, "sp": args.sp,
-                          "fsdp": args.fsdp, "dtype": args.dtype, "steps": args.steps, "losses": losses,
+                          "fsdp": args.fsdp, "microbatches": args.microbatches, "schedule": args.schedule, "dtype": args.dtype, "steps": args.steps, "losses": losses,
                           "valid_curve": curve, "valid_loss": valid, "tokens_per_s": tokens_per_s,
                           "step_ms": step_s * 1e3, "peak_rss_mib": peak_rss_mib()}))
     return 0
