@@ -25,7 +25,8 @@
 # $BUILD/bench/transformer), STEPS (default 60), RUNS (default 3), DEVICES (default 8; also the DDP ranks),
 # LAYOUTS (default all), SEED (default 0), EVAL_BATCHES (validation batches at the end of each run, default
 # 8), EVAL_EVERY (a validation loss every N steps too, for bench/plot_transformer.py's curves; default 0),
-# IDLE_WAIT (seconds to wait, before each run, for idle CPUs; default 120, 0 = don't wait), PT_BLAS and
+# IDLE_WAIT (seconds to wait, before each run, for idle CPUs; default 120, 0 = don't wait), RUN_TIMEOUT
+# (seconds a run may take before it is killed and recorded as failed; default 600 + STEPS), PT_BLAS and
 # PT_CORETYPE (PyTorch's BLAS, as bench/compare_training.sh chooses it: OpenBLAS's OpenMP build with
 # OPENBLAS_CORETYPE=SKYLAKEX by LD_LIBRARY_PATH; its header says why), PT_THREADS (threads of pt-1 and
 # pt-1-bf16, default all cores). weft runs with the same OPENBLAS_CORETYPE, for the same reason as there.
@@ -41,6 +42,7 @@ SEED="${SEED:-0}"
 EVAL_BATCHES="${EVAL_BATCHES:-8}"
 EVAL_EVERY="${EVAL_EVERY:-0}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
+RUN_TIMEOUT="${RUN_TIMEOUT:-$((600 + STEPS))}"
 PT_BLAS="${PT_BLAS:-openblas-openmp}"
 PT_CORETYPE="${PT_CORETYPE-SKYLAKEX}"
 PT_THREADS="${PT_THREADS:-$(nproc)}"
@@ -108,7 +110,8 @@ run_layout() {  # run_layout LAYOUT RUN: one JSON line appended to $OUT/runs.jso
   layout_cmd "$layout"
   wait_for_idle
   log "run $run/$RUNS $layout: ${CMD[*]}"
-  run_measured "$base.out" "$base.err" "${CMD[@]}"
+  # A run that outlives RUN_TIMEOUT is recorded as failed (exit 124) rather than stalling the whole report.
+  run_measured "$base.out" "$base.err" timeout --kill-after=30 "$RUN_TIMEOUT" "${CMD[@]}"
   [ "$RC" = 0 ] || log "$layout run $run failed (exit $RC); stderr in $base.err"
   [ "$OTHER_PCT" -gt 10 ] && log "$layout run $run: other processes used $OTHER_PCT% of the CPUs meanwhile"
   "$PY" - "$base.out" "$layout" "$run" "$RC" "$WALL_S" "$PEAK_KIB" "$SUM_KIB" "$OTHER_PCT" >>"$OUT/runs.jsonl" <<'EOF'

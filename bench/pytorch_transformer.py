@@ -220,9 +220,11 @@ def train(rank, args, port, queue):
         losses /= ranks
         dist.all_reduce(rss_max, op=dist.ReduceOp.MAX)
         dist.all_reduce(rss_sum)
-        dist.destroy_process_group()
     if rank != 0:
-        return None
+        # The collectives above have all returned: nothing more is owed (see the os._exit below for why).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     warmup = min(WARMUP, len(step_seconds) // 2)
     step_s = statistics.median(step_seconds[warmup:]) if step_seconds else float("nan")
     result = {"framework": "pytorch", "dp": ranks, "tp": 1, "pp": 1, "sp": False, "fsdp": False,
@@ -232,6 +234,14 @@ def train(rank, args, port, queue):
               "ddp": args.ddp, "threads": args.threads, "torch": torch.__version__}
     if queue is not None:
         queue.put(result)
+    if dist:
+        # Leave without running destructors: torch 1.13's DDP Reducer, collected with the GIL held, destroys
+        # ProcessGroupGloo, which joins a gloo worker thread that is itself waiting for the GIL to free a tensor
+        # (seen: 2 runs in 3 hung there forever). Everything this rank owes is sent: the collectives above are
+        # done and rank 0's result is in the pipe.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return result
 
 
