@@ -165,7 +165,6 @@ def train(rank, args, port, queue):
     np_dtype = np.float64 if args.dtype == "f64" else np.float32
     # Drawn in float64 and cast by corpus.init_params, exactly as train.py's Trainer gets them.
     model = make_model(torch, config, corpus.init_params(config, args.seed, np_dtype), dtype)
-    net = model
     if args.ddp:
         # DDP's defaults (25 MiB buckets, all-reduce overlapped with the backward pass, gradients averaged).
         model = torch.nn.parallel.DistributedDataParallel(model)
@@ -220,20 +219,11 @@ def train(rank, args, port, queue):
         losses /= ranks
         dist.all_reduce(rss_max, op=dist.ReduceOp.MAX)
         dist.all_reduce(rss_sum)
-    if rank != 0:
-        # The collectives above have all returned: nothing more is owed (see the os._exit below for why).
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
-    warmup = min(WARMUP, len(step_seconds) // 2)
-    step_s = statistics.median(step_seconds[warmup:]) if step_seconds else float("nan")
-    result = {"framework": "pytorch", "dp": ranks, "tp": 1, "pp": 1, "sp": False, "fsdp": False,
-              "dtype": args.dtype, "steps": args.steps, "losses": [float(v) for v in losses],
-              "valid_curve": curve, "valid_loss": valid, "tokens_per_s": args.batch * args.context / step_s,
-              "step_ms": step_s * 1e3, "peak_rss_mib": float(rss_max), "peak_rss_mib_sum": float(rss_sum),
-              "ddp": args.ddp, "threads": args.threads, "torch": torch.__version__}
-    if queue is not None:
-        queue.put(result)
+    result = None
+    if rank == 0:
+        result = report(args, ranks, losses, curve, valid, step_seconds, rss_max, rss_sum, torch)
+        if queue is not None:
+            queue.put(result)
     if dist:
         # Leave without running destructors: torch 1.13's DDP Reducer, collected with the GIL held, destroys
         # ProcessGroupGloo, which joins a gloo worker thread that is itself waiting for the GIL to free a tensor
@@ -243,6 +233,17 @@ def train(rank, args, port, queue):
         sys.stderr.flush()
         os._exit(0)
     return result
+
+
+def report(args, ranks, losses, curve, valid, step_seconds, rss_max, rss_sum, torch):
+    """Rank 0's result: the JSON object compare_transformer.sh reads."""
+    warmup = min(WARMUP, len(step_seconds) // 2)
+    step_s = statistics.median(step_seconds[warmup:]) if step_seconds else float("nan")
+    return {"framework": "pytorch", "dp": ranks, "tp": 1, "pp": 1, "sp": False, "fsdp": False,
+            "dtype": args.dtype, "steps": args.steps, "losses": [float(v) for v in losses],
+            "valid_curve": curve, "valid_loss": valid, "tokens_per_s": args.batch * args.context / step_s,
+            "step_ms": step_s * 1e3, "peak_rss_mib": float(rss_max), "peak_rss_mib_sum": float(rss_sum),
+            "ddp": args.ddp, "threads": args.threads, "torch": torch.__version__}
 
 
 def free_port():
