@@ -236,7 +236,9 @@ def main(argv=None):
         if args.eval_every and (step + 1) % args.eval_every == 0:
             curve.append((step + 1, trainer.evaluate(args.eval_batches)))
         if args.log_every and (step + 1) % args.log_every == 0 and not args.json and not quiet:
-            print(f"step {step + 1}: loss {losses[-1]:.4f}", file=sys.stderr)
+            recent = step_seconds[-args.log_every:]
+            print(f"step {step + 1}: loss {losses[-1]:.4f}, {statistics.median(recent) * 1e3:.1f} ms/step "
+                  f"(median of the last {len(recent)})", file=sys.stderr)
     valid = trainer.evaluate(args.eval_batches)
     warmup = min(3, len(step_seconds) // 2)
     step_s = statistics.median(step_seconds[warmup:])
