@@ -1,6 +1,6 @@
 # bench/common.sh: shell functions shared by bench/compare_training.sh and bench/pytorch_blas_probe.sh, sourced
-# (not run): waiting for idle CPUs, per-run BLAS selection for Debian's PyTorch, and peak-RSS measurement of a
-# process tree. Kept in one place so the training comparison and the BLAS probe measure the same way.
+# (not run): waiting for idle CPUs, per-run BLAS selection for Debian's PyTorch (and its core type), and
+# peak-RSS measurement of a process tree. Kept in one place so the training comparison and the BLAS probe measure the same way.
 
 BENCH_LIBDIR=/usr/lib/x86_64-linux-gnu
 BUSY_STARTS=0  # runs started on a busy machine (IDLE_WAIT ran out)
@@ -66,6 +66,17 @@ install_blas_dirs() {  # install_blas_dirs DIR...
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; }) >&2 || true
   restore_alternative libblas.so.3-x86_64-linux-gnu "$blas"
   restore_alternative liblapack.so.3-x86_64-linux-gnu "$lapack"
+}
+
+# The OpenBLAS core type the peer runs best with on this CPU: SKYLAKEX (its AVX-512 kernels, the fastest of
+# Debian's 0.3.21 on the AVX-512 machines bench/pytorch_blas_probe.sh measured) where the CPU has AVX-512F,
+# HASWELL (AVX2) where it has only that (SKYLAKEX's kernels die there with SIGILL: an AMD EPYC VM without
+# AVX-512), else empty (OpenBLAS's own detection).
+default_coretype() {
+  if grep -qw avx512f /proc/cpuinfo; then echo SKYLAKEX
+  elif grep -qw avx2 /proc/cpuinfo; then echo HASWELL
+  fi
+  return 0
 }
 
 # The env(1) prefix that runs PyTorch on the BLAS in $BENCH_LIBDIR/LIB ("system" = the default alternative)

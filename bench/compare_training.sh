@@ -36,11 +36,14 @@
 # AVX-512 ones), on the AMD EPYC (Zen 5) VM to its Haswell (AVX2) ones (~1.5x slower at these shapes).
 # bench/pytorch_blas_probe.sh measured the candidates (its header has the numbers); the fastest is the
 # default here: OpenBLAS's OpenMP build with OPENBLAS_CORETYPE=SKYLAKEX (COOPERLAKE runs the same float32
-# kernels and measured the same; 0.3.21 has no SAPPHIRERAPIDS), chosen per run with LD_LIBRARY_PATH (the
-# system default stays as it is). Installed when missing (as root).
+# kernels and measured the same; 0.3.21 has no SAPPHIRERAPIDS) on a CPU with AVX-512, HASWELL on one without
+# (SKYLAKEX's kernels die there with SIGILL; bench/common.sh's default_coretype), chosen per run with
+# LD_LIBRARY_PATH (the system default stays as it is). Installed when missing (as root).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"
 BUILD="${BUILD:-$ROOT/build}"
 OUT="${OUT:-$BUILD/bench/training}"
 STEPS="${STEPS:-300}"
@@ -54,7 +57,7 @@ SEED="${SEED:-0}"
 DATA="${DATA:-/usr/share/datasets/fashion-mnist}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
 PT_BLAS="${PT_BLAS:-openblas-openmp}"
-PT_CORETYPE="${PT_CORETYPE-SKYLAKEX}"
+PT_CORETYPE="${PT_CORETYPE-$(default_coretype)}"  # bench/common.sh: SKYLAKEX with AVX-512, else HASWELL
 PT_THREADS="${PT_THREADS:-$(nproc)}"
 PY=/usr/bin/python3
 WEFT_TRAIN="$BUILD/bin/train_fashion_mnist"
@@ -71,8 +74,6 @@ while [ $((CORE_RANKS * 2)) -le "$(nproc)" ] && [ "$CORE_RANKS" -lt 256 ]; do CO
 # Open MPI refuses to run as root without these (containers usually run as root).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-# shellcheck source=bench/common.sh
-source "$ROOT/bench/common.sh"
 
 log() { echo "compare_training.sh: $*" >&2; }
 
