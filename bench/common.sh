@@ -1,6 +1,7 @@
 # bench/common.sh: shell functions shared by bench/compare_training.sh and bench/pytorch_blas_probe.sh, sourced
 # (not run): waiting for idle CPUs, per-run BLAS selection for Debian's PyTorch (and its core type), and
-# peak-RSS measurement of a process tree. Kept in one place so the training comparison and the BLAS probe measure the same way.
+# peak-RSS measurement of a process tree. Kept in one place so the training comparison and the BLAS probe
+# measure the same way.
 
 BENCH_LIBDIR=/usr/lib/x86_64-linux-gnu
 BUSY_STARTS=0  # runs started on a busy machine (IDLE_WAIT ran out)

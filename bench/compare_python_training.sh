@@ -21,8 +21,8 @@
 # Knobs (environment): BUILD (default build), OUT (default $BUILD/bench/python_training), STEPS (default
 # 300), RUNS (default 3), DEVICES (default 8), SEED (default 0), DATA (default
 # /usr/share/datasets/fashion-mnist), IDLE_WAIT (seconds to wait for idle CPUs before each run, default 120;
-# 0 = don't wait), LAYOUTS (default all four), CORETYPE (OPENBLAS_CORETYPE for both, default SKYLAKEX, or HASWELL
-# without AVX-512, as in bench/compare_training.sh; only float64 products use OpenBLAS).
+# 0 = don't wait), LAYOUTS (default all four), CORETYPE (OPENBLAS_CORETYPE for both, default SKYLAKEX, or
+# HASWELL without AVX-512, as in bench/compare_training.sh; only float64 products use OpenBLAS).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,14 +36,13 @@ DEVICES="${DEVICES:-8}"
 SEED="${SEED:-0}"
 DATA="${DATA:-/usr/share/datasets/fashion-mnist}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
-CORETYPE="${CORETYPE-$(default_coretype)}"  # bench/common.sh: SKYLAKEX with AVX-512, else HASWELL
+CORETYPE="${CORETYPE-$(default_coretype)}"  # bench/common.sh
 LAYOUTS="${LAYOUTS:-cc-dp8 py-sharded cc-dp8r py-replicated}"
 PY=/usr/bin/python3
 CC_TRAIN="$BUILD/bin/train_fashion_mnist"
 PY_TRAIN="$ROOT/examples/train_fashion_mnist.py"
 ENV=(env)
 [ -n "$CORETYPE" ] && ENV=(env "OPENBLAS_CORETYPE=$CORETYPE")
-
 
 log() { echo "compare_python_training.sh: $*" >&2; }
 

@@ -57,7 +57,7 @@ SEED="${SEED:-0}"
 DATA="${DATA:-/usr/share/datasets/fashion-mnist}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
 PT_BLAS="${PT_BLAS:-openblas-openmp}"
-PT_CORETYPE="${PT_CORETYPE-$(default_coretype)}"  # bench/common.sh: SKYLAKEX with AVX-512, else HASWELL
+PT_CORETYPE="${PT_CORETYPE-$(default_coretype)}"  # bench/common.sh
 PT_THREADS="${PT_THREADS:-$(nproc)}"
 PY=/usr/bin/python3
 WEFT_TRAIN="$BUILD/bin/train_fashion_mnist"
@@ -73,7 +73,6 @@ while [ $((CORE_RANKS * 2)) -le "$(nproc)" ] && [ "$CORE_RANKS" -lt 256 ]; do CO
 
 # Open MPI refuses to run as root without these (containers usually run as root).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
 
 log() { echo "compare_training.sh: $*" >&2; }
 

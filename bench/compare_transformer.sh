@@ -29,8 +29,8 @@
 # IDLE_WAIT (seconds to wait, before each run, for idle CPUs; default 120, 0 = don't wait), RUN_TIMEOUT
 # (seconds a run may take before it is killed and recorded as failed; default 600 + STEPS), PT_BLAS and
 # PT_CORETYPE (PyTorch's BLAS, as bench/compare_training.sh chooses it: OpenBLAS's OpenMP build with
-# OPENBLAS_CORETYPE=SKYLAKEX, or HASWELL without AVX-512, by LD_LIBRARY_PATH; its header says why), PT_THREADS (threads of pt-1 and
-# pt-1-bf16, default all cores). weft runs with the same OPENBLAS_CORETYPE, for the same reason as there.
+# OPENBLAS_CORETYPE=SKYLAKEX, or HASWELL without AVX-512, by LD_LIBRARY_PATH; its header says why),
+# PT_THREADS (threads of pt-1 and pt-1-bf16, default all cores). weft runs with the same OPENBLAS_CORETYPE, for the same reason as there.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,7 +47,7 @@ EVAL_EVERY="${EVAL_EVERY:-0}"
 IDLE_WAIT="${IDLE_WAIT:-120}"
 RUN_TIMEOUT="${RUN_TIMEOUT:-$((600 + STEPS))}"
 PT_BLAS="${PT_BLAS:-openblas-openmp}"
-PT_CORETYPE="${PT_CORETYPE-$(default_coretype)}"  # bench/common.sh: SKYLAKEX with AVX-512, else HASWELL
+PT_CORETYPE="${PT_CORETYPE-$(default_coretype)}"  # bench/common.sh
 PT_THREADS="${PT_THREADS:-$(nproc)}"
 PY=/usr/bin/python3
 WEFT_TRAIN="$ROOT/examples/transformer/train.py"
@@ -61,7 +61,6 @@ EVERY_LAYOUTS="$FLOOR_LAYOUTS weft-tp4-dp2 weft-sp4-dp2 weft-tp2-fsdp4 weft-pp2-
 ALL_LAYOUTS="$(echo $EVERY_LAYOUTS)"
 LAYOUTS="${LAYOUTS:-$FLOOR_LAYOUTS}"
 [ "$LAYOUTS" = every ] && LAYOUTS="$ALL_LAYOUTS"
-
 
 log() { echo "compare_transformer.sh: $*" >&2; }
 

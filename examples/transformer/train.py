@@ -236,9 +236,9 @@ def main(argv=None):
         if args.eval_every and (step + 1) % args.eval_every == 0:
             curve.append((step + 1, trainer.evaluate(args.eval_batches)))
         if args.log_every and (step + 1) % args.log_every == 0 and not args.json and not quiet:
-            recent = step_seconds[-args.log_every:]
-            print(f"step {step + 1}: loss {losses[-1]:.4f}, {statistics.median(recent) * 1e3:.1f} ms/step "
-                  f"(median of the last {len(recent)})", file=sys.stderr)
+            recent_ms = statistics.median(step_seconds[-args.log_every:]) * 1e3
+            print(f"step {step + 1}: loss {losses[-1]:.4f}, {recent_ms:.1f} ms/step (median of the last "
+                  f"{args.log_every})", file=sys.stderr)
     valid = trainer.evaluate(args.eval_batches)
     warmup = min(3, len(step_seconds) // 2)
     step_s = statistics.median(step_seconds[warmup:])
