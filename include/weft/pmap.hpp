@@ -46,6 +46,10 @@ struct PmapOptions {
   // Each replica needs an OS thread of its own (it runs code that cannot live on a fiber, e.g. a Python
   // frame): the runtime then runs this program on one thread per device even when its scheduler is fibers.
   bool replica_threads = false;
+  // Every replica runs the same traced program(s) in the same order (a traced pmap's replicas do): their
+  // products by a weight the program's types prove shared may then run as one (WEFT_SHARED_PRODUCTS,
+  // program/shared_products.hpp). Off by default: a C++ function may run different code on each replica.
+  bool shared_products = false;
 };
 
 // An argument of a pmapped call: a host array or a sharded array already on devices.

@@ -51,6 +51,10 @@ struct RuntimeOptions {
                                         // data moves (a mismatch names each call), 0 = skip that check; default 1
   std::int64_t fiber_stack_bytes = -1;  // WEFT_FIBER_STACK: each replica's stack under fibers (K/M/G), default
                                         // 8 MiB, at least 64 KiB; an overflow is a fatal error naming the replica
+  int shared_products = -1;             // WEFT_SHARED_PRODUCTS: 1 = the local replicas of a traced program run
+                                        // their products by a weight the types prove shared as one product
+                                        // (PmapOptions::shared_products), 2 = that and a check that the weights
+                                        // are bitwise equal, 0 = off; default 0; docs/settings.md
 
   // Fills every unset field from the environment or the default, and validates (throws InvalidArgument).
   RuntimeOptions resolved() const;
@@ -64,6 +68,8 @@ struct RuntimeStats {
   std::uint64_t collectives = 0;           // collective rounds this process completed: one per collective the
                                            // program issues, however many replicas and groups take part
   std::uint64_t bytes_reduced = 0;         // input bytes entering reductions
+  std::uint64_t shared_products = 0;       // products the local replicas ran as one (WEFT_SHARED_PRODUCTS): one
+                                           // per group of replicas sharing a weight, per product equation run
 };
 
 class Runtime {

@@ -177,18 +177,20 @@ void init_arrays(py::module_& m) {
   py::class_<Runtime, std::unique_ptr<Runtime, RuntimeDeleter>>(
       m, "Runtime", "The devices and worker threads; the newest live one is the one pmap and Session use.")
       .def(py::init([](int device_count, std::int64_t device_memory, double collective_warn,
-                       double collective_timeout, std::string log_level) {
+                       double collective_timeout, std::string log_level, int shared_products) {
              RuntimeOptions options;
              options.device_count = device_count;
              options.device_memory = device_memory;
              options.collective_warn_s = collective_warn;
              options.collective_timeout_s = collective_timeout;
              options.log_level = std::move(log_level);
+             options.shared_products = shared_products;
              py::gil_scoped_release nogil;  // under weftrun this meets the other instances
              return std::unique_ptr<Runtime, RuntimeDeleter>(new Runtime(options));
            }),
            py::kw_only(), py::arg("device_count") = 0, py::arg("device_memory") = -1,
-           py::arg("collective_warn") = -1.0, py::arg("collective_timeout") = -1.0, py::arg("log_level") = "")
+           py::arg("collective_warn") = -1.0, py::arg("collective_timeout") = -1.0, py::arg("log_level") = "",
+           py::arg("shared_products") = -1)
       .def_property_readonly("platform", &Runtime::platform)
       .def_property_readonly("device_count", &Runtime::device_count)
       .def_property_readonly("local_device_count", &Runtime::local_device_count)
@@ -205,6 +207,7 @@ void init_arrays(py::module_& m) {
         d["bytes_device_to_host"] = s.bytes_device_to_host;
         d["collectives"] = s.collectives;
         d["bytes_reduced"] = s.bytes_reduced;
+        d["shared_products"] = s.shared_products;
         return d;
       });
   // Runtime::current(): made from the environment (WEFT_DEVICE_COUNT, ...) on first use; owned by C++.

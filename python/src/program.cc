@@ -68,6 +68,7 @@ class ProgramPmap {
     options.out_axes = std::move(out_axes);
     options.devices = std::move(devices);
     options.name = std::move(name);
+    options.shared_products = true;  // every replica runs this one program
     program_ = std::make_shared<PmapProgram>(
         [program = std::move(program)](Replica& r, std::span<Array> inputs) {
           // The replica's own inputs, handed over: a donated argument's buffers may take the results.

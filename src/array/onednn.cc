@@ -1,11 +1,14 @@
 // Loading oneDNN at run time and running float32 products through its matmul primitive (why: onednn.hpp).
 #include "array/onednn.hpp"
 
+#include "array/gemm_threads.hpp"
 #include "weft/error.hpp"
 
 #if defined(WEFT_ONEDNN_HEADERS)
 #include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
+
+#include <cstdlib>
 
 #include <map>
 #include <memory>
@@ -72,6 +75,7 @@ struct Api {
   WEFT_DNNL_ENTRIES(WEFT_DNNL_ENTRY)
 #undef WEFT_DNNL_ENTRY
   void (*omp_set_num_threads)(int) = nullptr;  // from the OpenMP runtime oneDNN brought in
+  int (*omp_get_max_threads)() = nullptr;
 };
 
 // Debian's soname of oneDNN 2.x (package libdnnl2).
@@ -118,9 +122,11 @@ class Library {
   // their primitive by shared_ptr, so one in use outlives its eviction.
   // `bf16`: bfloat16 operands with a float32 result (accumulated in float32 by the kernel), else float32 all
   // through.
+  // `threads`: the OpenMP threads the calling thread allows now (its ICV), which the primitive is made for (oneDNN
+  // splits the product into that many parts when it creates the primitive, and runs that many at execution).
   std::shared_ptr<const Primitive> primitive(std::int64_t m, std::int64_t k, std::int64_t n, bool ta, bool tb,
-                                             bool bf16 = false) const {
-    const Key key{m, k, n, ta, tb, bf16};
+                                             bool bf16, int threads) const {
+    const Key key{m, k, n, ta, tb, bf16, threads};
     {
       const std::shared_lock read(mutex_);
       if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
@@ -133,7 +139,7 @@ class Library {
   static constexpr std::size_t kMaxKept = 256;
 
  private:
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, bool>;
+  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, bool, int>;
   mutable std::shared_mutex mutex_;
   mutable std::map<Key, std::shared_ptr<const Primitive>> cache_;
 
@@ -174,6 +180,7 @@ namespace {
 struct ThreadState {
   const Library* library = nullptr;
   dnnl_stream_t stream = nullptr;
+  int omp_threads = 1;  // what this thread's OpenMP ICV says now (kernels::gemm_threads() when it last ran)
   std::vector<unsigned char> scratch;
   ~ThreadState() {
     if (stream) library->api.stream_destroy(stream);
@@ -198,6 +205,10 @@ struct Loaded {
 
 Loaded load_once() {
   Loaded out;
+  // OpenMP's threads, which a widened product (gemm_threads.hpp) starts, would by default spin for a while
+  // after each product, burning the cores the replicas' workers need next: they sleep instead, unless the
+  // user says otherwise (libgomp reads this when it is loaded, which is now unless something loaded it before).
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
   void* handle = ::dlopen(kSoname, RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = ::dlerror();
@@ -217,6 +228,7 @@ Loaded load_once() {
 #undef WEFT_DNNL_ENTRIES
   // dlsym on the handle also searches the libraries it depends on: Debian's oneDNN brings libgomp.
   resolve(api.omp_set_num_threads, "omp_set_num_threads");
+  resolve(api.omp_get_max_threads, "omp_get_max_threads");
   if (!complete) {
     // The library stays loaded (its OpenMP runtime may have started threads); it computes nothing.
     out.why = std::string(kSoname) + " lacks the oneDNN 2.x entry points weft uses";
@@ -225,7 +237,12 @@ Loaded load_once() {
   try {
     check(api.engine_create(&library->engine, dnnl_cpu, 0), "engine_create");
     // The kernels its matmul picks here: a product of blocked size tells (the name is the implementation's).
-    const std::shared_ptr<const Primitive> probe = library->primitive(64, 64, 64, false, false);
+    // (Made for one thread, as the products of a thread that has not called oneDNN yet: the probe's ICV is
+    // set for it and restored, the loading thread may be the embedder's.)
+    const int had = api.omp_get_max_threads();
+    api.omp_set_num_threads(1);
+    const std::shared_ptr<const Primitive> probe = library->primitive(64, 64, 64, false, false, false, 1);
+    api.omp_set_num_threads(had);
     const char* impl = nullptr;
     check(api.primitive_desc_query(probe->pd, dnnl_query_impl_info_str, 0, &impl), "primitive_desc_query", 64, 64,
           64);
@@ -258,9 +275,15 @@ namespace {
 
 void run(const Library& library, const void* a, const void* b, float* c, std::int64_t m, std::int64_t k,
          std::int64_t n, bool transpose_a, bool transpose_b, bool bf16) {
-  const std::shared_ptr<const Primitive> kept = library.primitive(m, k, n, transpose_a, transpose_b, bf16);
-  const Primitive& p = *kept;
+  // The thread's ICV first: a primitive is made for the threads it says (a widened product's, or one).
   ThreadState& state = thread_state(library);
+  if (const int threads = kernels::gemm_threads(); threads != state.omp_threads) {
+    library.api.omp_set_num_threads(threads);
+    state.omp_threads = threads;
+  }
+  const std::shared_ptr<const Primitive> kept =
+      library.primitive(m, k, n, transpose_a, transpose_b, bf16, state.omp_threads);
+  const Primitive& p = *kept;
   if (state.scratch.size() < p.scratch_bytes) state.scratch.resize(p.scratch_bytes);
   const Api& api = library.api;
   // Memory objects wrap the caller's buffers (no copies); they are a few words each, made per call. The C API
@@ -293,7 +316,8 @@ void run(const Library& library, const void* a, const void* b, float* c, std::in
 const std::string& bf16_kernels_once(const Library& library) {
   static const std::string& kernels = *new std::string([&]() -> std::string {
     try {
-      const std::shared_ptr<const Primitive> probe = library.primitive(64, 64, 64, false, false, true);
+      thread_state(library);  // this thread's ICV at one thread, as the probe's key says
+      const std::shared_ptr<const Primitive> probe = library.primitive(64, 64, 64, false, false, true, 1);
       const char* impl = nullptr;
       if (library.api.primitive_desc_query(probe->pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) {
         return "";

@@ -74,6 +74,9 @@ void log_configuration(const RuntimeOptions& given, const Runtime::Impl& rt) {
   add("WEFT_SPLIT_BYTES", std::to_string(o.split_bytes) + " bytes", source(given.split_bytes >= 0, "WEFT_SPLIT_BYTES", "split_bytes"));
   add("WEFT_RING_BYTES", std::to_string(o.ring_bytes) + " bytes", source(given.ring_bytes >= 0, "WEFT_RING_BYTES", "ring_bytes"));
   add("WEFT_VERIFY", o.verify ? "1 (on)" : "0 (off)", source(given.verify >= 0, "WEFT_VERIFY", "verify"));
+  add("WEFT_SHARED_PRODUCTS",
+      o.shared_products == 0 ? "0 (off)" : o.shared_products == 1 ? "1 (on)" : "2 (on, weights checked)",
+      source(given.shared_products >= 0, "WEFT_SHARED_PRODUCTS", "shared_products"));
   // matmul's library: read by the array core itself, from the environment only (arrays compute without a
   // Runtime); weft::matmul_backend() says what it chose.
   add("WEFT_GEMM", env("WEFT_GEMM") ? env("WEFT_GEMM") : "auto", env("WEFT_GEMM") ? "(environment)" : "(default)");

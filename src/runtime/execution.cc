@@ -12,6 +12,7 @@
 #include "runtime/execution.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/launcher_records.hpp"
+#include "runtime/shared_products.hpp"
 #include "weft/error.hpp"
 
 namespace weft::detail {
@@ -92,6 +93,12 @@ Execution::Execution(Runtime::Impl& rt, std::string execution_name, Mesh m, std:
                                            static_cast<std::size_t>(rt.options.ring_bytes)},
                    rt.options.verify != 0) {}
 
+Execution::~Execution() = default;
+
+void Execution::share_products(int mode) {
+  if (mode > 0 && local_replicas.size() > 1) products = std::make_unique<ProductSharing>(*this, mode);
+}
+
 std::string Execution::replica_name(int replica) const {
   return "replica " + std::to_string(replica) + " (" + to_string(devices[replica]) + ")";
 }
@@ -147,6 +154,7 @@ void Execution::run_replica(int li, const std::function<void(Replica&)>& body) {
   try {
     body(replica);
     communicator.depart(li);
+    if (products) products->depart(li);
   } catch (...) {
     error = current_error();
     if (!t_error_from_collective) locate_in_replica_code(*error, communicator.position_of(li));
@@ -162,6 +170,7 @@ void Execution::record_failure(int li, FlightRing* flight, ErrorRecord error) {
   const int r = local_replicas[li];
   // The first failure poisons the execution; the others' pending waits end with its cause.
   const bool first = communicator.abort(li, error.message);
+  if (products) products->abort(li, error.message);
   // Other instances may wait for this one in a collective: tell them now, not once every local
   // replica has returned (one stuck in user code would hold the news until it returns).
   if (first && runtime.process_count > 1)
@@ -178,6 +187,7 @@ void Execution::record_failure(int li, FlightRing* flight, ErrorRecord error) {
 
 void Execution::fail_from_outside(int li, ErrorRecord error) {
   const bool first = communicator.abort(li, error.message);
+  if (products) products->abort(li, error.message);
   if (first && runtime.process_count > 1)
     report_to_launcher(runtime, name + ": " + replica_name(local_replicas[li]) + " failed: " + error.message);
   std::lock_guard lock(mutex_);

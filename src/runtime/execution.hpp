@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,12 +25,14 @@ class ProgramTrace;
 namespace weft::detail {
 
 struct SessionState;
+class ProductSharing;
 
 // Replicas are numbered globally (row-major over the mesh); this process runs the ones whose devices it
 // owns, and meets the others' processes through the job's transport inside collectives.
 class Execution {
  public:
   Execution(Runtime::Impl& runtime, std::string name, Mesh mesh, std::vector<Device> devices, GroupCache& groups);
+  ~Execution();
 
   // Runs `body` once per local replica, each on its device's worker, and waits for all. Throws the root
   // cause first (the replica that failed first, then what every other local replica saw).
@@ -51,6 +54,10 @@ class Execution {
   SessionState* session = nullptr;
   // Run the replicas on one OS thread per device even under the fiber scheduler (PmapOptions::replica_threads).
   bool on_threads = false;
+  // Where the local replicas run their shared products (shared_products.hpp); null when they run each their
+  // own. Set by the pmap before run() (share_products()).
+  std::unique_ptr<ProductSharing> products;
+  void share_products(int mode);
   std::uint64_t serial = 0;            // Runtime::Impl::execution_serial when run() started
 
  private:

@@ -4,7 +4,8 @@
 // ones, at the user's traced source line), and so do the session effects (host and remote transfers,
 // variables: by the names a session's run gives its handles); each buffer is dropped right after its last
 // use (the program's liveness); runs of elementwise equations over large arrays are evaluated block by block
-// (fusion.hpp). An error in an equation keeps its kind and gains the equation and its source line.
+// (fusion.hpp); products by a weight the local replicas share may run as one (shared_products.hpp). An error
+// in an equation keeps its kind and gains the equation and its source line.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -14,7 +15,10 @@
 
 #include "program/printer.hpp"
 #include "program/program_impl.hpp"
+#include "program/shared_products.hpp"
 #include "program/verifier.hpp"
+#include "runtime/execution.hpp"
+#include "runtime/shared_products.hpp"
 #include "weft/error.hpp"
 #include "weft/replica.hpp"
 #include "weft/session.hpp"
@@ -82,9 +86,11 @@ Collective kind_of(const std::string& op) {
   return it == kinds.end() ? Collective::effect : it->second;
 }
 
-// Per equation, its collective's call (unused for array equations): prepared on a program's first run.
+// Per equation, its collective's call (unused for array equations) and the product the local replicas may
+// share: prepared on a program's first run.
 struct Prepared {
   std::vector<CollectiveCall> calls;
+  std::vector<std::optional<program::SharedProduct>> shared;
 };
 
 const Prepared& prepared(const Program::Impl& impl) {
@@ -92,6 +98,9 @@ const Prepared& prepared(const Program::Impl& impl) {
     auto p = std::make_shared<Prepared>();
     const program::Program& prog = impl.program;
     p->calls.resize(prog.equations.size());
+    std::vector<bool> computes_locally(prog.equations.size());
+    for (std::size_t i = 0; i < prog.equations.size(); ++i) computes_locally[i] = impl.kernels[i] != nullptr;
+    p->shared = program::find_shared_products(prog, computes_locally);
     for (std::size_t i = 0; i < prog.equations.size(); ++i) {
       if (impl.kernels[i] != nullptr) continue;
       const Equation& eq = prog.equations[i];
@@ -247,6 +256,9 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
   for (std::size_t k = 0; k < prog.constants.size(); ++k) values[prog.constants[k]] = prog.constant_values[k];
   for (program::ValueId id : impl.liveness.unused_inputs) values[id].reset();
   std::vector<Array> in;
+  detail::ProductSharing* sharing = replica != nullptr && replica->state().execution != nullptr
+                                        ? replica->state().execution->products.get()
+                                        : nullptr;
   for (const program::Step& step : impl.steps) {
     if (step.count > 1) {
       try {
@@ -265,7 +277,17 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
       if (impl.kernels[i] != nullptr) {
         in.clear();
         for (program::ValueId id : eq.inputs) in.push_back(*values[id]);
-        std::vector<Array> out = impl.kernels[i](in, eq.params);
+        std::vector<Array> out;
+        if (sharing != nullptr && prep.shared[i]) {
+          out.push_back(sharing->multiply(
+              replica->state().local, &impl, i, prep.shared[i]->weight_axes, in[0], in[1], flag(eq.params, "transpose_b"),
+              [&] {
+                return "a shared matmul(" + shape_str(in[0].shape()) + ", " + shape_str(in[1].shape()) + ") at " +
+                       (eq.source.empty() ? "equation " + std::to_string(i) : eq.source);
+              }));
+        } else {
+          out = impl.kernels[i](in, eq.params);
+        }
         for (std::size_t k = 0; k < eq.outputs.size(); ++k) {
           const ValueType& want = prog.types[eq.outputs[k]];
           if (out[k].dtype() != want.dtype || out[k].shape() != want.shape) {

@@ -100,12 +100,13 @@ const RuntimeOptions& Runtime::options() const { return impl_->options; }
 RuntimeStats Runtime::stats() const {
   auto& s = impl_->stats;
   return {s.preparations.load(), s.executions.load(), s.h2d.load(), s.d2h.load(), s.collectives.rounds.load(),
-          s.collectives.bytes_reduced.load()};
+          s.collectives.bytes_reduced.load(), s.shared_products.load()};
 }
 
 void Runtime::reset_stats() {
   auto& s = impl_->stats;
-  for (auto* c : {&s.preparations, &s.executions, &s.h2d, &s.d2h, &s.collectives.rounds, &s.collectives.bytes_reduced})
+  for (auto* c : {&s.preparations, &s.executions, &s.h2d, &s.d2h, &s.collectives.rounds, &s.collectives.bytes_reduced,
+                 &s.shared_products})
     c->store(0);
 }
 

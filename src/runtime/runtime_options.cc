@@ -264,6 +264,19 @@ void resolve_collective_paths(RuntimeOptions& o) {
                                   : 1;
 }
 
+// The executor's shared products (program/shared_products.hpp).
+void resolve_shared_products(RuntimeOptions& o) {
+  if (o.shared_products < -1 || o.shared_products > 2)
+    throw InvalidArgument("RuntimeOptions::shared_products = " + std::to_string(o.shared_products) +
+                          " is not 0 (off), 1 (on) or 2 (on, weights checked) (-1 takes WEFT_SHARED_PRODUCTS)");
+  if (o.shared_products < 0)
+    o.shared_products =
+        env("WEFT_SHARED_PRODUCTS")
+            ? static_cast<int>(parse_count("WEFT_SHARED_PRODUCTS", env("WEFT_SHARED_PRODUCTS"), 0, 2,
+                                           "0 (off), 1 (on) or 2 (on, the shared weights checked bitwise)"))
+            : 0;
+}
+
 }  // namespace
 
 RuntimeOptions RuntimeOptions::resolved() const {
@@ -278,6 +291,7 @@ RuntimeOptions RuntimeOptions::resolved() const {
   resolve_flight_recorder(o, *this);
   resolve_scheduler(o);
   resolve_collective_paths(o);
+  resolve_shared_products(o);
   check_launcher_environment();
   return o;
 }
