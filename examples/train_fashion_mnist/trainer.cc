@@ -125,7 +125,10 @@ struct Trainer::Impl {
       throw std::invalid_argument("the training set (" + std::to_string(train_size) + " images) is smaller than one batch of " +
                                   std::to_string(config.global_batch));
     std::tie(init_key, data_key) = weft::random::split2(weft::random::key(config.seed));
-    session = std::make_unique<weft::Session>(weft::SessionOptions{.replicas = replicas, .runtime = &runtime, .name = "train"});
+    // With the differentiated backward every replica runs the same traced programs, so the products by the
+    // replicated weights may run as one for all local replicas (WEFT_SHARED_PRODUCTS decides whether they do).
+    session = std::make_unique<weft::Session>(weft::SessionOptions{
+        .replicas = replicas, .runtime = &runtime, .name = "train", .shared_products = config.autodiff_backward});
     first_local = session->global_replica_offset();
     local_count = session->instance_replication_factor();
     model_groups = ReplicaGroups::strided(replicas, 1, model);

@@ -92,6 +92,7 @@ struct SessionOptions {
   Runtime* runtime = nullptr;   // default Runtime::current()
   std::string name = "session";
   bool replica_threads = false; // each replica needs an OS thread (PmapOptions::replica_threads)
+  bool shared_products = false; // the replicas run the same traced programs (PmapOptions::shared_products)
 };
 
 class Session {

@@ -13,7 +13,9 @@
 // is used, through its own function types (decltype of the declarations), so the ABI is the header's.
 //
 // Every call runs on the calling thread: Debian builds oneDNN on OpenMP, and each weft thread that calls it
-// first sets its own OpenMP thread count to 1 (omp_set_num_threads is per thread); weft owns the cores.
+// first sets its own OpenMP thread count to 1 (omp_set_num_threads is per thread); weft owns the cores. The
+// one exception is a product run for several replicas whose workers wait meanwhile (the executor's shared
+// products): its caller widens it (gemm_threads.hpp), and the primitive is made for that many threads.
 // Primitives are created once per shape and kept (up to 256 shapes, then the cache starts over); the scratchpad is the caller's (one buffer per thread, as
 // a primitive runs to its end without yielding, so no two fibers of a thread share it at once); the math
 // mode is set to strict float32 (no bf16/tf32 down-conversion, whatever ONEDNN_DEFAULT_FPMATH_MODE says).

@@ -32,7 +32,8 @@ struct CleanEnvironment {
   ScopedEnv a{"WEFT_DEVICE_COUNT", nullptr}, b{"WEFT_DEVICE_MEMORY", nullptr}, c{"WEFT_COLLECTIVE_WARN", nullptr},
       d{"WEFT_COLLECTIVE_TIMEOUT", nullptr}, e{"WEFT_LOG", nullptr}, f{"WEFT_TRACE", nullptr},
       g{"WEFT_TRACE_EVENTS", nullptr}, h{"WEFT_NUM_INSTANCES", nullptr}, i{"WEFT_NUM_REPLICAS", nullptr},
-      j{"WEFT_SPLIT_BYTES", nullptr}, k{"WEFT_RING_BYTES", nullptr}, l{"WEFT_VERIFY", nullptr};
+      j{"WEFT_SPLIT_BYTES", nullptr}, k{"WEFT_RING_BYTES", nullptr}, l{"WEFT_VERIFY", nullptr},
+      m{"WEFT_SHARED_PRODUCTS", nullptr};
 };
 
 Outcome MakeRuntime(RuntimeOptions options) {
@@ -78,6 +79,8 @@ TEST(Settings, EveryBadEnvironmentValueIsRejectedNamingTheVariable) {
       {"WEFT_RING_BYTES", "4X", {"byte count"}},
       {"WEFT_VERIFY", "yes", {"0 (off) or 1 (on"}},
       {"WEFT_VERIFY", "2", {"0 (off) or 1 (on"}},
+      {"WEFT_SHARED_PRODUCTS", "3", {"0 (off), 1 (on) or 2"}},
+      {"WEFT_SHARED_PRODUCTS", "on", {"0 (off), 1 (on) or 2"}},
   };
   for (const BadValue& c : cases) {
     SCOPED_TRACE(std::string(c.variable) + "=" + c.value);
@@ -114,6 +117,7 @@ TEST(Settings, EveryBadOptionIsRejectedNamingTheField) {
       {{.device_count = 2, .split_bytes = -2}, "RuntimeOptions::split_bytes = -2 is not a byte count"},
       {{.device_count = 2, .ring_bytes = -5}, "RuntimeOptions::ring_bytes = -5 is not a byte count"},
       {{.device_count = 2, .verify = 3}, "RuntimeOptions::verify = 3 is not 0 (off) or 1 (on)"},
+      {{.device_count = 2, .shared_products = 5}, "RuntimeOptions::shared_products = 5 is not 0 (off), 1 (on) or 2"},
   };
   ExpectEachRefused(cases);
 }

@@ -144,6 +144,32 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"vector_rows", CollectiveRules::shard_map, {{"data", 8}}, kNone, {3}, {3, 5}, false, DType::f32, 1, true, 0}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
+// A session whose replicas run one traced program shares as a pmap does (the C++ trainer's differentiated
+// backward runs this way), and only when SessionOptions::shared_products says they do.
+TEST(SharedProductsInASession, ASessionThatOptsInShares) {
+  for (const bool opt_in : {true, false}) {
+    Runtime rt({.device_count = 8, .shared_products = 1});
+    ProgramBuilder b(Mesh({{"data", 8}}));
+    const int x = b.input({DType::f32, {4, 3}, {"data"}});
+    const int w = b.input({DType::f32, {3, 5}, {}});
+    b.set_outputs({b.emit("matmul", {x, w})[0]});
+    const Program program = b.build();
+    Session session({.runtime = &rt, .name = "shared", .shared_products = opt_in});
+    const Array weight = Filled({3, 5}, DType::f32, [](std::int64_t i) { return WeightValue(0, i); });
+    std::vector<Array> got(8);
+    session.run([&](Replica& r) {
+      const Array rows = Filled({4, 3}, DType::f32, [&](std::int64_t i) { return RowValue(r.index(), i); });
+      got[static_cast<std::size_t>(r.index())] = run_program(program, r, std::vector<Array>{rows, weight})[0];
+    });
+    for (int r = 0; r < 8; ++r) {
+      const Array rows = Filled({4, 3}, DType::f32, [&](std::int64_t i) { return RowValue(r, i); });
+      const std::vector<double> want = NaiveProduct(rows, weight, false), have = got[r].to_doubles();
+      for (std::size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(have[i], want[i], 1e-5) << "replica " << r;
+    }
+    EXPECT_EQ(rt.stats().shared_products, opt_in ? 1u : 0u);
+  }
+}
+
 // The failures. One program: y = x @ w with an invariant w, over 'data' (4 replicas).
 Program ProductProgram(std::int64_t cols = 5) {
   ProgramBuilder b(Mesh({{"data", 4}}), CollectiveRules::shard_map);

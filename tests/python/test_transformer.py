@@ -139,6 +139,27 @@ def test_layout_follows_one_device(data, one_device, name):
     np.testing.assert_allclose(got, one_device, rtol=1e-10, atol=0, err_msg=name)
 
 
+SHARED = ["data8", "tensor2", "data2_tensor2_fsdp", "data2_sequence2", "pipe2_1f1b4", "everything", "everything_1f1b"]
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_layout_with_shared_products_follows_one_device(data, one_device, name):
+    """WEFT_SHARED_PRODUCTS=2: the products by a weight the local replicas share run as one, after a bitwise
+    check that their weights are equal (so every product the program's types call shared, in each layout,
+    truly is); the losses stay the 1-device ones."""
+    runtime = weft.init(device_count=8, shared_products=2)
+    try:
+        got = losses(data, LAYOUTS[name])
+        shared = runtime.stats()["shared_products"]
+    finally:
+        weft.init(device_count=8)
+    np.testing.assert_allclose(got, one_device, rtol=1e-10, atol=0, err_msg=name)
+    # Every layout but pure tensor parallelism holds some weight replicated over the replicas that multiply
+    # different rows by it (data ranks; pipeline stages for the embedding and head); tensor parallel ranks
+    # multiply the same rows by their own columns: nothing to share.
+    assert (shared > 0) == (name != "tensor2"), (name, shared)
+
+
 # ---- under the launcher: 2 instances x 4 devices -----------------------------------------------------------
 def train_under_weftrun(flags, timeout=240):
     if "WEFT_BUILD_DIR" not in os.environ:
