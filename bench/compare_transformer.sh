@@ -19,8 +19,7 @@
 # pt-1-bf16, and weft-dp8 / pt-ddp, weft-fsdp8 / pt-ddp (the same data-parallel shape). LAYOUTS=every adds,
 # on the same 8 devices: weft-tp4-dp2 (Megatron), weft-sp4-dp2 (and sequence parallel), weft-tp2-fsdp4,
 # weft-pp2-dp4-gpipe and -1f1b (2 stages, 4 microbatches), weft-pp4-dp2-1f1b, weft-dp2-tp2-pp2 (and -1f1b;
-# 2 microbatches), weft-2x4-dp8 (weftrun: 2 instances x 4 devices). weft-2x4-fsdp8 is known and not in the list:
-# it fails today (a P('data') result split across processes is not fully addressable from one; docs/transformer.md).
+# 2 microbatches), weft-2x4-dp8 and weft-2x4-fsdp8 (weftrun: 2 instances x 4 devices).
 #
 # Knobs (environment): BUILD (weft build dir holding python/, default build), OUT (default
 # $BUILD/bench/transformer), STEPS (default 60), RUNS (default 3), DEVICES (default 8; also the DDP ranks),
@@ -57,7 +56,7 @@ WEFT_ENV=(env PYTHONPATH="$BUILD/python")
 # The floors' layouts (the default) and, with LAYOUTS="$EVERY" or LAYOUTS=every, the model-parallel ones too.
 FLOOR_LAYOUTS="weft-dp8 pt-1 weft-fsdp8 pt-ddp weft-dp8-bf16 pt-1-bf16 weft-fsdp8-bf16 weft-1"
 EVERY_LAYOUTS="$FLOOR_LAYOUTS weft-tp4-dp2 weft-sp4-dp2 weft-tp2-fsdp4 weft-pp2-dp4-gpipe weft-pp2-dp4-1f1b
-  weft-pp4-dp2-1f1b weft-dp2-tp2-pp2 weft-dp2-tp2-pp2-1f1b weft-2x4-dp8"
+  weft-pp4-dp2-1f1b weft-dp2-tp2-pp2 weft-dp2-tp2-pp2-1f1b weft-2x4-dp8 weft-2x4-fsdp8"
 ALL_LAYOUTS="$(echo $EVERY_LAYOUTS)"
 LAYOUTS="${LAYOUTS:-$FLOOR_LAYOUTS}"
 [ "$LAYOUTS" = every ] && LAYOUTS="$ALL_LAYOUTS"

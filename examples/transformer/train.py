@@ -140,7 +140,24 @@ class Trainer:
         return float(np.mean(losses))
 
     def parameters(self):
-        return from_mesh_params(self.params, self.lay)
+        params = self.params
+        if any(isinstance(a, weft.BlockedArray) for a in weft.tree_util.tree_leaves(params)):
+            params = self._gathered(params)
+        return from_mesh_params(params, self.lay)
+
+    def _gathered(self, params):
+        """The parameters whole in every process: under weftrun an FSDP trainer's are BlockedArrays (their
+        'data' blocks on both instances), so each leaf is all-gathered over the axes its spec names, and any
+        device's copy is the whole (check_vma off: all_gather's result stays typed as varying)."""
+        def gather(p):
+            def one(x, spec):
+                for d in range(len(spec)):
+                    if spec[d]:
+                        x = weft.lax.all_gather(x, tuple(spec[d]), axis=d, tiled=True)
+                return x
+            return weft.tree_util.tree_map(one, p, self.specs)
+        mesh = self.lay.mesh()
+        return weft.shard_map(gather, mesh, in_specs=(self.specs,), out_specs=P(), check_vma=False)(params)
 
 
 def sample(params, config, data, length, seed=0, prompt="\n"):
@@ -243,13 +260,15 @@ def main(argv=None):
     warmup = min(3, len(step_seconds) // 2)
     step_s = statistics.median(step_seconds[warmup:])
     tokens_per_s = args.batch * args.context / step_s
+    # (Every instance takes part: under weftrun an FSDP trainer's parameters are gathered by a shard_map.)
+    params = trainer.parameters() if args.sample else None
     if quiet:
         return 0
     print(f"trained {args.steps} steps (dp {args.dp} tp {args.tp}{' sp' if args.sp else ''} pp {args.pp}"
           f"{' fsdp' if args.fsdp else ''}, {args.dtype}): loss {losses[-1]:.4f}, validation {valid:.4f}, "
           f"{tokens_per_s:.0f} tokens/s, {step_s * 1e3:.1f} ms/step, peak RSS {peak_rss_mib():.0f} MiB")
     if args.sample:
-        print(sample(trainer.parameters(), config, data, args.sample, args.seed))
+        print(sample(params, config, data, args.sample, args.seed))
     if args.json:
         print(json.dumps({"framework": "weft", "instances": weft.process_count(), "dp": args.dp, "tp": args.tp, "pp": args.pp, "sp": args.sp,
                           "fsdp": args.fsdp, "microbatches": args.microbatches, "schedule": args.schedule, "dtype": args.dtype, "steps": args.steps, "losses": losses,

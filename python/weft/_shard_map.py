@@ -13,6 +13,11 @@ varying one pvary-ed, and under weft.grad psum transposes to pvary and pvary to 
 pmean'ed loss with respect to parameters given as P() is the true global gradient, with one all-reduce per
 parameter in the backward pass, where pmap's rules give each replica n times its own (docs/autodiff.md).
 An output whose spec leaves out an axis it varies over is an error, as in JAX.
+
+Across processes (weftrun) an output split over mesh axes whose devices are on several processes cannot be
+put together on one: it comes back as a BlockedArray (JAX: an Array that is not fully addressable), which
+holds this process's blocks on their devices and goes back into a shard_map on the same mesh with the same
+spec without leaving them (an FSDP trainer's parameters, step after step).
 """
 import functools
 
@@ -115,6 +120,42 @@ def _spec_leaves(specs, tree, what, name):
     return leaves
 
 
+class BlockedArray:
+    """A shard_map result split over mesh axes whose blocks are on other processes too (JAX: an Array with
+    is_fully_addressable False): this process's blocks stay on their devices. It goes back into a shard_map
+    over the same mesh with the same spec as it is; reading it whole (numpy.asarray) is refused, naming what to
+    do. `addressable_shards`: (device, numpy block) for this process's devices."""
+
+    is_fully_addressable = False
+
+    def __init__(self, sharded, mesh, spec, shape, dtype, reason):
+        self._sharded = sharded      # the engine's result: one shard per local device
+        self.mesh, self.spec = mesh, spec
+        self.shape, self.dtype = tuple(shape), _np.dtype(dtype)
+        self._reason = reason
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def addressable_shards(self):
+        blocks = self._sharded.to_host()
+        local = [d for d in self.mesh.devices.flat if d.process_index == _weft.current_runtime().process_index]
+        return [(device, blocks[k]) for k, device in enumerate(local)]
+
+    def __array__(self, dtype=None, copy=None):
+        raise _weft.InvalidArgument(self._reason)
+
+    def __repr__(self):
+        return f"BlockedArray({self.dtype.name}{list(self.shape)}, {self.spec!r}, not fully addressable)"
+
+
+def _same_mesh(a, b):
+    return a is b or (a.axis_names == b.axis_names and a.devices.shape == b.devices.shape and
+                      [d.id for d in a.devices.flat] == [d.id for d in b.devices.flat])
+
+
 class _ShardMapped:
     """What weft.shard_map returns: call it with global arrays (pytrees of them)."""
 
@@ -133,11 +174,53 @@ class _ShardMapped:
     def __call__(self, *args):
         entry, leaves, arrays, specs = self._entry(args)
         engine, out_def, out_specs, _, mapped = entry
-        blocks = [self._split(array, spec) if m else array for array, spec, m in zip(arrays, specs, mapped)]
+        blocks = [self._blocks_of(array, spec, m, index)
+                  for index, (array, spec, m) in enumerate(zip(arrays, specs, mapped))]
         results = _run_engine(engine, leaves, blocks, [])
         local = self._local_positions()
-        outs = [self._assemble(r.to_host(), spec, local, index) for index, (r, spec) in enumerate(zip(results, out_specs))]
+        outs = []
+        for index, (r, spec, typ) in enumerate(zip(results, out_specs, entry[3].output_types)):
+            reason = self._unaddressable(spec, local, index)
+            if reason is None:
+                outs.append(self._assemble(r.to_host(), spec, local, index))
+            else:
+                shape = [n * int(_np.prod([self._mesh.shape[a] for a in (spec[d] if d < len(spec) else ())],
+                                          dtype=_np.int64)) for d, n in enumerate(typ[1])]
+                outs.append(BlockedArray(r, self._mesh, spec, shape, typ[0], reason))
         return _tree.unflatten(out_def, outs)
+
+    def _blocks_of(self, array, spec, mapped, index):
+        """What the engine takes for argument `index`: its blocks stacked by device, the array itself (a
+        replicated argument), or a BlockedArray's blocks where they are (same mesh and spec only)."""
+        if isinstance(array, BlockedArray):
+            if not _same_mesh(array.mesh, self._mesh) or array.spec != spec:
+                raise _weft.InvalidArgument(
+                    f"{self._name}: argument {index} is a BlockedArray (not fully addressable) with spec "
+                    f"{array.spec!r} on mesh {array.mesh!r}; it can only go to a shard_map over the same mesh with "
+                    f"the same spec, not {spec!r} on {self._mesh!r} (its blocks are on other processes)")
+            return array._sharded
+        return self._split(array, spec) if mapped else array
+
+    def _unaddressable(self, spec, local, output):
+        """Why output `output` (spec `spec`) cannot be put together in this process, or None when it can:
+        some coordinate of the axes its spec names has no device here."""
+        if local is None or not spec.axes():
+            return None
+        names = list(self._mesh.axis_names)
+        kept = [a for a in names if a in spec.axes()]
+        have = set()
+        for position in local:
+            coords = _np.unravel_index(position, self._mesh.devices.shape)
+            have.add(tuple(int(coords[names.index(a)]) for a in kept))
+        total = int(_np.prod([self._mesh.shape[a] for a in kept], dtype=_np.int64))
+        if len(have) == total:
+            return None
+        return (f"{self._name}: output {output}'s out_spec {spec!r} splits it over mesh axes {tuple(kept)}, whose "
+                f"blocks are on other processes: process {_weft.current_runtime().process_index} holds "
+                f"{len(have)} of its {total} blocks (JAX: not fully addressable). It stays on the devices as a "
+                f"weft.BlockedArray that a shard_map on the same mesh and spec takes back; to read it whole, "
+                f"replicate it over the axes that cross processes (all_gather it there) or keep those axes "
+                f"within a process")
 
     def _local_positions(self):
         """The flat mesh positions of this process's devices, in mesh order (a pmap's results hold those
@@ -165,7 +248,7 @@ class _ShardMapped:
                                         f"{len(args)} arguments")
         leaves, treedef = _tree.flatten(tuple(args))
         specs = _spec_leaves(tuple(in_specs), tuple(args), "in_specs", self._name)
-        arrays = [_np.asarray(leaf) if not isinstance(leaf, _np.ndarray) else leaf for leaf in leaves]
+        arrays = [leaf if isinstance(leaf, (_np.ndarray, BlockedArray)) else _np.asarray(leaf) for leaf in leaves]
         types = []
         for index, (array, spec) in enumerate(zip(arrays, specs)):
             self._check_spec(spec, array.ndim, f"argument {index}")

@@ -1,6 +1,7 @@
 // The pmap engine: resolves the mesh and devices from the arguments, prepares once per call signature
 // (cached), places each replica's slice on its device (or reuses shards already there), runs the replicas
 // and restacks their outputs as sharded arrays.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -34,6 +35,15 @@ const Shape& arg_shape(const PmapArg& a, Shape& scratch) {
 DType arg_dtype(const PmapArg& a) {
   if (const Array* x = std::get_if<Array>(&a)) return x->dtype();
   return std::get<ShardedArray>(a).dtype();
+}
+
+// A pmap's result in a job of several processes: this process's replicas' shards only, their mesh axes
+// flattened into one (sharded_array.hpp). Passed back to a pmap over the same devices, each shard is its
+// replica's input where it is.
+bool process_local(const ShardedArray& s, int mesh_size) {
+  return !s.replicated() && s.mapped_axis() == 0 && s.mesh_shape().size() == 1 &&
+         s.mesh_shape()[0] == static_cast<std::int64_t>(s.shards().size()) &&
+         static_cast<int>(s.shards().size()) < mesh_size;
 }
 
 std::string devices_str(const std::vector<Device>& devices) {
@@ -130,6 +140,8 @@ Mesh mesh_of_nested(const PmapOptions& options, const std::vector<PmapArg>& args
       throw InvalidArgument(name + ": with a multi-axis mesh " + mesh.to_string() +
                             " arguments are mapped along their leading dimensions; in_axes[" + std::to_string(i) +
                             "] = " + std::to_string(*in_axes[i]) + " is not supported (use 0 or broadcast)");
+    const ShardedArray* sharded = std::get_if<ShardedArray>(&args[i]);
+    if (sharded && process_local(*sharded, mesh.size())) continue;  // its shards are matched by device
     const Shape& s = arg_shape(args[i], scratch);
     if (s.size() < mesh_shape.size() || !std::equal(mesh_shape.begin(), mesh_shape.end(), s.begin()))
       throw InvalidArgument(name + ": argument " + std::to_string(i) + " has shape " + shape_str(s) +
@@ -239,6 +251,17 @@ std::vector<Array> PmapProgram::Impl::replica_inputs(Runtime& rt, const Prepared
   inputs.reserve(args.size());
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::optional<int> axis = p.in_axes[i];
+    if (const ShardedArray* s = std::get_if<ShardedArray>(&args[i]); s && axis == 0 && process_local(*s, p.mesh.size())) {
+      // Another call's result across processes: the shard on this replica's device is its input, as is.
+      const auto at = std::find_if(s->shards().begin(), s->shards().end(),
+                                   [&](const Shard& shard) { return shard.device == device; });
+      if (at == s->shards().end())
+        throw InvalidArgument(options.name + ": argument " + std::to_string(i) + " holds this process's shards of " +
+                              "another program's result, none on " + to_string(device) + " (replica " +
+                              std::to_string(replica) + "): pass it to a program over the same devices");
+      inputs.push_back(at->data);
+      continue;
+    }
     if (const ShardedArray* s = std::get_if<ShardedArray>(&args[i])) {
       // Already on the right device: reuse the shard as is, nothing moves.
       if (axis == 0 && s->mapped_axis() == 0 && s->mesh_shape() == p.mesh.shape() &&

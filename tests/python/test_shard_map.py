@@ -5,6 +5,9 @@ loss in numpy), with one all-reduce per parameter in the differentiated program;
 sharded parameters transposes to one psum_scatter each; an output varying over an axis its spec leaves out is
 an error, as in JAX. Beside it, the same loss under pmap keeps JAX's pmap rules (n-scaled, issue 3970).
 """
+import os
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -12,7 +15,7 @@ import weft
 import weft.numpy as jnp
 from weft import P, lax
 
-from conftest import assert_close, numeric_grad
+from conftest import PYTHON, assert_close, build_dir, numeric_grad, python_env
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -234,3 +237,46 @@ def test_mesh_checks_its_names():
         weft.Mesh(np.array(weft.devices()).reshape(4, 2), ("data",))
     mesh = mesh_4x2()
     assert mesh.shape == {"data": 4, "model": 2} and mesh.size == 8
+
+
+# ---- across processes: results that stay blocks (weft.BlockedArray) -------------------------------------------
+def blocked_round_trip():
+    """Under weftrun (2 instances x 4 devices, test_blocked_results_across_instances): a result split over
+    'data', which crosses the instances, stays blocks on the devices and goes back into a shard_map as it is;
+    reading it whole, or passing it with another spec, is refused by name."""
+    mesh = mesh_8()
+    x = np.arange(16 * 3, dtype=np.float64).reshape(16, 3)
+    double = weft.shard_map(lambda a: a * 2, mesh, in_specs=P("data"), out_specs=P("data"))
+    y = double(x)
+    assert isinstance(y, weft.BlockedArray) and not y.is_fully_addressable, y
+    assert y.shape == (16, 3) and y.dtype == np.float64 and y.ndim == 2
+    z = double(y)
+    ids = [d.id for d in mesh.devices.flat]
+    shards = z.addressable_shards
+    assert len(shards) == 4
+    for device, block in shards:
+        assert device.process_index == weft.process_index()
+        k = ids.index(device.id)
+        np.testing.assert_array_equal(block, 4 * x[2 * k:2 * k + 2])
+    total = weft.shard_map(lambda a: lax.psum(jnp.sum(a), "data"), mesh, in_specs=P("data"), out_specs=P())(z)
+    assert float(np.asarray(total)) == 4 * x.sum()
+    with pytest.raises(weft.InvalidArgument, match=r"output 0's out_spec P\('data',?\) splits it over mesh axes "
+                       r"\('data',\).*holds 4 of its 8 blocks \(JAX: not fully addressable\).*weft.BlockedArray"):
+        np.asarray(z)
+    with pytest.raises(weft.InvalidArgument, match=r"argument 0 is a BlockedArray .* same spec, not P\(\)"):
+        weft.shard_map(lambda a: a, mesh, in_specs=P(), out_specs=P())(z)
+    print(f"blocked round trip ok on process {weft.process_index()}", flush=True)
+
+
+def test_blocked_results_across_instances():
+    if "WEFT_BUILD_DIR" not in os.environ:
+        pytest.skip("run by ctest (python_shard_map): needs the build's weftrun")
+    done = subprocess.run([str(build_dir() / "bin" / "weftrun"), "--num-instances", "2", "--num-replicas", "8",
+                           PYTHON, __file__], capture_output=True, text=True, timeout=120, env=python_env())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for process in (0, 1):
+        assert f"blocked round trip ok on process {process}" in done.stdout, done.stdout[-3000:]
+
+
+if __name__ == "__main__":
+    blocked_round_trip()
