@@ -8,7 +8,6 @@
 #include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 
-#include <cstdlib>
 
 #include <map>
 #include <memory>
@@ -205,10 +204,6 @@ struct Loaded {
 
 Loaded load_once() {
   Loaded out;
-  // OpenMP's threads, which a widened product (gemm_threads.hpp) starts, would by default spin for a while
-  // after each product, burning the cores the replicas' workers need next: they sleep instead, unless the
-  // user says otherwise (libgomp reads this when it is loaded, which is now unless something loaded it before).
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
   void* handle = ::dlopen(kSoname, RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = ::dlerror();
