@@ -148,7 +148,8 @@ class Trainer:
     def _gathered(self, params):
         """The parameters whole in every process: under weftrun an FSDP trainer's are BlockedArrays (their
         'data' blocks on both instances), so each leaf is all-gathered over the axes its spec names, and any
-        device's copy is the whole (check_vma off: all_gather's result stays typed as varying)."""
+        device's copy is the whole. check_vma is off: under shard_map's rules all_gather's result stays typed
+        as varying, and out_specs P() would be refused."""
         def gather(p):
             def one(x, spec):
                 for d in range(len(spec)):

@@ -27,6 +27,10 @@ def leaf_type(leaf, what):
         return dtype, ()
     if isinstance(leaf, Tracer):
         return leaf.dtype, leaf.shape
+    if getattr(leaf, "is_fully_addressable", True) is False:
+        raise _weft.InvalidArgument(
+            f"{what}: {leaf!r} is not fully addressable (its blocks are on other processes); it goes only back "
+            f"into a shard_map over its mesh with its spec")
     try:
         return _np.dtype(leaf.dtype), tuple(leaf.shape)
     except AttributeError:

@@ -151,6 +151,14 @@ class BlockedArray:
         return f"BlockedArray({self.dtype.name}{list(self.shape)}, {self.spec!r}, not fully addressable)"
 
 
+def _trimmed(spec):
+    """A spec's parts without its trailing unsplit dimensions: P('data') and P('data', None) split alike."""
+    parts = list(spec)
+    while parts and not parts[-1]:
+        parts.pop()
+    return tuple(tuple(p) for p in parts)
+
+
 def _same_mesh(a, b):
     return a is b or (a.axis_names == b.axis_names and a.devices.shape == b.devices.shape and
                       [d.id for d in a.devices.flat] == [d.id for d in b.devices.flat])
@@ -193,7 +201,7 @@ class _ShardMapped:
         """What the engine takes for argument `index`: its blocks stacked by device, the array itself (a
         replicated argument), or a BlockedArray's blocks where they are (same mesh and spec only)."""
         if isinstance(array, BlockedArray):
-            if not _same_mesh(array.mesh, self._mesh) or array.spec != spec:
+            if not _same_mesh(array.mesh, self._mesh) or _trimmed(array.spec) != _trimmed(spec):
                 raise _weft.InvalidArgument(
                     f"{self._name}: argument {index} is a BlockedArray (not fully addressable) with spec "
                     f"{array.spec!r} on mesh {array.mesh!r}; it can only go to a shard_map over the same mesh with "
@@ -351,12 +359,8 @@ class _ShardMapped:
             if not have[at]:
                 blocks[at] = stacked[k]
                 have[at] = True
-        if not have.all():
-            raise _weft.InvalidArgument(
-                f"{self._name}: output {output}'s out_spec {spec!r} splits it over mesh axes {tuple(kept)}, whose "
-                f"blocks are on other processes: process {_weft.current_runtime().process_index} holds "
-                f"{int(have.sum())} of its {have.size} blocks (JAX: not fully addressable). Replicate it over the "
-                f"axes that cross processes (all_gather it there) or keep those axes within a process")
+        if not have.all():  # (_unaddressable said it could: every coordinate has a device here)
+            raise _weft.InvalidArgument(f"weft internal error: {self._name}: output {output} lacks blocks here")
         return blocks
 
     # ---- the program -------------------------------------------------------------------------------------

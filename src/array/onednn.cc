@@ -179,7 +179,7 @@ namespace {
 struct ThreadState {
   const Library* library = nullptr;
   dnnl_stream_t stream = nullptr;
-  int omp_threads = 1;  // what this thread's OpenMP ICV says now (kernels::gemm_threads() when it last ran)
+  int omp_threads = 1;  // what this thread's OpenMP ICV says now (1 between products)
   std::vector<unsigned char> scratch;
   ~ThreadState() {
     if (stream) library->api.stream_destroy(stream);
@@ -272,6 +272,17 @@ void run(const Library& library, const void* a, const void* b, float* c, std::in
          std::int64_t n, bool transpose_a, bool transpose_b, bool bf16) {
   // The thread's ICV first: a primitive is made for the threads it says (a widened product's, or one).
   ThreadState& state = thread_state(library);
+  // Back to one thread after a widened product, however it ends: the thread's other OpenMP users (a later
+  // probe, another library) get the ICV weft sets for its threads, not a widened product's.
+  struct Narrow {
+    const Library& library;
+    ThreadState& state;
+    ~Narrow() {
+      if (state.omp_threads == 1) return;
+      library.api.omp_set_num_threads(1);
+      state.omp_threads = 1;
+    }
+  } narrow{library, state};
   if (const int threads = kernels::gemm_threads(); threads != state.omp_threads) {
     library.api.omp_set_num_threads(threads);
     state.omp_threads = threads;

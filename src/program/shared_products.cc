@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <iterator>
 
+#include "op_registry.hpp"
+
 namespace weft::program {
 namespace {
 
@@ -39,7 +41,23 @@ std::vector<std::vector<std::string>> true_varying(const Program& program, const
   for (std::size_t id = 0; id < program.types.size(); ++id) axes[id] = sorted_copy(program.types[id].varying);
   for (std::size_t i = 0; i < program.equations.size(); ++i) {
     const Equation& eq = program.equations[i];
-    if (i >= computes_locally.size() || !computes_locally[i]) continue;  // declared types stand
+    if (i >= computes_locally.size() || !computes_locally[i]) {
+      const OpInfo* info = find_op(eq.op);
+      std::vector<std::string> extra;
+      if (info != nullptr && info->effectful) {
+        for (const MeshAxis& a : program.mesh.axes()) extra.push_back(a.name);  // a variable, a host load
+      } else if (eq.op == "all_reduce_identical_inputs") {
+        for (ValueId id : eq.inputs) extra = sorted_union(extra, axes[id]);  // the identity forward
+      } else if (auto groups = eq.params.find("groups"); groups != eq.params.end()) {
+        const auto* lists = std::get_if<std::vector<std::vector<int>>>(&groups->second);
+        const auto axes_param = eq.params.find("axes");
+        if (lists != nullptr && !lists->empty() && axes_param != eq.params.end()) {
+          if (const auto* named = std::get_if<std::vector<std::string>>(&axes_param->second)) extra = sorted_copy(*named);
+        }
+      }
+      for (ValueId id : eq.outputs) axes[id] = sorted_union(axes[id], sorted_copy(extra));
+      continue;
+    }
     std::vector<std::string> in;
     for (ValueId id : eq.inputs) in = sorted_union(in, axes[id]);
     // A pvary's result holds its operand's data; any other local op's, data computed from its inputs alone.

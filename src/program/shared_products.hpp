@@ -10,7 +10,11 @@
 // declared operand types both vary; the analysis below therefore tracks, per value, the axes it may *truly*
 // differ along: a pvary changes the type, not the data, so its result differs along what its operand does;
 // any other array op computes the same outputs from the same inputs (the union of its inputs'); a
-// collective's or a session effect's results differ as declared. A product is shared when its weight truly
+// collective's results differ as declared, and also along its axes when it has axis index groups (pmap's
+// rules drop a reduction's axes from its type whatever the groups: the groups' results differ); PopXL's
+// all_reduce_identical_inputs is the identity forward (its invariant type is the user's promise), so its
+// result differs as its operand does; a session effect's results (variables, host and remote loads) may
+// differ along every mesh axis. A product is shared when its weight truly
 // varies over strictly fewer axes than its rows: replicas that agree on the weight's axes hold the same
 // weight, and at least two of them hold different rows.
 #pragma once
@@ -32,7 +36,7 @@ struct SharedProduct {
 // >= 2, not transposed: they stack along their leading axes) by a rank-2 weight (transposed or not) of the
 // same floating dtype, the weight's true axes a strict subset of the rows'. `computes_locally[i]` says whether
 // equation i's outputs depend on its inputs alone (an array op, pvary included), rather than on other
-// replicas or the session (a collective, an effect): those keep their declared types.
+// replicas or the session (a collective, an effect).
 std::vector<std::optional<SharedProduct>> find_shared_products(const Program& program,
                                                                const std::vector<bool>& computes_locally);
 

@@ -55,7 +55,7 @@ class Execution {
   // Run the replicas on one OS thread per device even under the fiber scheduler (PmapOptions::replica_threads).
   bool on_threads = false;
   // Where the local replicas run their shared products (shared_products.hpp); null when they run each their
-  // own. Set by the pmap before run() (share_products()).
+  // own. Set by the pmap or the session before run() (share_products()).
   std::unique_ptr<ProductSharing> products;
   void share_products(int mode);
   std::uint64_t serial = 0;            // Runtime::Impl::execution_serial when run() started

@@ -40,8 +40,8 @@ DType arg_dtype(const PmapArg& a) {
 // A pmap's result in a job of several processes: this process's replicas' shards only, their mesh axes
 // flattened into one (sharded_array.hpp). Passed back to a pmap over the same devices, each shard is its
 // replica's input where it is.
-bool process_local(const ShardedArray& s, int mesh_size) {
-  return !s.replicated() && s.mapped_axis() == 0 && s.mesh_shape().size() == 1 &&
+bool process_local(const Runtime& rt, const ShardedArray& s, int mesh_size) {
+  return rt.process_count() > 1 && !s.replicated() && s.mapped_axis() == 0 && s.mesh_shape().size() == 1 &&
          s.mesh_shape()[0] == static_cast<std::int64_t>(s.shards().size()) &&
          static_cast<int>(s.shards().size()) < mesh_size;
 }
@@ -128,7 +128,7 @@ std::vector<std::optional<int>> check_mapped_arguments(const std::string& name, 
 }
 
 // A nested pmap (PmapOptions::mesh): every mapped argument's leading dimensions are the mesh's shape.
-Mesh mesh_of_nested(const PmapOptions& options, const std::vector<PmapArg>& args,
+Mesh mesh_of_nested(const Runtime& rt, const PmapOptions& options, const std::vector<PmapArg>& args,
                     const std::vector<std::optional<int>>& in_axes) {
   const std::string& name = options.name;
   Mesh mesh(options.mesh);
@@ -141,7 +141,7 @@ Mesh mesh_of_nested(const PmapOptions& options, const std::vector<PmapArg>& args
                             " arguments are mapped along their leading dimensions; in_axes[" + std::to_string(i) +
                             "] = " + std::to_string(*in_axes[i]) + " is not supported (use 0 or broadcast)");
     const ShardedArray* sharded = std::get_if<ShardedArray>(&args[i]);
-    if (sharded && process_local(*sharded, mesh.size())) continue;  // its shards are matched by device
+    if (sharded && process_local(rt, *sharded, mesh.size())) continue;  // its shards are matched by device
     const Shape& s = arg_shape(args[i], scratch);
     if (s.size() < mesh_shape.size() || !std::equal(mesh_shape.begin(), mesh_shape.end(), s.begin()))
       throw InvalidArgument(name + ": argument " + std::to_string(i) + " has shape " + shape_str(s) +
@@ -228,7 +228,7 @@ std::shared_ptr<Prepared> PmapProgram::Impl::prepare(Runtime& rt, const std::vec
   p->in_axes = check_mapped_arguments(options.name, args, given_axes);  // the axes, counted from the front
   const std::vector<std::optional<int>>& in_axes = p->in_axes;
   if (!options.mesh.empty()) {
-    p->mesh = mesh_of_nested(options, args, in_axes);
+    p->mesh = mesh_of_nested(rt, options, args, in_axes);
   } else {
     map_one_axis(*p, rt, options, args, in_axes);
   }
@@ -251,7 +251,7 @@ std::vector<Array> PmapProgram::Impl::replica_inputs(Runtime& rt, const Prepared
   inputs.reserve(args.size());
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::optional<int> axis = p.in_axes[i];
-    if (const ShardedArray* s = std::get_if<ShardedArray>(&args[i]); s && axis == 0 && process_local(*s, p.mesh.size())) {
+    if (const ShardedArray* s = std::get_if<ShardedArray>(&args[i]); s && axis == 0 && process_local(rt, *s, p.mesh.size())) {
       // Another call's result across processes: the shard on this replica's device is its input, as is.
       const auto at = std::find_if(s->shards().begin(), s->shards().end(),
                                    [&](const Shard& shard) { return shard.device == device; });

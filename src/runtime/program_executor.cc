@@ -280,7 +280,8 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
         std::vector<Array> out;
         if (sharing != nullptr && prep.shared[i]) {
           out.push_back(sharing->multiply(
-              replica->state().local, &impl, i, prep.shared[i]->weight_axes, in[0], in[1], flag(eq.params, "transpose_b"),
+              replica->state().local, &impl, i, eq.source, prep.shared[i]->weight_axes, in[0], in[1],
+              flag(eq.params, "transpose_b"),
               [&] {
                 return "a shared matmul(" + shape_str(in[0].shape()) + ", " + shape_str(in[1].shape()) + ") at " +
                        (eq.source.empty() ? "equation " + std::to_string(i) : eq.source);

@@ -39,13 +39,16 @@ std::shared_ptr<const ProductSharing::Outcome> ProductSharing::complete(std::spa
   const int n = static_cast<int>(requests.size());
   const auto who = [this](int local) { return execution_.replica_name(execution_.local_replicas[local]); };
   const Request& first = *requests[0];
+  const auto at = [](const Request& r) {
+    return "equation " + std::to_string(r.equation) + (r.source->empty() ? "" : " at " + *r.source);
+  };
   for (int li = 1; li < n; ++li) {
     const Request& r = *requests[li];
     if (r.program != first.program || r.equation != first.equation) {
-      throw MismatchError("shared product: " + who(li) + " is at equation " + std::to_string(r.equation) +
-                          (r.program != first.program ? " of another program" : "") + " while " + who(0) +
-                          " is at equation " + std::to_string(first.equation) +
-                          " (a traced pmap's replicas must run one program; PmapOptions::shared_products)");
+      throw MismatchError("shared product: " + who(li) + " is at " + at(r) +
+                          (r.program != first.program ? " of another program" : "") + " while " + who(0) + " is at " +
+                          at(first) + " (the replicas must run one program when their products are shared: "
+                          "PmapOptions::shared_products, SessionOptions::shared_products)");
     }
   }
   // The replicas by weight: those agreeing on the weight's axes hold the same weight (the program's types say).
@@ -63,8 +66,7 @@ std::shared_ptr<const ProductSharing::Outcome> ProductSharing::complete(std::spa
           (r.weight->shape() != weight.shape() || r.weight->dtype() != weight.dtype() ||
            std::memcmp(r.weight->bytes(), weight.bytes(), weight.nbytes()) != 0)) {
         throw MismatchError("shared product (WEFT_SHARED_PRODUCTS=2): " + who(li) + "'s weight differs from " +
-                            who(members[0]) + "'s, which the program's types say it equals (equation " +
-                            std::to_string(first.equation) + ")");
+                            who(members[0]) + "'s, which the program's types say it equals (" + at(first) + ")");
       }
       stacked.push_back(as_matrix(*r.rows));
     }
@@ -88,12 +90,13 @@ std::shared_ptr<const ProductSharing::Outcome> ProductSharing::complete(std::spa
   return outcome;
 }
 
-Array ProductSharing::multiply(int local, const void* program, std::size_t equation,
+Array ProductSharing::multiply(int local, const void* program, std::size_t equation, const std::string& source,
                                const std::vector<std::string>& weight_axes, const Array& rows, const Array& weight,
                                bool transpose_b, const transport::Describe& what) {
   const int replica = execution_.local_replicas[local];
-  const Request request{program, equation, weight_axes.empty() ? 0 : execution_.mesh.axis_index(replica, weight_axes),
-                        &rows, &weight, transpose_b};
+  const Request request{program, equation, &source,
+                        weight_axes.empty() ? 0 : execution_.mesh.axis_index(replica, weight_axes), &rows, &weight,
+                        transpose_b};
   const std::shared_ptr<const Outcome> outcome =
       rendezvous_.arrive(local, request, [this](std::span<const Request* const> requests) { return complete(requests); },
                          what);

@@ -7,8 +7,10 @@
 // speed; 256 rows reach it.
 //
 // The replicas of a traced pmap run the same program, so they reach the same product equations in the same
-// order (PmapOptions::shared_products says a pmap's function is such a program); a replica at another
-// equation, or one that returned, fails the round with a MismatchError or PeerLostError naming it, never a hang.
+// order (PmapOptions::shared_products and SessionOptions::shared_products say the replicas run such programs);
+// a replica at another equation, or one that returned, fails the round with a MismatchError or PeerLostError
+// naming it; one that never comes (waiting in a collective for a partner that waits here, say) is named by
+// the round's stall warning and TimeoutError, the collectives' deadlines (WEFT_COLLECTIVE_WARN / _TIMEOUT).
 // The product's buffer is charged to the device of the replica that ran it; each replica's result is a view.
 #pragma once
 #include <cstddef>
@@ -29,10 +31,12 @@ class ProductSharing {
   ProductSharing(Execution& execution, int mode);
 
   // Local replica `local`'s rows @ weight (weight transposed when `transpose_b`) for equation `equation` of
-  // `program` (what the replicas must agree on), shared with the local replicas whose coordinates along
-  // `weight_axes` are its own. `what` describes the product for stall reports.
-  Array multiply(int local, const void* program, std::size_t equation, const std::vector<std::string>& weight_axes,
-                 const Array& rows, const Array& weight, bool transpose_b, const transport::Describe& what);
+  // `program` (what the replicas must agree on; `source`, its traced source line or empty, outlives the call),
+  // shared with the local replicas whose coordinates along `weight_axes` are its own. `what` describes the
+  // product for stall reports.
+  Array multiply(int local, const void* program, std::size_t equation, const std::string& source,
+                 const std::vector<std::string>& weight_axes, const Array& rows, const Array& weight, bool transpose_b,
+                 const transport::Describe& what);
 
   // As the communicator's: the first failure ends every pending and later round; a replica that returned is
   // named by rounds that need it.
@@ -43,6 +47,7 @@ class ProductSharing {
   struct Request {
     const void* program;
     std::size_t equation;
+    const std::string* source;
     int group;  // the replica's coordinate along the weight's axes
     const Array* rows;
     const Array* weight;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../support/errors.hpp"
+#include "../support/replica_faults.hpp"
 #include "weft/weft.hpp"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -179,10 +180,6 @@ Program ProductProgram(std::int64_t cols = 5) {
   return b.build();
 }
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 struct Failing {
   Runtime rt;
   Program program = ProductProgram();
@@ -196,7 +193,7 @@ struct Failing {
     auto run = pmap(body, {.axis = "data", .runtime = &rt, .shared_products = true});
     const auto start = std::chrono::steady_clock::now();
     std::string text = testing::ErrorOf<E>([&] { run(rows, weights); });
-    seconds = SecondsSince(start);
+    seconds = testing::SecondsSince(start);
     return text;
   }
 };

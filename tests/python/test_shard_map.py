@@ -265,6 +265,11 @@ def blocked_round_trip():
         np.asarray(z)
     with pytest.raises(weft.InvalidArgument, match=r"argument 0 is a BlockedArray .* same spec, not P\(\)"):
         weft.shard_map(lambda a: a, mesh, in_specs=P(), out_specs=P())(z)
+    # The same split spelled with a trailing None is the same spec.
+    again = weft.shard_map(lambda a: a + 1, mesh, in_specs=P("data", None), out_specs=P("data", None))(z)
+    assert isinstance(again, weft.BlockedArray)
+    with pytest.raises(weft.InvalidArgument, match=r"not fully addressable .* only back into a shard_map"):
+        weft.pmap(lambda a: a * 2)(z)
     print(f"blocked round trip ok on process {weft.process_index()}", flush=True)
 
 
