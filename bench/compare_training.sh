@@ -16,7 +16,8 @@
 # one thread each), pt-ddp-cores (DDP with one rank per core: DDP's own recommendation, and on a machine
 # with fewer cores than DEVICES much faster than pt-ddp), and mixed precision: weft-dp8-bf16 (--dtype bf16:
 # float32 parameters, the passes in bfloat16) against pt-1-bf16 (one process, torch.autocast('cpu',
-# dtype=torch.bfloat16), PyTorch's recommended CPU mixed precision).
+# dtype=torch.bfloat16), PyTorch's recommended CPU mixed precision). Named only (not in the default list):
+# weft-dp8-autodiff (--backward autodiff) and weft-dp8-shared (the same with WEFT_SHARED_PRODUCTS=1).
 #
 # Knobs (environment): BUILD (weft build dir, default build), OUT (default $BUILD/bench/training), STEPS
 # (default 300), EPOCHS (default: enough for STEPS), RUNS (default 3), DEVICES (default 8; also the DDP
@@ -117,6 +118,9 @@ layout_cmd() {  # layout_cmd LAYOUT CSV
     weft-dp8) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" "${common[@]}") ;;
     weft-dp8r) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --replicated-update "${common[@]}") ;;
     weft-dp8-bf16) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --dtype bf16 "${common[@]}") ;;
+    weft-dp8-autodiff) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --backward autodiff "${common[@]}") ;;
+    weft-dp8-shared)
+      CMD=("${WEFT_ENV[@]}" WEFT_SHARED_PRODUCTS=1 "$WEFT_TRAIN" --devices "$DEVICES" --backward autodiff "${common[@]}") ;;
     weft-dp4xmp2) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --model-parallel 2 "${common[@]}") ;;
     weft-zero8) CMD=("${WEFT_ENV[@]}" "$WEFT_TRAIN" --devices "$DEVICES" --zero "${common[@]}") ;;
     weft-2x4)
@@ -137,7 +141,7 @@ layout_cmd() {  # layout_cmd LAYOUT CSV
     pt-ddp-cores)
       blas_env "$PT_BLAS" "$PT_CORETYPE"
       CMD=("${BLAS_ENV[@]}" "$PY" "$ROOT/bench/pytorch_mlp.py" --ddp --ranks "$CORE_RANKS" "${common[@]}") ;;
-    *) log "unknown layout $layout (known: $ALL_LAYOUTS)"; exit 2 ;;
+    *) log "unknown layout $layout (known: $ALL_LAYOUTS weft-dp8-autodiff weft-dp8-shared)"; exit 2 ;;
   esac
 }
 

@@ -19,7 +19,8 @@
 # pt-1-bf16, and weft-dp8 / pt-ddp, weft-fsdp8 / pt-ddp (the same data-parallel shape). LAYOUTS=every adds,
 # on the same 8 devices: weft-tp4-dp2 (Megatron), weft-sp4-dp2 (and sequence parallel), weft-tp2-fsdp4,
 # weft-pp2-dp4-gpipe and -1f1b (2 stages, 4 microbatches), weft-pp4-dp2-1f1b, weft-dp2-tp2-pp2 (and -1f1b;
-# 2 microbatches), weft-2x4-dp8 and weft-2x4-fsdp8 (weftrun: 2 instances x 4 devices).
+# 2 microbatches), weft-2x4-dp8 and weft-2x4-fsdp8 (weftrun: 2 instances x 4 devices), weft-dp8-shared
+# (weft-dp8 with WEFT_SHARED_PRODUCTS=1).
 #
 # Knobs (environment): BUILD (weft build dir holding python/, default build), OUT (default
 # $BUILD/bench/transformer), STEPS (default 60), RUNS (default 3), DEVICES (default 8; also the DDP ranks),
@@ -56,7 +57,7 @@ WEFT_ENV=(env PYTHONPATH="$BUILD/python")
 # The floors' layouts (the default) and, with LAYOUTS="$EVERY" or LAYOUTS=every, the model-parallel ones too.
 FLOOR_LAYOUTS="weft-dp8 pt-1 weft-fsdp8 pt-ddp weft-dp8-bf16 pt-1-bf16 weft-fsdp8-bf16 weft-1"
 EVERY_LAYOUTS="$FLOOR_LAYOUTS weft-tp4-dp2 weft-sp4-dp2 weft-tp2-fsdp4 weft-pp2-dp4-gpipe weft-pp2-dp4-1f1b
-  weft-pp4-dp2-1f1b weft-dp2-tp2-pp2 weft-dp2-tp2-pp2-1f1b weft-2x4-dp8 weft-2x4-fsdp8"
+  weft-pp4-dp2-1f1b weft-dp2-tp2-pp2 weft-dp2-tp2-pp2-1f1b weft-2x4-dp8 weft-2x4-fsdp8 weft-dp8-shared"
 ALL_LAYOUTS="$(echo $EVERY_LAYOUTS)"
 LAYOUTS="${LAYOUTS:-$FLOOR_LAYOUTS}"
 [ "$LAYOUTS" = every ] && LAYOUTS="$ALL_LAYOUTS"
@@ -81,6 +82,8 @@ layout_cmd() {  # layout_cmd LAYOUT -> CMD
   case "$1" in
     weft-1) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" "${common[@]}") ;;
     weft-dp8) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" "${common[@]}") ;;
+    weft-dp8-shared)
+      CMD=("${WEFT_ENV[@]}" WEFT_SHARED_PRODUCTS=1 "$PY" "$WEFT_TRAIN" --dp "$DEVICES" "${common[@]}") ;;
     weft-fsdp8) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" --fsdp "${common[@]}") ;;
     weft-dp8-bf16) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" --dtype bf16 "${common[@]}") ;;
     weft-fsdp8-bf16) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" --fsdp --dtype bf16 "${common[@]}") ;;
