@@ -8,13 +8,17 @@ namespace {
 thread_local int t_gemm_threads = 1;
 }
 
-WidenedGemm::WidenedGemm(int threads) : previous_(t_gemm_threads) {
+bool gemm_widening() {
 #if defined(WEFT_GEMM_ONE_THREAD)
-  // The ThreadSanitizer build: libgomp is not instrumented, and the TLS its pool threads allocate and free
-  // reads as a data race there (src/array/CMakeLists.txt). Products stay on their caller's thread.
-  threads = 1;
+  // The sanitizer builds (src/array/CMakeLists.txt says why): products stay on their caller's thread.
+  return false;
+#else
+  return true;
 #endif
-  t_gemm_threads = std::max(1, threads);
+}
+
+WidenedGemm::WidenedGemm(int threads) : previous_(t_gemm_threads) {
+  t_gemm_threads = gemm_widening() ? std::max(1, threads) : 1;
 }
 WidenedGemm::~WidenedGemm() { t_gemm_threads = previous_; }
 int gemm_threads() { return t_gemm_threads; }

@@ -21,4 +21,8 @@ class WidenedGemm {
 // The threads this thread's products may use now (1 unless widened).
 int gemm_threads();
 
+// Whether products can be widened at all in this build: not in the sanitizer builds, where libgomp's
+// uninstrumented pool threads break the sanitizers' bookkeeping (a guard there leaves products at 1 thread).
+bool gemm_widening();
+
 }  // namespace weft::kernels
