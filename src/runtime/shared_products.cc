@@ -3,7 +3,6 @@
 #include "runtime/shared_products.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <thread>
 
@@ -62,9 +61,7 @@ std::shared_ptr<const ProductSharing::Outcome> ProductSharing::complete(std::spa
     stacked.reserve(members.size());
     for (int li : members) {
       const Request& r = *requests[li];
-      if (mode_ == 2 && li != members[0] &&
-          (r.weight->shape() != weight.shape() || r.weight->dtype() != weight.dtype() ||
-           std::memcmp(r.weight->bytes(), weight.bytes(), weight.nbytes()) != 0)) {
+      if (mode_ == 2 && li != members[0] && !r.weight->identical(weight)) {
         throw MismatchError("shared product (WEFT_SHARED_PRODUCTS=2): " + who(li) + "'s weight differs from " +
                             who(members[0]) + "'s, which the program's types say it equals (" + at(first) + ")");
       }
