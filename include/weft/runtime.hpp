@@ -55,6 +55,9 @@ struct RuntimeOptions {
                                         // their products by a weight the types prove shared as one product
                                         // (PmapOptions::shared_products), 2 = that and a check that the weights
                                         // are bitwise equal, 0 = off; default 0; docs/settings.md
+  int flush_denormals = -1;             // WEFT_FLUSH_DENORMALS: 1 = replicas compute with denormal floats flushed
+                                        // to zero (FTZ and DAZ), as XLA:CPU and so JAX on a CPU do; 0 = IEEE
+                                        // gradual underflow, as numpy and PyTorch; default 0; docs/settings.md
 
   // Fills every unset field from the environment or the default, and validates (throws InvalidArgument).
   RuntimeOptions resolved() const;

@@ -177,7 +177,8 @@ void init_arrays(py::module_& m) {
   py::class_<Runtime, std::unique_ptr<Runtime, RuntimeDeleter>>(
       m, "Runtime", "The devices and worker threads; the newest live one is the one pmap and Session use.")
       .def(py::init([](int device_count, std::int64_t device_memory, double collective_warn,
-                       double collective_timeout, std::string log_level, int shared_products) {
+                       double collective_timeout, std::string log_level, int shared_products,
+                       int flush_denormals) {
              RuntimeOptions options;
              options.device_count = device_count;
              options.device_memory = device_memory;
@@ -185,12 +186,13 @@ void init_arrays(py::module_& m) {
              options.collective_timeout_s = collective_timeout;
              options.log_level = std::move(log_level);
              options.shared_products = shared_products;
+             options.flush_denormals = flush_denormals;
              py::gil_scoped_release nogil;  // under weftrun this meets the other instances
              return std::unique_ptr<Runtime, RuntimeDeleter>(new Runtime(options));
            }),
            py::kw_only(), py::arg("device_count") = 0, py::arg("device_memory") = -1,
            py::arg("collective_warn") = -1.0, py::arg("collective_timeout") = -1.0, py::arg("log_level") = "",
-           py::arg("shared_products") = -1)
+           py::arg("shared_products") = -1, py::arg("flush_denormals") = -1)
       .def_property_readonly("platform", &Runtime::platform)
       .def_property_readonly("device_count", &Runtime::device_count)
       .def_property_readonly("local_device_count", &Runtime::local_device_count)

@@ -9,6 +9,7 @@
 #include "core/error_hints.hpp"
 #include "core/log.hpp"
 #include "runtime/admission.hpp"
+#include "runtime/denormals.hpp"
 #include "runtime/execution.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/launcher_records.hpp"
@@ -152,6 +153,8 @@ void Execution::run_replica(int li, const std::function<void(Replica&)>& body) {
   set_log_replica(r);  // WEFT_DEBUG lines of this thread name the replica
   std::optional<ErrorRecord> error;
   try {
+    // JAX's FPU modes when asked (denormals.hpp); restored before the thread or fiber serves anything else.
+    const ScopedFlushDenormals flush(runtime.options.flush_denormals == 1);
     body(replica);
     communicator.depart(li);
     if (products) products->depart(li);

@@ -11,6 +11,7 @@
 
 #include "collectives/algorithms.hpp"
 #include "core/log.hpp"
+#include "runtime/denormals.hpp"
 #include "runtime/fault.hpp"
 #include "weft/error.hpp"
 #include "weft/runtime.hpp"
@@ -277,6 +278,21 @@ void resolve_shared_products(RuntimeOptions& o) {
             : 0;
 }
 
+// The FPU's denormal modes inside replicas (runtime/denormals.hpp).
+void resolve_flush_denormals(RuntimeOptions& o) {
+  if (o.flush_denormals < -1 || o.flush_denormals > 1)
+    throw InvalidArgument("RuntimeOptions::flush_denormals = " + std::to_string(o.flush_denormals) +
+                          " is not 0 (off) or 1 (on) (-1 takes WEFT_FLUSH_DENORMALS)");
+  if (o.flush_denormals < 0)
+    o.flush_denormals = env("WEFT_FLUSH_DENORMALS")
+                            ? static_cast<int>(parse_count("WEFT_FLUSH_DENORMALS", env("WEFT_FLUSH_DENORMALS"), 0, 1,
+                                                           "0 (off: IEEE gradual underflow) or 1 (on: flush to zero)"))
+                            : 0;
+  if (o.flush_denormals && !detail::kCanFlushDenormals)
+    throw InvalidArgument("flush_denormals = 1: this build's CPU architecture has no flush-to-zero mode weft can set "
+                          "(x86 SSE or AArch64)");
+}
+
 }  // namespace
 
 RuntimeOptions RuntimeOptions::resolved() const {
@@ -292,6 +308,7 @@ RuntimeOptions RuntimeOptions::resolved() const {
   resolve_scheduler(o);
   resolve_collective_paths(o);
   resolve_shared_products(o);
+  resolve_flush_denormals(o);
   check_launcher_environment();
   return o;
 }

@@ -33,7 +33,7 @@ struct CleanEnvironment {
       d{"WEFT_COLLECTIVE_TIMEOUT", nullptr}, e{"WEFT_LOG", nullptr}, f{"WEFT_TRACE", nullptr},
       g{"WEFT_TRACE_EVENTS", nullptr}, h{"WEFT_NUM_INSTANCES", nullptr}, i{"WEFT_NUM_REPLICAS", nullptr},
       j{"WEFT_SPLIT_BYTES", nullptr}, k{"WEFT_RING_BYTES", nullptr}, l{"WEFT_VERIFY", nullptr},
-      m{"WEFT_SHARED_PRODUCTS", nullptr};
+      m{"WEFT_SHARED_PRODUCTS", nullptr}, n{"WEFT_FLUSH_DENORMALS", nullptr};
 };
 
 Outcome MakeRuntime(RuntimeOptions options) {
@@ -81,6 +81,8 @@ TEST(Settings, EveryBadEnvironmentValueIsRejectedNamingTheVariable) {
       {"WEFT_VERIFY", "2", {"0 (off) or 1 (on"}},
       {"WEFT_SHARED_PRODUCTS", "3", {"0 (off), 1 (on) or 2"}},
       {"WEFT_SHARED_PRODUCTS", "on", {"0 (off), 1 (on) or 2"}},
+      {"WEFT_FLUSH_DENORMALS", "2", {"0 (off: IEEE gradual underflow) or 1 (on: flush to zero)"}},
+      {"WEFT_FLUSH_DENORMALS", "ftz", {"0 (off: IEEE gradual underflow) or 1"}},
   };
   for (const BadValue& c : cases) {
     SCOPED_TRACE(std::string(c.variable) + "=" + c.value);
@@ -118,6 +120,7 @@ TEST(Settings, EveryBadOptionIsRejectedNamingTheField) {
       {{.device_count = 2, .ring_bytes = -5}, "RuntimeOptions::ring_bytes = -5 is not a byte count"},
       {{.device_count = 2, .verify = 3}, "RuntimeOptions::verify = 3 is not 0 (off) or 1 (on)"},
       {{.device_count = 2, .shared_products = 5}, "RuntimeOptions::shared_products = 5 is not 0 (off), 1 (on) or 2"},
+      {{.device_count = 2, .flush_denormals = 2}, "RuntimeOptions::flush_denormals = 2 is not 0 (off) or 1 (on)"},
   };
   ExpectEachRefused(cases);
 }
