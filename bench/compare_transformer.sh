@@ -20,7 +20,9 @@
 # on the same 8 devices: weft-tp4-dp2 (Megatron), weft-sp4-dp2 (and sequence parallel), weft-tp2-fsdp4,
 # weft-pp2-dp4-gpipe and -1f1b (2 stages, 4 microbatches), weft-pp4-dp2-1f1b, weft-dp2-tp2-pp2 (and -1f1b;
 # 2 microbatches), weft-2x4-dp8 and weft-2x4-fsdp8 (weftrun: 2 instances x 4 devices), weft-dp8-shared
-# (weft-dp8 with WEFT_SHARED_PRODUCTS=1).
+# (weft-dp8 with WEFT_SHARED_PRODUCTS=1). Named only: weft-dp8-ftz (weft-dp8 with WEFT_FLUSH_DENORMALS=1,
+# XLA:CPU's denormal modes; with STEPS=2000 against weft-dp8, the test of the long-run slowdown that
+# docs/transformer.md suspects of denormals on Intel cores).
 #
 # Knobs (environment): BUILD (weft build dir holding python/, default build), OUT (default
 # $BUILD/bench/transformer), STEPS (default 60), RUNS (default 3), DEVICES (default 8; also the DDP ranks),
@@ -84,6 +86,8 @@ layout_cmd() {  # layout_cmd LAYOUT -> CMD
     weft-dp8) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" "${common[@]}") ;;
     weft-dp8-shared)
       CMD=("${WEFT_ENV[@]}" WEFT_SHARED_PRODUCTS=1 "$PY" "$WEFT_TRAIN" --dp "$DEVICES" "${common[@]}") ;;
+    weft-dp8-ftz)
+      CMD=("${WEFT_ENV[@]}" WEFT_FLUSH_DENORMALS=1 "$PY" "$WEFT_TRAIN" --dp "$DEVICES" "${common[@]}") ;;
     weft-fsdp8) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" --fsdp "${common[@]}") ;;
     weft-dp8-bf16) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" --dtype bf16 "${common[@]}") ;;
     weft-fsdp8-bf16) CMD=("${WEFT_ENV[@]}" "$PY" "$WEFT_TRAIN" --dp "$DEVICES" --fsdp --dtype bf16 "${common[@]}") ;;
@@ -103,7 +107,7 @@ layout_cmd() {  # layout_cmd LAYOUT -> CMD
     pt-1) CMD=("${BLAS_ENV[@]}" "$PY" "$PT_TRAIN" --threads "$PT_THREADS" "${common[@]}") ;;
     pt-1-bf16) CMD=("${BLAS_ENV[@]}" "$PY" "$PT_TRAIN" --threads "$PT_THREADS" --dtype bf16 "${common[@]}") ;;
     pt-ddp) CMD=("${BLAS_ENV[@]}" "$PY" "$PT_TRAIN" --ddp "$DEVICES" --threads 1 "${common[@]}") ;;
-    *) log "unknown layout $1 (known: $ALL_LAYOUTS)"; exit 2 ;;
+    *) log "unknown layout $1 (known: $ALL_LAYOUTS weft-dp8-ftz)"; exit 2 ;;
   esac
 }
 
