@@ -24,7 +24,7 @@ from ._pmap import pmap
 from ._jit import jit, make_program, Program
 from ._autodiff import checkpoint, grad, remat, value_and_grad, vjp
 from ._custom_vjp import custom_vjp
-from ._shard_map import BlockedArray, Mesh, P, PartitionSpec, shard_map
+from ._shard_map import BlockedArray, Mesh, MeshArray, P, PartitionSpec, shard_map
 from ._trace import TracerConversionError
 from . import lax, collectives, ops, nn, tree_util
 from . import numpy
@@ -40,7 +40,7 @@ __all__ = [
     "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "tree_util", "Session",
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
-    "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "P", "PartitionSpec", "BlockedArray",
+    "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
     "numpy", "bfloat16", "Policy", "get_policy",
 ]
 

@@ -14,10 +14,13 @@ pmean'ed loss with respect to parameters given as P() is the true global gradien
 parameter in the backward pass, where pmap's rules give each replica n times its own (docs/autodiff.md).
 An output whose spec leaves out an axis it varies over is an error, as in JAX.
 
-Across processes (weftrun) an output split over mesh axes whose devices are on several processes cannot be
-put together on one: it comes back as a BlockedArray (JAX: an Array that is not fully addressable), which
-holds this process's blocks on their devices and goes back into a shard_map on the same mesh with the same
-spec without leaving them (an FSDP trainer's parameters, step after step).
+The results stay on the devices, as a JAX Array's do: a weft.MeshArray holds each device's block and reads
+as the global numpy array when the host asks (once, then kept). Given back to a shard_map over the same mesh
+with the same spec, its blocks go in where they are: a trainer's parameters and optimiser state cross no
+host copies from step to step (before, each step put every result together on the host and copied it back
+to every device). Across processes (weftrun) an output split over mesh axes whose devices are on several
+processes cannot be put together on one: it comes back as a BlockedArray (a MeshArray that is not fully
+addressable, as JAX says), which goes back into a shard_map the same way but cannot be read whole.
 """
 import functools
 
@@ -120,31 +123,110 @@ def _spec_leaves(specs, tree, what, name):
     return leaves
 
 
-class BlockedArray:
-    """A shard_map result split over mesh axes whose blocks are on other processes too (JAX: an Array with
-    is_fully_addressable False): this process's blocks stay on their devices. It goes back into a shard_map
-    over the same mesh with the same spec as it is; reading it whole (numpy.asarray) is refused, naming what to
-    do. `addressable_shards`: (device, numpy block) for this process's devices."""
+class MeshArray(_np.lib.mixins.NDArrayOperatorsMixin):
+    """A shard_map result (JAX: jax.Array): its blocks stay on the mesh's devices, and a shard_map over the
+    same mesh that takes it with the same spec hands each device its block where it is, with no copy through
+    the host (a trainer's parameters and optimiser state, step after step). Read on the host it is the global
+    array, put together once on first use and kept read-only (numpy.asarray, arithmetic, indexing, float(),
+    numpy's methods and attributes); like a JAX Array it cannot be written to. `addressable_shards`:
+    (device, numpy block) for this process's devices."""
 
-    is_fully_addressable = False
+    is_fully_addressable = True
+    __array_priority__ = 100
 
-    def __init__(self, sharded, mesh, spec, shape, dtype, reason):
+    def __init__(self, sharded, mesh, spec, shape, dtype, read):
         self._sharded = sharded      # the engine's result: one shard per local device
         self.mesh, self.spec = mesh, spec
         self.shape, self.dtype = tuple(shape), _np.dtype(dtype)
-        self._reason = reason
+        self._read = read            # () -> the global numpy array
+        self._value = None
 
     @property
     def ndim(self):
         return len(self.shape)
 
     @property
+    def size(self):
+        return int(_np.prod(self.shape, dtype=_np.int64))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    @property
     def addressable_shards(self):
-        blocks = self._sharded.to_host()
         local = [d for d in self.mesh.devices.flat if d.process_index == _weft.current_runtime().process_index]
-        return [(device, blocks[k]) for k, device in enumerate(local)]
+        return [(device, block) for device, (_, block) in zip(local, self._sharded.shards())]
+
+    def block_until_ready(self):
+        return self
+
+    def _host(self):
+        if self._value is None:
+            value = _np.asarray(self._read())
+            value.flags.writeable = False
+            self._value = value
+        return self._value
 
     def __array__(self, dtype=None, copy=None):
+        value = self._host()
+        if dtype is not None and _np.dtype(dtype) != value.dtype:
+            return value.astype(dtype)
+        return value.copy() if copy else value
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = tuple(_np.asarray(x) if isinstance(x, MeshArray) else x for x in inputs)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(_np.asarray(x) if isinstance(x, MeshArray) else x for x in kwargs["out"])
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __getitem__(self, index):
+        return self._host()[index]
+
+    def __iter__(self):
+        return iter(self._host())
+
+    def __getattr__(self, name):
+        # numpy's methods and attributes (reshape, astype, sum, T, tolist, ...) on the host value; private
+        # names are not forwarded (copy and pickle probe them on a half-built object).
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._host(), name)
+
+    def __float__(self):
+        return float(self._host())
+
+    def __int__(self):
+        return int(self._host())
+
+    def __bool__(self):
+        return bool(self._host())
+
+    def __index__(self):
+        return self._host().__index__()
+
+    def __str__(self):
+        return str(self._host())
+
+    def __repr__(self):
+        values = _np.array2string(self._host(), separator=", ")
+        return f"MeshArray({values}, dtype={self.dtype.name}, spec={self.spec!r})"
+
+
+class BlockedArray(MeshArray):
+    """A shard_map result split over mesh axes whose blocks are on other processes too (JAX: an Array with
+    is_fully_addressable False): this process's blocks stay on their devices. It goes back into a shard_map
+    over the same mesh with the same spec as it is; reading it whole (numpy.asarray, arithmetic, indexing) is
+    refused, naming what to do. `addressable_shards`: (device, numpy block) for this process's devices."""
+
+    is_fully_addressable = False
+
+    def __init__(self, sharded, mesh, spec, shape, dtype, reason):
+        super().__init__(sharded, mesh, spec, shape, dtype, None)
+        self._reason = reason
+
+    def _host(self):
         raise _weft.InvalidArgument(self._reason)
 
     def __repr__(self):
@@ -164,6 +246,17 @@ def _same_mesh(a, b):
                       [d.id for d in a.devices.flat] == [d.id for d in b.devices.flat])
 
 
+class _Traced:
+    """One signature's traced program, its results' structure and specs, and its engines (one per pattern of
+    resident arguments: _ShardMapped._engine)."""
+
+    __slots__ = ("program", "out_def", "out_specs", "engines")
+
+    def __init__(self, program, out_def, out_specs):
+        self.program, self.out_def, self.out_specs = program, out_def, out_specs
+        self.engines = {}
+
+
 class _ShardMapped:
     """What weft.shard_map returns: call it with global arrays (pytrees of them)."""
 
@@ -181,32 +274,71 @@ class _ShardMapped:
 
     def __call__(self, *args):
         entry, leaves, arrays, specs = self._entry(args)
-        engine, out_def, out_specs, _, mapped = entry
-        blocks = [self._blocks_of(array, spec, m, index)
-                  for index, (array, spec, m) in enumerate(zip(arrays, specs, mapped))]
+        out_def, out_specs, program = entry.out_def, entry.out_specs, entry.program
+        # An argument this mesh's earlier call left on the devices with this spec goes in as it is (each
+        # device its own block); the rest go from the host, split by their specs.
+        resident = tuple(self._resident(array, spec, index)
+                         for index, (array, spec) in enumerate(zip(arrays, specs)))
+        engine, mapped = self._engine(entry, specs, resident)
+        blocks = [array._sharded if stays else self._blocks_of(array, spec, m)
+                  for array, spec, m, stays in zip(arrays, specs, mapped, resident)]
         results = _run_engine(engine, leaves, blocks, [])
         local = self._local_positions()
         outs = []
-        for index, (r, spec, typ) in enumerate(zip(results, out_specs, entry[3].output_types)):
+        for index, (r, spec, typ) in enumerate(zip(results, out_specs, program.output_types)):
             reason = self._unaddressable(spec, local, index)
+            shape = [n * int(_np.prod([self._mesh.shape[a] for a in (spec[d] if d < len(spec) else ())],
+                                      dtype=_np.int64)) for d, n in enumerate(typ[1])]
             if reason is None:
-                outs.append(self._assemble(r.to_host(), spec, local, index))
+                read = functools.partial(self._read_result, r, spec, local, index)
+                outs.append(MeshArray(r, self._mesh, spec, shape, typ[0], read))
             else:
-                shape = [n * int(_np.prod([self._mesh.shape[a] for a in (spec[d] if d < len(spec) else ())],
-                                          dtype=_np.int64)) for d, n in enumerate(typ[1])]
                 outs.append(BlockedArray(r, self._mesh, spec, shape, typ[0], reason))
         return _tree.unflatten(out_def, outs)
 
-    def _blocks_of(self, array, spec, mapped, index):
-        """What the engine takes for argument `index`: its blocks stacked by device, the array itself (a
-        replicated argument), or a BlockedArray's blocks where they are (same mesh and spec only)."""
+    def _resident(self, array, spec, index):
+        """Whether argument `index` is an earlier result whose blocks are already where this call needs them:
+        on this mesh, with this spec. A BlockedArray must be (its other blocks are on other processes)."""
+        if not isinstance(array, MeshArray):
+            return False
+        if _same_mesh(array.mesh, self._mesh) and _trimmed(array.spec) == _trimmed(spec):
+            return True
         if isinstance(array, BlockedArray):
-            if not _same_mesh(array.mesh, self._mesh) or _trimmed(array.spec) != _trimmed(spec):
-                raise _weft.InvalidArgument(
-                    f"{self._name}: argument {index} is a BlockedArray (not fully addressable) with spec "
-                    f"{array.spec!r} on mesh {array.mesh!r}; it can only go to a shard_map over the same mesh with "
-                    f"the same spec, not {spec!r} on {self._mesh!r} (its blocks are on other processes)")
-            return array._sharded
+            raise _weft.InvalidArgument(
+                f"{self._name}: argument {index} is a BlockedArray (not fully addressable) with spec "
+                f"{array.spec!r} on mesh {array.mesh!r}; it can only go to a shard_map over the same mesh with "
+                f"the same spec, not {spec!r} on {self._mesh!r} (its blocks are on other processes)")
+        return False
+
+    def _engine(self, entry, specs, resident):
+        """The engine for this pattern of arguments from the host and from the devices, made once per pattern
+        from the one traced program: a spec naming axes, or a resident argument (one block per device), is
+        mapped over the devices; a replicated argument from the host goes whole to every device. The engine
+        needs one mapped argument to count the devices by, so when there is none the first goes as a stack of
+        copies."""
+        found = entry.engines.get(resident)
+        if found is None:
+            mapped = [bool(spec.axes()) or stays for spec, stays in zip(specs, resident)]
+            if specs and not any(mapped):
+                mapped[0] = True
+            mesh = [(a, int(n)) for a, n in self._mesh.shape.items()]
+            leaf_axes = [0 if m else None for m in mapped]
+            engine = _weft.ProgramPmap(entry.program, "", mesh, leaf_axes, [], list(self._mesh.devices.flat),
+                                       self._name)
+            found = entry.engines[resident] = (engine, mapped)
+        return found
+
+    def _read_result(self, sharded, spec, local, index):
+        """Output `index` whole on the host: a replicated one is any device's block (one copy, not every
+        device's), a split one its blocks put together."""
+        if local is None and not spec.axes():
+            return _np.array(sharded.shards()[0][1])
+        return self._assemble(sharded.to_host(), spec, local, index)
+
+    def _blocks_of(self, array, spec, mapped):
+        """What the engine takes for a host argument: its blocks stacked by device (mapped), or the array
+        itself (a replicated argument, the same on every device)."""
+        array = _np.asarray(array)
         return self._split(array, spec) if mapped else array
 
     def _unaddressable(self, spec, local, output):
@@ -241,11 +373,11 @@ class _ShardMapped:
         """The program every device runs for these arguments (weft.make_program(shard_map(...))(*args) too)."""
         from ._jit import Program
         entry = self._entry(args)[0]
-        return Program(entry[3], entry[1])
+        return Program(entry.program, entry.out_def)
 
     def _entry(self, args):
-        """(engine, result treedef, out specs, program) for the arguments' signature (traced on first sight),
-        the argument leaves, as numpy arrays, and their specs."""
+        """The arguments' signature's _Traced (traced on first sight), the argument leaves, as arrays (numpy,
+        or a MeshArray as it is), and their specs."""
         if current_trace() is not None or _weft.in_replica():
             raise _weft.InvalidArgument(f"{self._name}: shard_map inside a traced function or a replica is not "
                                         "supported; call it at the top level")
@@ -256,7 +388,7 @@ class _ShardMapped:
                                         f"{len(args)} arguments")
         leaves, treedef = _tree.flatten(tuple(args))
         specs = _spec_leaves(tuple(in_specs), tuple(args), "in_specs", self._name)
-        arrays = [leaf if isinstance(leaf, (_np.ndarray, BlockedArray)) else _np.asarray(leaf) for leaf in leaves]
+        arrays = [leaf if isinstance(leaf, (_np.ndarray, MeshArray)) else _np.asarray(leaf) for leaf in leaves]
         types = []
         for index, (array, spec) in enumerate(zip(arrays, specs)):
             self._check_spec(spec, array.ndim, f"argument {index}")
@@ -382,15 +514,7 @@ class _ShardMapped:
                         f"{tuple(missing)} but its out_spec {spec!r} does not name them: the result would be one "
                         f"device's block, not the same on every device (psum or all_gather it over "
                         f"{tuple(missing)}, or name the axes in out_specs)")
-        # Replicated arguments (P()) go whole to every device; the engine needs one mapped argument to count
-        # the devices by, so when there is none the first goes as a stack of copies.
-        mapped = [bool(spec.axes()) for spec in specs]
-        if specs and not any(mapped):
-            mapped[0] = True
-        leaf_axes = [0 if m else None for m in mapped]
-        devices = list(self._mesh.devices.flat)
-        engine = _weft.ProgramPmap(program, "", mesh, leaf_axes, [], devices, self._name)
-        return engine, out_def, out_specs, program, mapped
+        return _Traced(program, out_def, out_specs)
 
 
 def shard_map(f, mesh, in_specs, out_specs, check_vma=True, check_rep=None, auto=frozenset()):

@@ -239,6 +239,106 @@ def test_mesh_checks_its_names():
     assert mesh.shape == {"data": 4, "model": 2} and mesh.size == 8
 
 
+# ---- results stay on the devices (weft.MeshArray) -------------------------------------------------------
+def moved():
+    stats = weft.runtime().stats()
+    return stats["bytes_host_to_device"], stats["bytes_device_to_host"]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=repr)
+def test_a_result_given_back_with_its_spec_crosses_no_host_copy(spec):
+    """The runtime's transfer counters: the first call copies x to the devices; its result, given back with
+    the same spec, goes in where it is (0 bytes either way); read on the host it is 4 x (numpy)."""
+    mesh = mesh_4x2()
+    x = RNG.standard_normal((8, 8))
+    double = weft.shard_map(lambda a: a * 2, mesh, in_specs=spec, out_specs=spec)
+    before = moved()
+    y = double(x)
+    assert isinstance(y, weft.MeshArray) and y.is_fully_addressable
+    assert moved()[0] > before[0]
+    before = moved()
+    z = double(y)
+    assert moved() == before, (before, moved())
+    np.testing.assert_array_equal(np.asarray(z), 4 * x)
+    assert z.shape == (8, 8) and z.dtype == np.float64 and z.ndim == 2 and z.size == 64
+
+
+def test_a_result_given_with_another_spec_goes_through_the_host():
+    """P('data') in, P() expected: the blocks are not where the call needs them, so the global array is put
+    together and split again; the values are numpy's."""
+    mesh = mesh_4x2()
+    x = RNG.standard_normal((8, 6))
+    rows = weft.shard_map(lambda a: a + 1, mesh, in_specs=P("data"), out_specs=P("data"))(x)
+    total = weft.shard_map(lambda a: jnp.sum(a, axis=0), mesh, in_specs=P(), out_specs=P())
+    before = moved()
+    assert_close(total(rows), (x + 1).sum(axis=0), rtol=1e-12)
+    assert moved()[0] > before[0]
+    # A mixed call: one argument from the devices, one from the host.
+    scale = weft.shard_map(lambda a, s: a * s, mesh, in_specs=(P("data"), P()), out_specs=P("data"))
+    np.testing.assert_array_equal(np.asarray(scale(rows, np.float64(3.0))), (x + 1) * 3.0)
+
+
+# What a host reads of a result, against numpy on the same values: (name, f(MeshArray), f(numpy array)).
+HOST_READS = [
+    ("asarray", np.asarray, np.asarray),
+    ("add", lambda a: a + 1, lambda a: a + 1),
+    ("radd", lambda a: 1 + a, lambda a: 1 + a),
+    ("ufunc", np.exp, np.exp),
+    ("matmul", lambda a: a @ np.ones((6, 2)), lambda a: a @ np.ones((6, 2))),
+    ("index", lambda a: a[1], lambda a: a[1]),
+    ("slice", lambda a: a[1:3, ::2], lambda a: a[1:3, ::2]),
+    ("reshape", lambda a: a.reshape(-1), lambda a: a.reshape(-1)),
+    ("sum", lambda a: a.sum(axis=1), lambda a: a.sum(axis=1)),
+    ("T", lambda a: a.T, lambda a: a.T),
+    ("astype", lambda a: a.astype(np.float32), lambda a: a.astype(np.float32)),
+    ("tolist", lambda a: a.tolist(), lambda a: a.tolist()),
+    ("iter", lambda a: [list(r) for r in a], lambda a: [list(r) for r in a]),
+    ("len", len, len),
+    ("stack", lambda a: np.stack([a, a]), lambda a: np.stack([a, a])),
+]
+
+
+@pytest.mark.parametrize("name,read,want", HOST_READS, ids=[r[0] for r in HOST_READS])
+def test_a_result_reads_on_the_host_as_numpy(name, read, want):
+    mesh = mesh_4x2()
+    x = RNG.standard_normal((8, 6))
+    for spec in (P("data"), P()):
+        y = weft.shard_map(lambda a: a - 0.5, mesh, in_specs=spec, out_specs=spec)(x)
+        got, expected = read(y), want(x - 0.5)
+        if isinstance(expected, list):
+            assert got == expected
+        else:
+            np.testing.assert_array_equal(np.asarray(got), expected)
+
+
+def test_a_result_is_read_only_and_scalars_convert():
+    """As a JAX Array: its host value cannot be written (numpy's read-only error); np.array copies; a scalar
+    result converts with float() and int()."""
+    mesh = mesh_4x2()
+    x = np.arange(16.0).reshape(8, 2)
+    y = weft.shard_map(lambda a: a * 1.0, mesh, in_specs=P("data"), out_specs=P("data"))(x)
+    with pytest.raises(ValueError, match="read-only"):
+        np.asarray(y)[0, 0] = 7
+    copy = np.array(y)
+    copy[0, 0] = 7
+    assert np.asarray(y)[0, 0] == 0.0
+    total = weft.shard_map(lambda a: lax.psum(jnp.sum(a), "data"), mesh, in_specs=P("data"), out_specs=P())(x)
+    assert float(total) == x.sum() and int(total) == int(x.sum())
+    assert "MeshArray(" in repr(total) and str(float(x.sum())) in str(total)
+
+
+def test_a_result_goes_into_jit_pmap_and_numpy_as_an_array():
+    mesh = mesh_8()
+    x = RNG.standard_normal((8, 3))
+    y = weft.shard_map(lambda a: a * 2, mesh, in_specs=P("data"), out_specs=P("data"))(x)
+    np.testing.assert_array_equal(np.asarray(weft.jit(lambda a: a + 1)(y)), 2 * x + 1)
+    np.testing.assert_array_equal(np.asarray(weft.pmap(lambda a: a * 3)(y)), 6 * x)
+    np.testing.assert_array_equal(np.concatenate([y, y]), np.concatenate([2 * x, 2 * x]))
+    assert [(d.id, b.shape) for d, b in y.addressable_shards] == [(d.id, (1, 3)) for d in mesh.devices.flat]
+    for k, (_, block) in enumerate(y.addressable_shards):
+        np.testing.assert_array_equal(block, 2 * x[k:k + 1])
+
+
 # ---- across processes: results that stay blocks (weft.BlockedArray) -------------------------------------------
 def blocked_round_trip():
     """Under weftrun (2 instances x 4 devices, test_blocked_results_across_instances): a result split over
