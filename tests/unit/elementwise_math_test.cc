@@ -184,6 +184,45 @@ TEST(Transcendental, SpecialValuesAsNumpy) {
   }
 }
 
+TEST(Transcendental, MaskedExpInputsGiveZeroAndLeaveTheOthersBitForBit) {
+  // Causal attention's softmax: half of each row is masked (-1e9, or -inf, or anything below -104). Such a
+  // chunk takes a vectorised select; its other values must be the bits they have without the masked ones
+  // beside them, and within float32's tolerance of the double reference; every masked one exactly 0.
+  // 3000 elements: three 1024-element chunks, the last one partial.
+  const double masks[] = {-1e9, -kInf, -200.0, -104.5};
+  D in, unmasked, ref;
+  for (int i = 0; i < 3000; ++i) {
+    const double v = std::sin(0.37 * i) * 20.0;  // within [-20, 20]: Eigen's range
+    if (i % 3 == 1) {
+      in.push_back(masks[(i / 3) % 4]);
+      ref.push_back(0.0);
+    } else {
+      in.push_back(v);
+      unmasked.push_back(v);
+      ref.push_back(static_cast<float>(std::exp(static_cast<double>(static_cast<float>(v)))));
+    }
+  }
+  const Array got = exp(Array::from_doubles(in, {static_cast<std::int64_t>(in.size())}, DType::f32));
+  ExpectClose(got, ref, ToleranceOf(DType::f32), "exp with masked inputs");
+  const D g = got.to_doubles();
+  const D alone = exp(Array::from_doubles(unmasked, {static_cast<std::int64_t>(unmasked.size())}, DType::f32))
+                      .to_doubles();
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (i % 3 == 1) {
+      ASSERT_EQ(g[i], 0.0) << "masked input " << in[i] << " at " << i;
+      ASSERT_FALSE(std::signbit(g[i])) << i;
+    } else {
+      ASSERT_EQ(g[i], alone[k++]) << "input " << in[i] << " at " << i;
+    }
+  }
+  // One input in [-104, -87) or a NaN in the chunk: the element loop, the same answers as alone.
+  D mixed = {-1e9, 1.5, -95.0, kNaN, -1e9};
+  ExpectClose(exp(Array::from_doubles(mixed, {5}, DType::f32)),
+              {0, std::exp(1.5), static_cast<float>(std::exp(-95.0)), kNaN, 0}, ToleranceOf(DType::f32),
+              "exp with a masked input beside the slow ones");
+}
+
 TEST(Transcendental, Float64ExpUnderflowsToZero) {
   const D in = {-745.0, -746.5, -1e9, -1e300};
   const Array got = exp(Array::from_doubles(in, {4}, DType::f64));
