@@ -19,6 +19,9 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <Eigen/Core>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -212,13 +215,30 @@ void log1p_f32(const float* in, float* out, std::int64_t n) {
 void tanh_f32(const float* in, float* out, std::int64_t n) {
   guarded(in, out, n, -7.5f, 7.5f, [](const auto& x) { return x.tanh(); }, [](float v) { return std::tanh(v); });
 }
-// Plain loops: Eigen's vectorised sqrt (EIGEN_FAST_MATH) is an rsqrt approximation that is wrong for inf and
-// subnormals. rsqrt rounds once from double.
+// Eigen's vectorised sqrt (EIGEN_FAST_MATH) is an rsqrt approximation that is wrong for inf and subnormals;
+// rsqrt rounds once from double. A plain std::sqrt loop stays scalar (GCC keeps errno for a negative
+// argument: a compare and a branch per element, and -fno-math-errno is not honoured per function), so the
+// packets are the CPU's own sqrt instructions, correctly rounded as IEEE 754 has them: the bits of
+// std::sqrt, negative inputs included (the default NaN). An optimizer's update spent 2% of a step here.
 void sqrt_f32(const float* in, float* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = std::sqrt(in[i]);
+  std::int64_t i = 0;
+#if defined(__AVX__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_sqrt_ps(_mm256_loadu_ps(in + i)));
+#elif defined(__SSE2__)
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(out + i, _mm_sqrt_ps(_mm_loadu_ps(in + i)));
+#endif
+  for (; i < n; ++i) out[i] = std::sqrt(in[i]);
 }
 void rsqrt_f32(const float* in, float* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(in[i])));
+  std::int64_t i = 0;
+#if defined(__AVX__)
+  const __m256d one = _mm256_set1_pd(1.0);
+  for (; i + 4 <= n; i += 4) {
+    const __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(in + i));
+    _mm_storeu_ps(out + i, _mm256_cvtpd_ps(_mm256_div_pd(one, _mm256_sqrt_pd(x))));
+  }
+#endif
+  for (; i < n; ++i) out[i] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(in[i])));
 }
 // jax.nn.sigmoid without overflow: exp only ever sees -|x|.
 void sigmoid_f32(const float* in, float* out, std::int64_t n) {

@@ -306,6 +306,48 @@ TEST(Transcendental, Float32WorstErrorOverDenseSweeps) {
   }
 }
 
+// sqrt and rsqrt run on the CPU's packet sqrt instructions: correctly rounded, so every float32 gives the bits
+// of std::sqrt (and of 1 / sqrt in double, rounded once), in the packets and in the scalar tail alike. Every
+// 4093rd bit pattern (both signs: negatives, -0, subnormals, inf, NaNs with payloads), at every offset of a
+// packet: arrays of 1 to 40 elements starting at each of the first 16 patterns, then the whole sweep.
+TEST(Transcendental, SqrtAndRsqrtAreStdSqrtBitForBit) {
+  std::vector<float> all;
+  for (std::uint64_t b = 0; b <= 0xFFFFFFFFull; b += 4093) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(b);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    all.push_back(f);
+  }
+  for (float f : {0.0f, -0.0f, 1.0f, -1.0f, 4.0f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::denorm_min(),
+                  std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN()}) {
+    all.push_back(f);
+  }
+  auto bits_of = [](float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+  };
+  auto check = [&](const std::vector<float>& in, const char* what) {
+    const Array x = Array::from_vector(in, {static_cast<std::int64_t>(in.size())});
+    const std::vector<float> s = weft::sqrt(x).to_vector<float>();
+    const std::vector<float> r = weft::rsqrt(x).to_vector<float>();
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const float want_s = std::sqrt(in[i]);
+      const float want_r = static_cast<float>(1.0 / std::sqrt(static_cast<double>(in[i])));
+      ASSERT_EQ(bits_of(s[i]), bits_of(want_s)) << what << ": sqrt of bits " << std::hex << bits_of(in[i]);
+      ASSERT_EQ(bits_of(r[i]), bits_of(want_r)) << what << ": rsqrt of bits " << std::hex << bits_of(in[i]);
+    }
+  };
+  for (std::size_t start = 0; start < 16; ++start) {
+    for (std::size_t len = 1; len <= 40; ++len) {
+      check(std::vector<float>(all.end() - static_cast<std::ptrdiff_t>(start + len),
+                               all.end() - static_cast<std::ptrdiff_t>(start)), "short array");
+    }
+  }
+  check(all, "every 4093rd pattern");
+}
+
 TEST(Transcendental, SixteenBitFloatsRoundOnceFromFloat32) {
   // 2500 elements: more than one conversion chunk. exp(1/3) in float16: the float32 result rounded once.
   D v(2500, 1.0 / 3);
