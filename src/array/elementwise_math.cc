@@ -215,20 +215,7 @@ void log1p_f32(const float* in, float* out, std::int64_t n) {
 void tanh_f32(const float* in, float* out, std::int64_t n) {
   guarded(in, out, n, -7.5f, 7.5f, [](const auto& x) { return x.tanh(); }, [](float v) { return std::tanh(v); });
 }
-// Eigen's vectorised sqrt (EIGEN_FAST_MATH) is an rsqrt approximation that is wrong for inf and subnormals;
-// rsqrt rounds once from double. A plain std::sqrt loop stays scalar (GCC keeps errno for a negative
-// argument: a compare and a branch per element, and -fno-math-errno is not honoured per function), so the
-// packets are the CPU's own sqrt instructions, correctly rounded as IEEE 754 has them: the bits of
-// std::sqrt, negative inputs included (the default NaN). An optimizer's update spent 2% of a step here.
-void sqrt_f32(const float* in, float* out, std::int64_t n) {
-  std::int64_t i = 0;
-#if defined(__AVX__)
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_sqrt_ps(_mm256_loadu_ps(in + i)));
-#elif defined(__SSE2__)
-  for (; i + 4 <= n; i += 4) _mm_storeu_ps(out + i, _mm_sqrt_ps(_mm_loadu_ps(in + i)));
-#endif
-  for (; i < n; ++i) out[i] = std::sqrt(in[i]);
-}
+// rsqrt rounds once from double; its packets as kernels::sqrt_f32's (below).
 void rsqrt_f32(const float* in, float* out, std::int64_t n) {
   std::int64_t i = 0;
 #if defined(__AVX__)
@@ -435,6 +422,21 @@ double gelu_tanh_derivative_f64(double x) {
 void kernels::exp_f32(const float* in, float* out, std::int64_t n) {
   guarded(in, out, n, -87.0f, 88.0f, [](const auto& x) { return x.exp(); },
           [](float v) { return v < -104.0f ? 0.0f : std::exp(v); }, -104.0f);
+}
+
+// Eigen's vectorised sqrt (EIGEN_FAST_MATH) is an rsqrt approximation that is wrong for inf and subnormals;
+// rsqrt rounds once from double. A plain std::sqrt loop stays scalar (GCC keeps errno for a negative
+// argument: a compare and a branch per element, and -fno-math-errno is not honoured per function), so the
+// packets are the CPU's own sqrt instructions, correctly rounded as IEEE 754 has them: the bits of
+// std::sqrt, negative inputs included (the default NaN). An optimizer's update spent 2% of a step here.
+void kernels::sqrt_f32(const float* in, float* out, std::int64_t n) {
+  std::int64_t i = 0;
+#if defined(__AVX__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_sqrt_ps(_mm256_loadu_ps(in + i)));
+#elif defined(__SSE2__)
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(out + i, _mm_sqrt_ps(_mm_loadu_ps(in + i)));
+#endif
+  for (; i < n; ++i) out[i] = std::sqrt(in[i]);
 }
 
 // ---- one operand ------------------------------------------------------------------------------------------------

@@ -3,24 +3,28 @@
 #include "fusion.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string_view>
+#include <type_traits>
 
 #include "array/binary_loops.hpp"
+#include "array/float_kernels.hpp"
+#include "array/isa.hpp"
 #include "array/sole_reference.hpp"
 #include "op_registry.hpp"
 
 namespace weft::program {
 
-// A run of add / subtract / multiply / divide / maximum / minimum on one float type (float32 or float64),
-// each operand of the run's shape or a scalar: evaluated by the array library's own binary loops
-// (array/binary_loops.hpp, so the unfused program's bits) over blocks of scratch rows, with no Array per
-// equation or block. Planned once per program: which operand is a whole input, a scalar or an earlier
+// A run of add / subtract / multiply / divide / maximum / minimum / sqrt on one float type (float32 or
+// float64), each operand of the run's shape or a scalar: evaluated by the array library's own loops
+// (array/binary_loops.hpp and its sqrt kernel, so the unfused program's bits) over blocks of scratch rows,
+// with no Array per equation or block. sqrt is there for the optimizers: Adam's update is one run. Planned once per program: which operand is a whole input, a scalar or an earlier
 // equation's block; which results are written out whole, and into which dying input's buffer they may go.
 struct LoopPlan {
-  enum class Op : std::uint8_t { add, subtract, multiply, divide, maximum, minimum };
+  enum class Op : std::uint8_t { add, subtract, multiply, divide, maximum, minimum, sqrt };
   struct Operand {
     enum class Kind : std::uint8_t { whole, scalar, local } kind = Kind::whole;
     ValueId id = 0;      // whole, scalar: the value outside the run
@@ -28,7 +32,7 @@ struct LoopPlan {
   };
   struct Equation {
     Op op = Op::add;
-    Operand a, b;
+    Operand a, b;  // b: binary ops only
     int whole_out = -1;  // its index in Step::materialize when written out whole, else -1
     // Whole inputs whose last use is in the run, at this equation or before: the result may take one's
     // buffer (nothing later reads it; block by block, this block's reads come first, and the loops write
@@ -74,14 +78,18 @@ std::optional<LoopPlan::Op> loop_op(const std::string& op) {
   using Op = LoopPlan::Op;
   static const std::map<std::string, Op, std::less<>> ops = {
       {"add", Op::add},         {"subtract", Op::subtract}, {"multiply", Op::multiply},
-      {"divide", Op::divide},   {"maximum", Op::maximum},   {"minimum", Op::minimum}};
+      {"divide", Op::divide},   {"maximum", Op::maximum},   {"minimum", Op::minimum},
+      {"sqrt", Op::sqrt}};
   auto it = ops.find(op);
   return it == ops.end() ? std::nullopt : std::optional<Op>(it->second);
 }
 
 // Whether `eq` (fusible over its shape) can be one of a direct loop's equations on `dtype`.
+std::size_t arity(LoopPlan::Op op) { return op == LoopPlan::Op::sqrt ? 1 : 2; }
+
 bool loopable(const Program& p, const Equation& eq, DType dtype) {
-  if (!loop_op(eq.op) || eq.inputs.size() != 2 || p.types[eq.outputs[0]].dtype != dtype) return false;
+  const auto op = loop_op(eq.op);
+  if (!op || eq.inputs.size() != arity(*op) || p.types[eq.outputs[0]].dtype != dtype) return false;
   if (dtype != DType::f32 && dtype != DType::f64) return false;
   return std::all_of(eq.inputs.begin(), eq.inputs.end(), [&](ValueId id) { return p.types[id].dtype == dtype; });
 }
@@ -96,8 +104,8 @@ std::shared_ptr<const LoopPlan> plan_loop(const Program& p, const Step& step, co
     LoopPlan::Equation e;
     e.op = *loop_op(eq.op);
     LoopPlan::Operand* operands[2] = {&e.a, &e.b};
-    for (int n = 0; n < 2; ++n) {
-      const ValueId id = eq.inputs[static_cast<std::size_t>(n)];
+    for (std::size_t n = 0; n < eq.inputs.size(); ++n) {
+      const ValueId id = eq.inputs[n];
       if (auto it = local.find(id); it != local.end()) {
         *operands[n] = {LoopPlan::Operand::Kind::local, id, it->second - step.first};
       } else if (p.types[id].shape.empty() && !p.types[eq.outputs[0]].shape.empty()) {
@@ -120,6 +128,15 @@ std::shared_ptr<const LoopPlan> plan_loop(const Program& p, const Step& step, co
 template <class T>
 void run_loop_op(LoopPlan::Op op, const T* a, bool a_scalar, const T* b, bool b_scalar, T* out, std::int64_t n) {
   using namespace kernels::binary_loops;
+  if (op == LoopPlan::Op::sqrt) {  // a is of the run's shape: a scalar operand would make a scalar result
+    if constexpr (std::is_same_v<T, float>) {
+      isa::ensure_kernels_supported();  // compiled for WEFT_ARCH, as every kernel entry point
+      kernels::sqrt_f32(a, out, n);
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) out[i] = std::sqrt(a[i]);  // elementwise_math.cc's float64 sqrt
+    }
+    return;
+  }
   // Never both scalars: the result would be a scalar too, and a scalar run's operands are whole ones.
   auto run = [&]<class F>(F) {
     if (b_scalar) {
@@ -137,6 +154,7 @@ void run_loop_op(LoopPlan::Op op, const T* a, bool a_scalar, const T* b, bool b_
     case LoopPlan::Op::divide: run(DivF<T>{}); break;
     case LoopPlan::Op::maximum: run(MaxF<T>{}); break;
     case LoopPlan::Op::minimum: run(MinF<T>{}); break;
+    case LoopPlan::Op::sqrt: break;  // above
   }
 }
 
@@ -164,7 +182,9 @@ void run_loop(const Program& p, const LoopPlan& plan, const Step& step, std::vec
   for (std::size_t k = 0; k < count; ++k) {
     const LoopPlan::Equation& e = plan.equations[k];
     if (e.a.kind != Kind::local) outside[2 * k] = reinterpret_cast<const T*>(values[e.a.id]->bytes());
-    if (e.b.kind != Kind::local) outside[2 * k + 1] = reinterpret_cast<const T*>(values[e.b.id]->bytes());
+    if (arity(e.op) == 2 && e.b.kind != Kind::local) {
+      outside[2 * k + 1] = reinterpret_cast<const T*>(values[e.b.id]->bytes());
+    }
   }
   // Where each equation's result goes: its whole buffer (written out) or a scratch row.
   std::vector<Array> whole(step.materialize.size());
@@ -192,8 +212,9 @@ void run_loop(const Program& p, const LoopPlan& plan, const Step& step, std::vec
         return o.kind == Kind::scalar ? outside[slot] : outside[slot] + start;
       };
       result[k] = whole_data[k] ? whole_data[k] + start : scratch.data() + k * row;
-      run_loop_op<T>(e.op, operand(e.a, 2 * k), e.a.kind == Kind::scalar, operand(e.b, 2 * k + 1),
-                     e.b.kind == Kind::scalar, result[k], m);
+      const bool binary = arity(e.op) == 2;
+      run_loop_op<T>(e.op, operand(e.a, 2 * k), e.a.kind == Kind::scalar, binary ? operand(e.b, 2 * k + 1) : nullptr,
+                     binary && e.b.kind == Kind::scalar, result[k], m);
     }
   }
   for (std::size_t i = 0; i < step.materialize.size(); ++i) values[step.materialize[i]] = std::move(whole[i]);

@@ -1,5 +1,5 @@
-// Fused elementwise runs (src/program/fusion.*): the direct loops of plain float arithmetic give the eager
-// ops' bits at every size (one element, a block, a block and one, several blocks with a remainder), with
+// Fused elementwise runs (src/program/fusion.*): the direct loops of plain float arithmetic and sqrt give the
+// eager ops' bits at every size (one element, a block, a block and one, several blocks with a remainder), with
 // scalars on either side and NaN, inf and -0 among the values; a run is really fused (fused_runs), so the
 // comparison cannot pass by running op by op. Consumed inputs (run_program's consuming form, JAX's donated
 // buffers) take the results in place; inputs the caller still holds are never written.
@@ -17,10 +17,11 @@ namespace weft {
 namespace {
 
 // Every op of the direct loops, a scalar as either operand, each result used once (so the run keeps
-// intermediates in its scratch rows) and one intermediate also returned (written out whole).
+// intermediates in its scratch rows) and one intermediate also returned (written out whole). sqrt sees
+// negatives (NaN), -0 and inf too.
 std::tuple<Array, Array> Chain(const Array& x, const Array& y, const Array& s) {
   const Array a = x * s + y;
-  const Array b = maximum(a, y / x) - minimum(x, s) * (s - y);
+  const Array b = maximum(a, y / x) - minimum(x, s) * (s - y) + sqrt(a) * s;
   return {b, a};
 }
 
@@ -57,6 +58,33 @@ TEST(FusedLoops, GiveTheEagerOpsBitsAtEverySize) {
 std::tuple<Array, Array> Update(const Array& param, const Array& velocity, const Array& grad) {
   const Array v = velocity * 0.9 + grad;
   return {param - v * 0.1, v};
+}
+
+// torch.optim.AdamW's update as train.py writes it, c1 and c2 the bias corrections: one run, sqrt and all.
+std::tuple<Array, Array, Array> AdamW(const Array& p, const Array& g, const Array& m, const Array& v,
+                                      const Array& c1, const Array& c2) {
+  const Array decayed = p * (1.0 - 1e-3 * 0.01);
+  const Array m2 = m * 0.9 + g * (1.0 - 0.9);
+  const Array v2 = v * 0.999 + g * g * (1.0 - 0.999);
+  return {decayed - (m2 * c1) * 1e-3 / (sqrt(v2 * c2) + 1e-8), m2, v2};
+}
+
+TEST(FusedLoops, AdamWsUpdateIsOneRunWithTheEagerBits) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Shape shape{128, 37};
+    std::vector<Array> in{testing::SampleReals(shape, dtype, 6), WithSpecials(testing::SampleReals(shape, dtype, 7)),
+                          testing::SampleReals(shape, dtype, 8),
+                          testing::SampleReals(shape, dtype, 9) * testing::SampleReals(shape, dtype, 9),
+                          Array::scalar(1.0 / (1.0 - 0.9), dtype), Array::scalar(1.0 / (1.0 - 0.999), dtype)};
+    const Program program = make_program(AdamW)(in[0], in[1], in[2], in[3], in[4], in[5]);
+    ASSERT_EQ(program.fused_runs(), 1u) << program;
+    const auto [p, m, v] = AdamW(in[0], in[1], in[2], in[3], in[4], in[5]);
+    const std::vector<Array> fused = run_program(program, in);
+    EXPECT_TRUE(SameBytes(fused.at(0), p));
+    EXPECT_TRUE(SameBytes(fused.at(1), m));
+    EXPECT_TRUE(SameBytes(fused.at(2), v));
+  }
 }
 
 TEST(FusedLoops, ConsumedInputsTakeTheResultsAndHeldOnesAreNeverWritten) {
