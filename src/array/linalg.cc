@@ -22,6 +22,7 @@
 #include "array/isa.hpp"
 #include "array/trace_hook.hpp"
 #include "array/onednn.hpp"
+#include "array/widened_matmul.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
@@ -227,7 +228,19 @@ std::string matmul_backend() {
          eigen + " below";
 }
 
-Array matmul(const Array& a, const Array& b, MatmulOptions options) {
+namespace {
+
+// The float32 result of a bfloat16 product, rounded to bfloat16's precision where it lies: astype(bf16) and
+// back, without the bfloat16 array (the same conversions, so the same bits, NaN quieted as there).
+Array rounded_as_bf16(Array out) {
+  float* p = reinterpret_cast<float*>(out.mutable_bytes());
+  const std::int64_t count = out.size();
+  for (std::int64_t i = 0; i < count; ++i) p[i] = bf16_to_float(float_to_bf16(p[i]));
+  return out;
+}
+
+// matmul, or with `widen` (bfloat16 operands only) matmul(...).astype(f32) in one pass.
+Array matmul_impl(const Array& a, const Array& b, MatmulOptions options, bool widen) {
   isa::ensure_kernels_supported();
   const bool ta = options.transpose_a, tb = options.transpose_b;
   auto where = [&] { return operand_str(a, ta) + " @ " + operand_str(b, tb); };
@@ -279,7 +292,7 @@ Array matmul(const Array& a, const Array& b, MatmulOptions options) {
         const blas::CallSlot slot;
         run_matmul_bf16(*library, a, b, out, batch, a_batch, b_batch, m, ka, n, ta, tb);
       }
-      return out.astype(DType::bf16);
+      return widen ? rounded_as_bf16(std::move(out)) : out.astype(DType::bf16);
     }
   }
   const DType compute = compute_dtype(dtype);
@@ -295,7 +308,21 @@ Array matmul(const Array& a, const Array& b, MatmulOptions options) {
       default: break;
     }
   }
+  if (widen) return rounded_as_bf16(std::move(out));  // compute is float32 for bfloat16 operands
   return out.astype(dtype);
+}
+
+}  // namespace
+
+Array matmul(const Array& a, const Array& b, MatmulOptions options) { return matmul_impl(a, b, options, false); }
+
+Array detail::matmul_bf16_widened(const Array& a, const Array& b, MatmulOptions options) {
+  if (a.dtype() != DType::bf16 || b.dtype() != DType::bf16) {
+    throw InvalidArgument("matmul_bf16_widened: needs bfloat16 operands, got " + std::string(dtype_name(a.dtype())) +
+                          " and " + std::string(dtype_name(b.dtype())));
+  }
+  if (a.traced() || b.traced()) return matmul(a, b, options).astype(DType::f32);  // two equations, as written
+  return matmul_impl(a, b, options, true);
 }
 
 Array transpose(const Array& x, const std::vector<int>& perm_in) {

@@ -1,5 +1,6 @@
-// Fusion's plan (runs of fusible equations) and its two evaluations: direct loops for runs of plain
-// arithmetic on one float type, blocked kernels for the rest.
+// Fusion's plan (runs of fusible equations, and bfloat16 products widened to float32) and its evaluations:
+// direct loops for runs of plain arithmetic on one float type, blocked kernels for the other runs, one
+// kernel for the widened product.
 #include "fusion.hpp"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "array/float_kernels.hpp"
 #include "array/isa.hpp"
 #include "array/sole_reference.hpp"
+#include "array/widened_matmul.hpp"
 #include "op_registry.hpp"
 
 namespace weft::program {
@@ -263,6 +265,27 @@ void run_blocked(const Program& p, const std::vector<Kernel>& kernels, const Ste
   for (auto& [id, out] : whole) values[id] = out.reshape(Shape(shape.begin(), shape.end()));
 }
 
+// Equation i a matmul of two bfloat16 values and i + 1 the astype to float32 of its result, which nothing
+// else reads (last_use: outputs count as read at the end).
+bool widens_a_bf16_product(const Program& p, std::size_t i, const std::vector<std::size_t>& last_use) {
+  if (i + 1 >= p.equations.size()) return false;
+  const Equation& product = p.equations[i];
+  const Equation& cast = p.equations[i + 1];
+  if (product.op != "matmul" || product.outputs.size() != 1 || product.inputs.size() != 2) return false;
+  const ValueId out = product.outputs[0];
+  if (p.types[out].dtype != DType::bf16 || p.types[product.inputs[0]].dtype != DType::bf16 ||
+      p.types[product.inputs[1]].dtype != DType::bf16) {
+    return false;
+  }
+  return cast.op == "astype" && cast.inputs.size() == 1 && cast.inputs[0] == out && cast.outputs.size() == 1 &&
+         p.types[cast.outputs[0]].dtype == DType::f32 && last_use[out] == i + 1;
+}
+
+bool param_flag(const Params& params, const char* name) {
+  auto it = params.find(name);
+  return it != params.end() && std::get<bool>(it->second);
+}
+
 }  // namespace
 
 std::vector<Step> plan_steps(const Program& p) {
@@ -281,6 +304,11 @@ std::vector<Step> plan_steps(const Program& p) {
   while (i < n) {
     std::size_t j = i + 1;
     const Equation& eq = p.equations[i];
+    if (fusion_enabled() && widens_a_bf16_product(p, i, last_use)) {
+      steps.push_back(Step{i, 2, {p.equations[i + 1].outputs[0]}, nullptr, true});
+      i += 2;
+      continue;
+    }
     if (fusion_enabled() && eq.outputs.size() == 1) {
       const auto& shape = p.types[eq.outputs[0]].shape;
       const DType dtype = p.types[eq.outputs[0]].dtype;
@@ -311,6 +339,14 @@ std::vector<Step> plan_steps(const Program& p) {
 
 void run_fused(const Program& p, const std::vector<Kernel>& kernels, const Step& step,
                std::vector<std::optional<Array>>& values) {
+  if (step.widened_matmul) {
+    const Equation& product = p.equations[step.first];
+    const MatmulOptions options{.transpose_a = param_flag(product.params, "transpose_a"),
+                                .transpose_b = param_flag(product.params, "transpose_b")};
+    values[p.equations[step.first + 1].outputs[0]] =
+        detail::matmul_bf16_widened(*values[product.inputs[0]], *values[product.inputs[1]], options);
+    return;
+  }
   if (step.loop && step.loop->dtype == DType::f32) return run_loop<float>(p, *step.loop, step, values);
   if (step.loop && step.loop->dtype == DType::f64) return run_loop<double>(p, *step.loop, step, values);
   run_blocked(p, kernels, step, values);

@@ -4,8 +4,10 @@
 // multiply, divide, maximum, minimum: an optimizer's update) take direct loops at any size, writing a result
 // into a dying input's buffer when nothing else holds it; other runs, over at least 1 Mi elements, run each
 // block through the same kernels as the unfused program, on views. Either way the results are bit for bit
-// the unfused ones; only the values the rest of the program uses are written out whole. WEFT_FUSION=off
-// turns it off (docs/settings.md).
+// the unfused ones; only the values the rest of the program uses are written out whole. One pair beyond
+// elementwise runs: a matmul of bfloat16 operands whose only use is an astype to float32 (mixed precision's
+// cast back after every product) runs as one kernel, the float32 result rounded in place, with no bfloat16
+// array between (array/widened_matmul.hpp). WEFT_FUSION=off turns it all off (docs/settings.md).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -27,6 +29,8 @@ struct Step {
   std::vector<ValueId> materialize;
   // A fused run of plain float arithmetic: its direct loops' plan (else null: the blocked kernels).
   std::shared_ptr<const LoopPlan> loop;
+  // The two equations are a bfloat16 matmul and the astype to float32 of its result (its only use).
+  bool widened_matmul = false;
 };
 
 // The program's equations as steps, in order (every equation in exactly one). `program` must be verified.

@@ -260,7 +260,10 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
                                         ? replica->state().execution->products.get()
                                         : nullptr;
   for (const program::Step& step : impl.steps) {
-    if (step.count > 1) {
+    // A widened bf16 product the replicas share (WEFT_SHARED_PRODUCTS) runs as its two equations: the
+    // shared product first.
+    const bool shared_product = step.widened_matmul && sharing != nullptr && prep.shared[step.first];
+    if (step.count > 1 && !shared_product) {
       try {
         program::run_fused(prog, impl.kernels, step, values);
       } catch (const Error&) {
@@ -271,52 +274,53 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
       }
       continue;
     }
-    const std::size_t i = step.first;
-    const Equation& eq = prog.equations[i];
-    try {
-      if (impl.kernels[i] != nullptr) {
-        in.clear();
-        for (program::ValueId id : eq.inputs) in.push_back(*values[id]);
-        std::vector<Array> out;
-        if (sharing != nullptr && prep.shared[i]) {
-          out.push_back(sharing->multiply(
-              replica->state().local, &impl, i, eq.source, prep.shared[i]->weight_axes, in[0], in[1],
-              flag(eq.params, "transpose_b"),
-              [&] {
-                return "a shared matmul(" + shape_str(in[0].shape()) + ", " + shape_str(in[1].shape()) + ") at " +
-                       (eq.source.empty() ? "equation " + std::to_string(i) : eq.source);
-              }));
-        } else {
-          out = impl.kernels[i](in, eq.params);
-        }
-        for (std::size_t k = 0; k < eq.outputs.size(); ++k) {
-          const ValueType& want = prog.types[eq.outputs[k]];
-          if (out[k].dtype() != want.dtype || out[k].shape() != want.shape) {
-            throw Error("weft internal error: the kernel gave " + std::string(dtype_name(out[k].dtype())) +
-                        shape_str(out[k].shape()) + " where the op's rule gives " + program::type_text(want));
-          }
-          values[eq.outputs[k]] = std::move(out[k]);
-        }
-      } else {
-        if (replica == nullptr) {
-          throw InvalidArgument(eq.op + " needs replicas to meet, and run_program was given none (collectives run "
-                                "inside pmap or a session)");
-        }
-        const CollectiveCall& call = prep.calls[i];
-        if (call.kind != Collective::effect) {
-          values[eq.outputs.at(0)] =
-              run_collective(*replica, eq, call, eq.inputs.empty() ? nullptr : &*values[eq.inputs[0]]);
-        } else {
+    for (std::size_t i = step.first; i < step.first + step.count; ++i) {
+      const Equation& eq = prog.equations[i];
+      try {
+        if (impl.kernels[i] != nullptr) {
           in.clear();
           for (program::ValueId id : eq.inputs) in.push_back(*values[id]);
-          std::vector<Array> out = run_session_op(*replica, eq, call.site, in, handles);
-          for (std::size_t k = 0; k < eq.outputs.size(); ++k) values[eq.outputs[k]] = std::move(out.at(k));
+          std::vector<Array> out;
+          if (sharing != nullptr && prep.shared[i]) {
+            out.push_back(sharing->multiply(
+                replica->state().local, &impl, i, eq.source, prep.shared[i]->weight_axes, in[0], in[1],
+                flag(eq.params, "transpose_b"),
+                [&] {
+                  return "a shared matmul(" + shape_str(in[0].shape()) + ", " + shape_str(in[1].shape()) + ") at " +
+                         (eq.source.empty() ? "equation " + std::to_string(i) : eq.source);
+                }));
+          } else {
+            out = impl.kernels[i](in, eq.params);
+          }
+          for (std::size_t k = 0; k < eq.outputs.size(); ++k) {
+            const ValueType& want = prog.types[eq.outputs[k]];
+            if (out[k].dtype() != want.dtype || out[k].shape() != want.shape) {
+              throw Error("weft internal error: the kernel gave " + std::string(dtype_name(out[k].dtype())) +
+                          shape_str(out[k].shape()) + " where the op's rule gives " + program::type_text(want));
+            }
+            values[eq.outputs[k]] = std::move(out[k]);
+          }
+        } else {
+          if (replica == nullptr) {
+            throw InvalidArgument(eq.op + " needs replicas to meet, and run_program was given none (collectives run "
+                                  "inside pmap or a session)");
+          }
+          const CollectiveCall& call = prep.calls[i];
+          if (call.kind != Collective::effect) {
+            values[eq.outputs.at(0)] =
+                run_collective(*replica, eq, call, eq.inputs.empty() ? nullptr : &*values[eq.inputs[0]]);
+          } else {
+            in.clear();
+            for (program::ValueId id : eq.inputs) in.push_back(*values[id]);
+            std::vector<Array> out = run_session_op(*replica, eq, call.site, in, handles);
+            for (std::size_t k = 0; k < eq.outputs.size(); ++k) values[eq.outputs[k]] = std::move(out.at(k));
+          }
         }
+      } catch (const Error&) {
+        rethrow_at(prog, i);
       }
-    } catch (const Error&) {
-      rethrow_at(prog, i);
+      for (program::ValueId id : impl.liveness.dies_after[i]) values[id].reset();
     }
-    for (program::ValueId id : impl.liveness.dies_after[i]) values[id].reset();
   }
   std::vector<Array> outputs;
   outputs.reserve(prog.outputs.size());

@@ -1,11 +1,13 @@
 // Fused elementwise runs (src/program/fusion.*): the direct loops of plain float arithmetic and sqrt give the
 // eager ops' bits at every size (one element, a block, a block and one, several blocks with a remainder), with
 // scalars on either side and NaN, inf and -0 among the values; a run is really fused (fused_runs), so the
-// comparison cannot pass by running op by op. Consumed inputs (run_program's consuming form, JAX's donated
-// buffers) take the results in place; inputs the caller still holds are never written.
+// comparison cannot pass by running op by op. A bfloat16 product widened to float32 runs as one kernel with
+// the pair's bytes. Consumed inputs (run_program's consuming form, JAX's donated buffers) take the results in
+// place; inputs the caller still holds are never written.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -85,6 +87,61 @@ TEST(FusedLoops, AdamWsUpdateIsOneRunWithTheEagerBits) {
     EXPECT_TRUE(SameBytes(fused.at(1), m));
     EXPECT_TRUE(SameBytes(fused.at(2), v));
   }
+}
+
+// Mixed precision's product: float32 in, the product of their bfloat16 roundings, handed on in float32.
+template <bool kTa, bool kTb>
+Array Bf16Product(const Array& a, const Array& b) {
+  return matmul(a.astype(DType::bf16), b.astype(DType::bf16), {.transpose_a = kTa, .transpose_b = kTb})
+      .astype(DType::f32);
+}
+
+// The bfloat16 result also returned: it has another use, so the pair stays two equations.
+std::tuple<Array, Array> Bf16ProductKept(const Array& a, const Array& b) {
+  const Array r = matmul(a.astype(DType::bf16), b.astype(DType::bf16));
+  return {r.astype(DType::f32), r};
+}
+
+// A matmul of bfloat16 operands and the astype to float32 of its result run as one kernel
+// (array/widened_matmul.hpp): the eager pair's bytes in every transpose form, batched, below the size that
+// calls a library (Eigen) and above (oneDNN's bf16 kernels or the float32 fallback, whichever this CPU has),
+// NaN and inf among the values; fused (fused_runs), so the comparison cannot pass op by op.
+TEST(WidenedBf16Product, GivesTheEagerPairsBits) {
+  struct Case {
+    const char* name;
+    Shape a, b;
+    std::function<Array(const Array&, const Array&)> f;
+    Program (*trace)(const Array&, const Array&);
+  };
+  const Case cases[] = {
+      {"plain", {64, 96}, {96, 48}, Bf16Product<false, false>,
+       [](const Array& a, const Array& b) { return make_program(Bf16Product<false, false>)(a, b); }},
+      {"a transposed", {96, 64}, {96, 48}, Bf16Product<true, false>,
+       [](const Array& a, const Array& b) { return make_program(Bf16Product<true, false>)(a, b); }},
+      {"b transposed", {64, 96}, {48, 96}, Bf16Product<false, true>,
+       [](const Array& a, const Array& b) { return make_program(Bf16Product<false, true>)(a, b); }},
+      {"batched", {3, 40, 33}, {3, 33, 50}, Bf16Product<false, false>,
+       [](const Array& a, const Array& b) { return make_program(Bf16Product<false, false>)(a, b); }},
+      {"tiny (Eigen)", {3, 5}, {5, 2}, Bf16Product<false, false>,
+       [](const Array& a, const Array& b) { return make_program(Bf16Product<false, false>)(a, b); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const Array a = WithSpecials(testing::SampleReals(c.a, DType::f32, 11));
+    const Array b = testing::SampleReals(c.b, DType::f32, 12);
+    const Program program = c.trace(a, b);
+    ASSERT_EQ(program.fused_runs(), 1u) << program;
+    const std::vector<Array> fused = run_program(program, std::vector<Array>{a, b});
+    EXPECT_TRUE(SameBytes(fused.at(0), c.f(a, b)));
+  }
+  // Kept: not fused, the same values.
+  const Array a = testing::SampleReals({64, 96}, DType::f32, 13), b = testing::SampleReals({96, 48}, DType::f32, 14);
+  const Program kept = make_program(Bf16ProductKept)(a, b);
+  EXPECT_EQ(kept.fused_runs(), 0u) << kept;
+  const std::vector<Array> out = run_program(kept, std::vector<Array>{a, b});
+  const auto [widened, r] = Bf16ProductKept(a, b);
+  EXPECT_TRUE(SameBytes(out.at(0), widened));
+  EXPECT_TRUE(SameBytes(out.at(1), r));
 }
 
 TEST(FusedLoops, ConsumedInputsTakeTheResultsAndHeldOnesAreNeverWritten) {
