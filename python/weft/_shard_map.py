@@ -17,8 +17,8 @@ An output whose spec leaves out an axis it varies over is an error, as in JAX.
 The results stay on the devices, as a JAX Array's do: a weft.MeshArray holds each device's block and reads
 as the global numpy array when the host asks (once, then kept). Given back to a shard_map over the same mesh
 with the same spec, its blocks go in where they are: a trainer's parameters and optimiser state cross no
-host copies from step to step (before, each step put every result together on the host and copied it back
-to every device). Across processes (weftrun) an output split over mesh axes whose devices are on several
+host copies from step to step. bfloat16 results read as float32 on the host (numpy has no bfloat16) and stay
+bfloat16 on the devices. Across processes (weftrun) an output split over mesh axes whose devices are on several
 processes cannot be put together on one: it comes back as a BlockedArray (a MeshArray that is not fully
 addressable, as JAX says), which goes back into a shard_map the same way but cannot be read whole.
 """
@@ -137,9 +137,21 @@ class MeshArray(_np.lib.mixins.NDArrayOperatorsMixin):
     def __init__(self, sharded, mesh, spec, shape, dtype, read):
         self._sharded = sharded      # the engine's result: one shard per local device
         self.mesh, self.spec = mesh, spec
-        self.shape, self.dtype = tuple(shape), _np.dtype(dtype)
+        self.shape = tuple(shape)
+        # The blocks' dtype (as traced: bfloat16 stays bfloat16 on the devices) and the host's, which numpy
+        # reads and every other consumer traces with: bfloat16 reads as float32 (numpy has no bfloat16).
+        self._block_dtype = _np.dtype(dtype)
+        self.dtype = _np.dtype(_np.float32) if self._block_dtype == _np.dtype(_weft.bfloat16) else self._block_dtype
         self._read = read            # () -> the global numpy array
         self._value = None
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
 
     @property
     def ndim(self):
@@ -189,10 +201,37 @@ class MeshArray(_np.lib.mixins.NDArrayOperatorsMixin):
 
     def __getattr__(self, name):
         # numpy's methods and attributes (reshape, astype, sum, T, tolist, ...) on the host value; private
-        # names are not forwarded (copy and pickle probe them on a half-built object).
-        if name.startswith("_"):
-            raise AttributeError(name)
+        # names, and names numpy arrays do not have, are not (copy and pickle probe them on a half-built
+        # object; hasattr(x, "sharding") must not read the array).
+        if name.startswith("_") or not hasattr(_np.ndarray, name):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
         return getattr(self._host(), name)
+
+    # Immutable, as a JAX Array: x += y rebinds x to x + y (the mixin's in-place forms would write the
+    # read-only host value).
+    def __iadd__(self, other):
+        return NotImplemented
+
+    __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __imod__ = __ipow__ = __imatmul__ = __iadd__
+    __iand__ = __ior__ = __ixor__ = __ilshift__ = __irshift__ = __iadd__
+
+    # Pickled and deep-copied as the host array (jax.Array pickles to its numpy value too).
+    def __reduce__(self):
+        return (_np.array, (self._host(),))
+
+    def __deepcopy__(self, memo):
+        return _np.array(self._host())
+
+    def __format__(self, spec):
+        return self._host().__format__(spec)
+
+    def __round__(self, ndigits=None):
+        if self.ndim == 0:
+            return round(self._host()[()], ndigits)
+        raise TypeError(f"round() of a {self.ndim}-d array: use numpy.round")  # as numpy 1.24's ndarray
+
+    def __complex__(self):
+        return complex(self._host())
 
     def __float__(self):
         return float(self._host())
@@ -229,8 +268,18 @@ class BlockedArray(MeshArray):
     def _host(self):
         raise _weft.InvalidArgument(self._reason)
 
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(f"BlockedArray has no '{name}' here: {self._reason}")
+
+    def __reduce__(self):
+        raise TypeError(f"a BlockedArray cannot be pickled: {self._reason}")
+
     def __repr__(self):
         return f"BlockedArray({self.dtype.name}{list(self.shape)}, {self.spec!r}, not fully addressable)"
+
+    __str__ = __repr__
 
 
 def _trimmed(spec):
@@ -392,7 +441,9 @@ class _ShardMapped:
         types = []
         for index, (array, spec) in enumerate(zip(arrays, specs)):
             self._check_spec(spec, array.ndim, f"argument {index}")
-            types.append((array.dtype, self._block_shape(array.shape, spec, index)))
+            # A resident result goes in as its blocks are (bfloat16 too); any other array as the host has it.
+            dtype = array._block_dtype if self._resident(array, spec, index) else array.dtype
+            types.append((dtype, self._block_shape(array.shape, spec, index)))
         key = (treedef, tuple(types), tuple(specs))
         entry = self._traced.get(key)
         if entry is None:

@@ -87,8 +87,11 @@ class Trace:
             known = self._constants.get(id(value))
             if known is not None and known[0] is value:
                 return known[1]
+        # Python floats and numpy scalars are weak (float32 here, as JAX's); a float64 array keeps its dtype:
+        # numpy's, or a shard_map result (a weft.MeshArray, known by its class's is_fully_addressable).
         array = _np.asarray(value)
-        if array.dtype == _np.float64 and not isinstance(value, _np.ndarray):
+        is_array = isinstance(value, _np.ndarray) or hasattr(type(value), "is_fully_addressable")
+        if array.dtype == _np.float64 and not is_array:
             array = array.astype(_np.float32)
         if array.ndim == 0:  # scalars (x * 2, x + 0.5): one constant per value and dtype
             key = (array.dtype.str, array.tobytes())

@@ -191,7 +191,7 @@ void guarded(const float* in, float* out, std::int64_t n, float lo, float hi, Ei
       std::copy(buf, buf + m, out + s);
       continue;
     }
-    if (within_or_below(in + s, m, lo, hi, zero_below)) {
+    if (zero_below != -std::numeric_limits<float>::infinity() && within_or_below(in + s, m, lo, hi, zero_below)) {
       select_within_else_zero(in + s, buf, out + s, m, lo, hi);
       continue;
     }

@@ -22,9 +22,11 @@ namespace weft::program {
 
 // A run of add / subtract / multiply / divide / maximum / minimum / sqrt on one float type (float32 or
 // float64), each operand of the run's shape or a scalar: evaluated by the array library's own loops
-// (array/binary_loops.hpp and its sqrt kernel, so the unfused program's bits) over blocks of scratch rows,
-// with no Array per equation or block. sqrt is there for the optimizers: Adam's update is one run. Planned once per program: which operand is a whole input, a scalar or an earlier
-// equation's block; which results are written out whole, and into which dying input's buffer they may go.
+// (array/binary_loops.hpp; sqrt: float_kernels.hpp's sqrt_f32, std::sqrt for float64, as the unfused
+// kernels; so the unfused program's bits) over blocks of scratch rows, with no Array per equation or block.
+// sqrt is there for the optimizers: AdamW's update is one run. Planned once per program: which operand is
+// a whole input, a scalar or an earlier equation's block; which results are written out whole, and into
+// which dying input's buffer they may go.
 struct LoopPlan {
   enum class Op : std::uint8_t { add, subtract, multiply, divide, maximum, minimum, sqrt };
   struct Operand {
@@ -86,9 +88,10 @@ std::optional<LoopPlan::Op> loop_op(const std::string& op) {
   return it == ops.end() ? std::nullopt : std::optional<Op>(it->second);
 }
 
-// Whether `eq` (fusible over its shape) can be one of a direct loop's equations on `dtype`.
+// Operands of a direct loop's op: sqrt one, the others two.
 std::size_t arity(LoopPlan::Op op) { return op == LoopPlan::Op::sqrt ? 1 : 2; }
 
+// Whether `eq` (fusible over its shape) can be one of a direct loop's equations on `dtype`.
 bool loopable(const Program& p, const Equation& eq, DType dtype) {
   const auto op = loop_op(eq.op);
   if (!op || eq.inputs.size() != arity(*op) || p.types[eq.outputs[0]].dtype != dtype) return false;

@@ -339,6 +339,67 @@ def test_a_result_goes_into_jit_pmap_and_numpy_as_an_array():
         np.testing.assert_array_equal(block, 2 * x[k:k + 1])
 
 
+def test_a_bfloat16_result_reads_as_float32_everywhere_and_stays_bfloat16_on_the_devices():
+    """numpy has no bfloat16: the host reads such a result as float32 (its dtype says so), and jit, pmap and a
+    shard_map with another spec take that float32 array; given back with its spec it goes in as its bfloat16
+    blocks, with no host copy. The values: float32 ones rounded to bfloat16 (1/3's 8 bits)."""
+    mesh = mesh_8()
+    x = np.full((8, 2), 1.0 / 3, np.float32)
+    rounded = np.float32(0.333984375)  # 1/3 in bfloat16
+    y = weft.shard_map(lambda a: a.astype(weft.bfloat16), mesh, in_specs=P("data"), out_specs=P("data"))(x)
+    assert y.dtype == np.float32 and np.asarray(y).dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(y), np.full((8, 2), rounded))
+    np.testing.assert_array_equal(np.asarray(weft.jit(lambda a: a * 2)(y)), np.full((8, 2), 2 * rounded))
+    np.testing.assert_array_equal(np.asarray(weft.pmap(lambda a: a + 1)(y)), np.full((8, 2), rounded + 1))
+    whole = weft.shard_map(lambda a: jnp.sum(a, axis=0), mesh, in_specs=P(), out_specs=P())
+    np.testing.assert_allclose(np.asarray(whole(y)), np.full(2, 8 * rounded), rtol=1e-6)
+    widen = weft.shard_map(lambda a: a.astype(np.float32) * 3, mesh, in_specs=P("data"), out_specs=P("data"))
+    before = moved()
+    z = widen(y)
+    assert moved()[0] == before[0]
+    np.testing.assert_array_equal(np.asarray(z), np.full((8, 2), 3 * rounded))
+
+
+def test_a_result_is_an_immutable_value_as_numpy_and_python_expect():
+    """Pickled and deep-copied as its numpy value; x += 1 rebinds x (JAX's immutable arrays) and leaves the
+    earlier result as it was; a scalar formats, rounds and converts; probing an attribute numpy arrays do not
+    have reads nothing from the devices; a float64 result captured by a traced function stays float64."""
+    import copy
+    import pickle
+    mesh = mesh_8()
+    x = RNG.standard_normal((8, 3))
+    y = weft.shard_map(lambda a: a * 2, mesh, in_specs=P("data"), out_specs=P("data"))(x)
+    for back in (pickle.loads(pickle.dumps(y)), copy.deepcopy(y)):
+        assert isinstance(back, np.ndarray)
+        np.testing.assert_array_equal(back, 2 * x)
+    before = moved()
+    assert not hasattr(y, "sharding") and y.nbytes == x.nbytes and y.itemsize == 8
+    assert moved() == before
+    z = y
+    z += 1
+    np.testing.assert_array_equal(np.asarray(z), 2 * x + 1)
+    np.testing.assert_array_equal(np.asarray(y), 2 * x)
+    total = weft.shard_map(lambda a: lax.psum(jnp.sum(a), "data"), mesh, in_specs=P("data"), out_specs=P())(x)
+    assert f"{total:.4f}" == f"{x.sum():.4f}" and round(total, 2) == round(float(x.sum()), 2)
+    assert complex(total) == complex(float(total)) and abs(float(total) - x.sum()) < 1e-12
+    w = np.ones(3)
+    assert weft.jit(lambda v: v + y[0] * 0 + w)(np.zeros(3, np.float32)).dtype == np.float64
+    assert weft.jit(lambda v: v + y)(np.zeros((8, 3))).dtype == np.float64
+
+
+def test_a_blocked_result_prints_and_probes_without_reading_its_blocks():
+    """A BlockedArray (built here as a weftrun job would give it) cannot be read whole; printing it and
+    hasattr say what it is instead of raising."""
+    reason = "its blocks are on other processes"
+    b = weft.BlockedArray(None, mesh_8(), P("data"), (8, 2), np.float32, reason)
+    assert str(b) == repr(b) == "BlockedArray(float32[8, 2], P('data'), not fully addressable)"
+    assert not hasattr(b, "sum")
+    with pytest.raises(weft.InvalidArgument, match=reason):
+        np.asarray(b)
+    with pytest.raises(TypeError, match=reason):
+        __import__("pickle").dumps(b)
+
+
 # ---- across processes: results that stay blocks (weft.BlockedArray) -------------------------------------------
 def blocked_round_trip():
     """Under weftrun (2 instances x 4 devices, test_blocked_results_across_instances): a result split over

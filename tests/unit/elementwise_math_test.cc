@@ -308,8 +308,10 @@ TEST(Transcendental, Float32WorstErrorOverDenseSweeps) {
 
 // sqrt and rsqrt run on the CPU's packet sqrt instructions: correctly rounded, so every float32 gives the bits
 // of std::sqrt (and of 1 / sqrt in double, rounded once), in the packets and in the scalar tail alike. Every
-// 4093rd bit pattern (both signs: negatives, -0, subnormals, inf, NaNs with payloads), at every offset of a
-// packet: arrays of 1 to 40 elements starting at each of the first 16 patterns, then the whole sweep.
+// 4093rd bit pattern (both signs: negatives, -0, subnormals, inf, NaNs with payloads) as one array; at every
+// offset of a packet, arrays of 1 to 40 elements starting at each of the first 16 patterns (subnormals and
+// small normals), and ending at each of the last 16 (the specials appended: 0, -0, 1, -1, 4, inf, -inf, the
+// smallest subnormal and both NaNs, after negative NaN patterns).
 TEST(Transcendental, SqrtAndRsqrtAreStdSqrtBitForBit) {
   std::vector<float> all;
   for (std::uint64_t b = 0; b <= 0xFFFFFFFFull; b += 4093) {
@@ -339,10 +341,10 @@ TEST(Transcendental, SqrtAndRsqrtAreStdSqrtBitForBit) {
       ASSERT_EQ(bits_of(r[i]), bits_of(want_r)) << what << ": rsqrt of bits " << std::hex << bits_of(in[i]);
     }
   };
-  for (std::size_t start = 0; start < 16; ++start) {
-    for (std::size_t len = 1; len <= 40; ++len) {
-      check(std::vector<float>(all.end() - static_cast<std::ptrdiff_t>(start + len),
-                               all.end() - static_cast<std::ptrdiff_t>(start)), "short array");
+  for (std::ptrdiff_t start = 0; start < 16; ++start) {
+    for (std::ptrdiff_t len = 1; len <= 40; ++len) {
+      check(std::vector<float>(all.begin() + start, all.begin() + start + len), "short array from the start");
+      check(std::vector<float>(all.end() - start - len, all.end() - start), "short array at the end");
     }
   }
   check(all, "every 4093rd pattern");
