@@ -322,12 +322,8 @@ class _ShardMapped:
         functools.update_wrapper(self, fun, updated=())
 
     def __call__(self, *args):
-        entry, leaves, arrays, specs = self._entry(args)
+        entry, leaves, arrays, specs, resident = self._entry(args)
         out_def, out_specs, program = entry.out_def, entry.out_specs, entry.program
-        # An argument this mesh's earlier call left on the devices with this spec goes in as it is (each
-        # device its own block); the rest go from the host, split by their specs.
-        resident = tuple(self._resident(array, spec, index)
-                         for index, (array, spec) in enumerate(zip(arrays, specs)))
         engine, mapped = self._engine(entry, specs, resident)
         blocks = [array._sharded if stays else self._blocks_of(array, spec, m)
                   for array, spec, m, stays in zip(arrays, specs, mapped, resident)]
@@ -426,7 +422,9 @@ class _ShardMapped:
 
     def _entry(self, args):
         """The arguments' signature's _Traced (traced on first sight), the argument leaves, as arrays (numpy,
-        or a MeshArray as it is), and their specs."""
+        or a MeshArray as it is), their specs, and which are resident: an argument this mesh's earlier call
+        left on the devices with this spec goes in as it is (each device its own block, traced with the
+        blocks' dtype); the rest go from the host, split by their specs."""
         if current_trace() is not None or _weft.in_replica():
             raise _weft.InvalidArgument(f"{self._name}: shard_map inside a traced function or a replica is not "
                                         "supported; call it at the top level")
@@ -438,18 +436,18 @@ class _ShardMapped:
         leaves, treedef = _tree.flatten(tuple(args))
         specs = _spec_leaves(tuple(in_specs), tuple(args), "in_specs", self._name)
         arrays = [leaf if isinstance(leaf, (_np.ndarray, MeshArray)) else _np.asarray(leaf) for leaf in leaves]
-        types = []
+        types, resident = [], []
         for index, (array, spec) in enumerate(zip(arrays, specs)):
             self._check_spec(spec, array.ndim, f"argument {index}")
-            # A resident result goes in as its blocks are (bfloat16 too); any other array as the host has it.
-            dtype = array._block_dtype if self._resident(array, spec, index) else array.dtype
+            resident.append(self._resident(array, spec, index))
+            dtype = array._block_dtype if resident[-1] else array.dtype
             types.append((dtype, self._block_shape(array.shape, spec, index)))
         key = (treedef, tuple(types), tuple(specs))
         entry = self._traced.get(key)
         if entry is None:
             entry = self._trace(types, specs, treedef)
             self._traced[key] = entry
-        return entry, leaves, arrays, specs
+        return entry, leaves, arrays, specs, tuple(resident)
 
     # ---- specs and blocks --------------------------------------------------------------------------------
     def _check_spec(self, spec, rank, what):

@@ -284,11 +284,6 @@ bool widens_a_bf16_product(const Program& p, std::size_t i, const std::vector<st
          p.types[cast.outputs[0]].dtype == DType::f32 && last_use[out] == i + 1;
 }
 
-bool param_flag(const Params& params, const char* name) {
-  auto it = params.find(name);
-  return it != params.end() && std::get<bool>(it->second);
-}
-
 }  // namespace
 
 std::vector<Step> plan_steps(const Program& p) {
@@ -344,8 +339,8 @@ void run_fused(const Program& p, const std::vector<Kernel>& kernels, const Step&
                std::vector<std::optional<Array>>& values) {
   if (step.widened_matmul) {
     const Equation& product = p.equations[step.first];
-    const MatmulOptions options{.transpose_a = param_flag(product.params, "transpose_a"),
-                                .transpose_b = param_flag(product.params, "transpose_b")};
+    const MatmulOptions options{.transpose_a = flag(product.params, "transpose_a"),
+                                .transpose_b = flag(product.params, "transpose_b")};
     values[p.equations[step.first + 1].outputs[0]] =
         detail::matmul_bf16_widened(*values[product.inputs[0]], *values[product.inputs[1]], options);
     return;

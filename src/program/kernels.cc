@@ -21,10 +21,6 @@ const std::vector<std::int64_t>& ints(const Params& p, const char* name) {
   return std::get<std::vector<std::int64_t>>(p.at(name));
 }
 std::int64_t int_of(const Params& p, const char* name) { return std::get<std::int64_t>(p.at(name)); }
-bool flag(const Params& p, const char* name) {
-  auto it = p.find(name);
-  return it != p.end() && std::get<bool>(it->second);
-}
 std::vector<int> as_int(const std::vector<std::int64_t>& v) { return {v.begin(), v.end()}; }
 
 ReduceAxes reduce_axes(const Params& p) {

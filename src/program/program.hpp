@@ -33,6 +33,11 @@ inline Param bool_param(bool v) { return Param{v}; }
 inline Param ints_param(std::vector<std::int64_t> v) { return Param{std::move(v)}; }
 inline Param axes_param(std::vector<std::string> v) { return Param{std::move(v)}; }
 inline Param string_param(std::string v) { return Param{std::move(v)}; }
+// A bool parameter (transpose_a, keepdims, ...), false when the equation does not set it.
+inline bool flag(const Params& p, const char* name) {
+  const auto it = p.find(name);
+  return it != p.end() && std::get<bool>(it->second);
+}
 
 using ValueId = int;
 

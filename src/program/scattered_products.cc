@@ -8,11 +8,6 @@
 namespace weft::program {
 namespace {
 
-bool flag(const Params& p, const char* name) {
-  const auto it = p.find(name);
-  return it != p.end() && std::holds_alternative<bool>(it->second) && std::get<bool>(it->second);
-}
-
 std::int64_t int_of(const Params& p, const char* name, std::int64_t otherwise) {
   const auto it = p.find(name);
   return it != p.end() && std::holds_alternative<std::int64_t>(it->second) ? std::get<std::int64_t>(it->second)

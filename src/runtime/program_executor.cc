@@ -56,10 +56,7 @@ AxisIndexGroups groups_of(const Params& p) {
   return it == p.end() ? AxisIndexGroups{} : std::get<std::vector<std::vector<int>>>(it->second);
 }
 int int_of(const Params& p, const char* name) { return static_cast<int>(std::get<std::int64_t>(p.at(name))); }
-bool flag(const Params& p, const char* name) {
-  auto it = p.find(name);
-  return it != p.end() && std::get<bool>(it->second);
-}
+using program::flag;
 
 enum class Collective { psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, axis_index, effect };
 
