@@ -55,6 +55,11 @@ struct RuntimeOptions {
                                         // their products by a weight the types prove shared as one product
                                         // (PmapOptions::shared_products), 2 = that and a check that the weights
                                         // are bitwise equal, 0 = off; default 0; docs/settings.md
+  int shared_runs = -1;                 // WEFT_SHARED_RUNS: 1 = the local replicas of a traced program split the
+                                        // fused runs whose inputs the types prove equal on them (a replicated
+                                        // optimizer update) and share the results (PmapOptions::shared_products),
+                                        // 2 = that and a check that those inputs are bitwise equal, 0 = off;
+                                        // default 1; docs/settings.md
   int flush_denormals = -1;             // WEFT_FLUSH_DENORMALS: 1 = replicas compute with denormal floats flushed
                                         // to zero (FTZ and DAZ), as XLA:CPU and so JAX on a CPU do; 0 = IEEE
                                         // gradual underflow, as numpy and PyTorch; default 0; docs/settings.md
@@ -73,6 +78,8 @@ struct RuntimeStats {
   std::uint64_t bytes_reduced = 0;         // input bytes entering reductions
   std::uint64_t shared_products = 0;       // products the local replicas ran as one (WEFT_SHARED_PRODUCTS): one
                                            // per group of replicas sharing a weight, per product equation run
+  std::uint64_t shared_runs = 0;           // segments of fused runs the local replicas split (WEFT_SHARED_RUNS):
+                                           // one per group of replicas with equal inputs, per segment run
 };
 
 class Runtime {

@@ -178,7 +178,7 @@ void init_arrays(py::module_& m) {
       m, "Runtime", "The devices and worker threads; the newest live one is the one pmap and Session use.")
       .def(py::init([](int device_count, std::int64_t device_memory, double collective_warn,
                        double collective_timeout, std::string log_level, int shared_products,
-                       int flush_denormals) {
+                       int shared_runs, int flush_denormals) {
              RuntimeOptions options;
              options.device_count = device_count;
              options.device_memory = device_memory;
@@ -186,13 +186,14 @@ void init_arrays(py::module_& m) {
              options.collective_timeout_s = collective_timeout;
              options.log_level = std::move(log_level);
              options.shared_products = shared_products;
+             options.shared_runs = shared_runs;
              options.flush_denormals = flush_denormals;
              py::gil_scoped_release nogil;  // under weftrun this meets the other instances
              return std::unique_ptr<Runtime, RuntimeDeleter>(new Runtime(options));
            }),
            py::kw_only(), py::arg("device_count") = 0, py::arg("device_memory") = -1,
            py::arg("collective_warn") = -1.0, py::arg("collective_timeout") = -1.0, py::arg("log_level") = "",
-           py::arg("shared_products") = -1, py::arg("flush_denormals") = -1)
+           py::arg("shared_products") = -1, py::arg("shared_runs") = -1, py::arg("flush_denormals") = -1)
       .def_property_readonly("platform", &Runtime::platform)
       .def_property_readonly("device_count", &Runtime::device_count)
       .def_property_readonly("local_device_count", &Runtime::local_device_count)
@@ -210,6 +211,7 @@ void init_arrays(py::module_& m) {
         d["collectives"] = s.collectives;
         d["bytes_reduced"] = s.bytes_reduced;
         d["shared_products"] = s.shared_products;
+        d["shared_runs"] = s.shared_runs;
         return d;
       });
   // Runtime::current(): made from the environment (WEFT_DEVICE_COUNT, ...) on first use; owned by C++.

@@ -48,7 +48,7 @@ _runtime = None  # the runtime made by weft.init (kept alive here; the newest li
 
 
 def init(*, device_count=0, device_memory=-1, collective_warn=-1.0, collective_timeout=-1.0, log_level="",
-         shared_products=-1, flush_denormals=-1):
+         shared_products=-1, shared_runs=-1, flush_denormals=-1):
     """Makes a runtime with these settings the current one (JAX's config.FLAGS; 0 / -1 = WEFT_* or default).
 
     Without it, the first use makes one from the environment (WEFT_DEVICE_COUNT, default 8). Under weftrun the
@@ -60,7 +60,7 @@ def init(*, device_count=0, device_memory=-1, collective_warn=-1.0, collective_t
                               "on cannot be replaced under it")
     _runtime = Runtime(device_count=device_count, device_memory=device_memory, collective_warn=collective_warn,
                        collective_timeout=collective_timeout, log_level=log_level, shared_products=shared_products,
-                       flush_denormals=flush_denormals)
+                       shared_runs=shared_runs, flush_denormals=flush_denormals)
     return _runtime
 
 

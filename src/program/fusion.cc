@@ -17,6 +17,7 @@
 #include "array/sole_reference.hpp"
 #include "array/widened_matmul.hpp"
 #include "op_registry.hpp"
+#include "weft/error.hpp"
 
 namespace weft::program {
 
@@ -175,14 +176,11 @@ std::optional<Array> take_buffer(std::optional<Array>& input, std::size_t bytes)
   return taken;
 }
 
+// The outside operands' data: per equation, a (slot 2k) and b (slot 2k + 1), null for the run's own blocks.
 template <class T>
-void run_loop(const Program& p, const LoopPlan& plan, const Step& step, std::vector<std::optional<Array>>& values) {
+std::vector<const T*> outside_operands(const LoopPlan& plan, const std::vector<std::optional<Array>>& values) {
   using Kind = LoopPlan::Operand::Kind;
-  const std::vector<std::int64_t>& shape = p.types[p.equations[step.first].outputs[0]].shape;
-  const Shape out_shape(shape.begin(), shape.end());
-  const std::int64_t n = num_elements(out_shape);
   const std::size_t count = plan.equations.size();
-  // The outside operands' data (read before any buffer is taken over: taking one keeps its data in place).
   std::vector<const T*> outside(2 * count, nullptr);
   for (std::size_t k = 0; k < count; ++k) {
     const LoopPlan::Equation& e = plan.equations[k];
@@ -191,6 +189,49 @@ void run_loop(const Program& p, const LoopPlan& plan, const Step& step, std::vec
       outside[2 * k + 1] = reinterpret_cast<const T*>(values[e.b.id]->bytes());
     }
   }
+  return outside;
+}
+
+// Elements [begin, end) of the run, block by block (blocks start at multiples of kLoopBlock from `begin`):
+// each equation's result into whole_data[k] (written out whole) or a scratch row.
+template <class T>
+void loop_blocks(const LoopPlan& plan, const std::vector<const T*>& outside, const std::vector<T*>& whole_data,
+                 std::int64_t begin, std::int64_t end) {
+  using Kind = LoopPlan::Operand::Kind;
+  if (begin >= end) return;
+  const std::size_t count = plan.equations.size();
+  const std::size_t row = static_cast<std::size_t>(std::min(end - begin, kLoopBlock));
+  std::vector<T> scratch(count * row);
+  std::vector<T*> result(count);
+  for (std::int64_t start = begin; start < end; start += kLoopBlock) {
+    const std::int64_t m = std::min(kLoopBlock, end - start);
+    for (std::size_t k = 0; k < count; ++k) {
+      const LoopPlan::Equation& e = plan.equations[k];
+      auto operand = [&](const LoopPlan::Operand& o, std::size_t slot) -> const T* {
+        if (o.kind == Kind::local) return result[o.at];
+        return o.kind == Kind::scalar ? outside[slot] : outside[slot] + start;
+      };
+      result[k] = whole_data[k] ? whole_data[k] + start : scratch.data() + k * row;
+      const bool binary = arity(e.op) == 2;
+      run_loop_op<T>(e.op, operand(e.a, 2 * k), e.a.kind == Kind::scalar, binary ? operand(e.b, 2 * k + 1) : nullptr,
+                     binary && e.b.kind == Kind::scalar, result[k], m);
+    }
+  }
+}
+
+std::int64_t run_elements(const Program& p, const Step& step) {
+  const std::vector<std::int64_t>& shape = p.types[p.equations[step.first].outputs[0]].shape;
+  return num_elements(Shape(shape.begin(), shape.end()));
+}
+
+template <class T>
+void run_loop(const Program& p, const LoopPlan& plan, const Step& step, std::vector<std::optional<Array>>& values) {
+  const std::vector<std::int64_t>& shape = p.types[p.equations[step.first].outputs[0]].shape;
+  const Shape out_shape(shape.begin(), shape.end());
+  const std::int64_t n = num_elements(out_shape);
+  const std::size_t count = plan.equations.size();
+  // The outside operands' data (read before any buffer is taken over: taking one keeps its data in place).
+  const std::vector<const T*> outside = outside_operands<T>(plan, values);
   // Where each equation's result goes: its whole buffer (written out) or a scratch row.
   std::vector<Array> whole(step.materialize.size());
   std::vector<T*> whole_data(count, nullptr);
@@ -205,24 +246,19 @@ void run_loop(const Program& p, const LoopPlan& plan, const Step& step, std::vec
     out = reused ? std::move(*reused) : Array::empty(out_shape, plan.dtype);
     whole_data[k] = reinterpret_cast<T*>(out.mutable_bytes());
   }
-  const std::size_t row = static_cast<std::size_t>(std::min(n, kLoopBlock));
-  std::vector<T> scratch(count * row);
-  std::vector<T*> result(count);
-  for (std::int64_t start = 0; start < n; start += kLoopBlock) {
-    const std::int64_t m = std::min(kLoopBlock, n - start);
-    for (std::size_t k = 0; k < count; ++k) {
-      const LoopPlan::Equation& e = plan.equations[k];
-      auto operand = [&](const LoopPlan::Operand& o, std::size_t slot) -> const T* {
-        if (o.kind == Kind::local) return result[o.at];
-        return o.kind == Kind::scalar ? outside[slot] : outside[slot] + start;
-      };
-      result[k] = whole_data[k] ? whole_data[k] + start : scratch.data() + k * row;
-      const bool binary = arity(e.op) == 2;
-      run_loop_op<T>(e.op, operand(e.a, 2 * k), e.a.kind == Kind::scalar, binary ? operand(e.b, 2 * k + 1) : nullptr,
-                     binary && e.b.kind == Kind::scalar, result[k], m);
-    }
-  }
+  loop_blocks<T>(plan, outside, whole_data, 0, n);
   for (std::size_t i = 0; i < step.materialize.size(); ++i) values[step.materialize[i]] = std::move(whole[i]);
+}
+
+template <class T>
+void loop_part(const LoopPlan& plan, const std::vector<std::optional<Array>>& values,
+               std::span<std::byte* const> outputs, std::int64_t begin, std::int64_t end) {
+  std::vector<T*> whole_data(plan.equations.size(), nullptr);
+  for (std::size_t k = 0; k < plan.equations.size(); ++k) {
+    const int w = plan.equations[k].whole_out;
+    if (w >= 0) whole_data[k] = reinterpret_cast<T*>(outputs[static_cast<std::size_t>(w)]);
+  }
+  loop_blocks<T>(plan, outside_operands<T>(plan, values), whole_data, begin, end);
 }
 
 // The blocked evaluation: each block of the run through the equations' own kernels, on views.
@@ -348,6 +384,29 @@ void run_fused(const Program& p, const std::vector<Kernel>& kernels, const Step&
   if (step.loop && step.loop->dtype == DType::f32) return run_loop<float>(p, *step.loop, step, values);
   if (step.loop && step.loop->dtype == DType::f64) return run_loop<double>(p, *step.loop, step, values);
   run_blocked(p, kernels, step, values);
+}
+
+std::int64_t loop_elements(const Program& p, const Step& step) { return run_elements(p, step); }
+
+std::pair<std::int64_t, std::int64_t> loop_part_range(std::int64_t n, int part, int parts) {
+  // Block-aligned edges: each element then sits at the same place in its block as in the whole loop (the
+  // vector loops' bodies and tails fall where they would), so a part computes the whole loop's bits.
+  auto edge = [&](int i) { return i >= parts ? n : (n * i / parts) / kLoopBlock * kLoopBlock; };
+  return {edge(part), edge(part + 1)};
+}
+
+std::vector<Array> allocate_materialized(const Program& p, const Step& step) {
+  const std::vector<std::int64_t>& shape = p.types[p.equations[step.first].outputs[0]].shape;
+  std::vector<Array> out;
+  for (ValueId id : step.materialize) out.push_back(Array::empty(Shape(shape.begin(), shape.end()), p.types[id].dtype));
+  return out;
+}
+
+void run_loop_part(const Program&, const Step& step, const std::vector<std::optional<Array>>& values,
+                   std::span<std::byte* const> outputs, std::int64_t begin, std::int64_t end) {
+  if (!step.loop) throw Error("internal: run_loop_part on a step without direct loops");
+  if (step.loop->dtype == DType::f32) return loop_part<float>(*step.loop, values, outputs, begin, end);
+  loop_part<double>(*step.loop, values, outputs, begin, end);
 }
 
 }  // namespace weft::program

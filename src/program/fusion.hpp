@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "kernels.hpp"
@@ -40,5 +42,16 @@ std::vector<Step> plan_steps(const Program& program);
 // put there).
 void run_fused(const Program& program, const std::vector<Kernel>& kernels, const Step& step,
                std::vector<std::optional<Array>>& values);
+
+// A direct-loop step computed in parts by several replicas holding the same inputs (the executor's shared
+// runs, runtime/shared_runs.hpp): the step's element count; part `part` of `parts`, elements [begin, end),
+// block-aligned so that every element is computed as the whole loop computes it (the same bits); the step's
+// materialized results allocated whole and uninitialised (Step::materialize's order); and one part computed
+// from a replica's `values` (read only: nothing is taken over) into those results' data.
+std::int64_t loop_elements(const Program& program, const Step& step);
+std::pair<std::int64_t, std::int64_t> loop_part_range(std::int64_t elements, int part, int parts);
+std::vector<Array> allocate_materialized(const Program& program, const Step& step);
+void run_loop_part(const Program& program, const Step& step, const std::vector<std::optional<Array>>& values,
+                   std::span<std::byte* const> outputs, std::int64_t begin, std::int64_t end);
 
 }  // namespace weft::program

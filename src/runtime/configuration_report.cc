@@ -77,6 +77,8 @@ void log_configuration(const RuntimeOptions& given, const Runtime::Impl& rt) {
   add("WEFT_SHARED_PRODUCTS",
       o.shared_products == 0 ? "0 (off)" : o.shared_products == 1 ? "1 (on)" : "2 (on, weights checked)",
       source(given.shared_products >= 0, "WEFT_SHARED_PRODUCTS", "shared_products"));
+  add("WEFT_SHARED_RUNS", o.shared_runs == 0 ? "0 (off)" : o.shared_runs == 1 ? "1 (on)" : "2 (on, inputs checked)",
+      source(given.shared_runs >= 0, "WEFT_SHARED_RUNS", "shared_runs"));
   add("WEFT_FLUSH_DENORMALS", o.flush_denormals ? "1 (denormals flushed to zero, as JAX on a CPU)" : "0 (IEEE gradual underflow)",
       source(given.flush_denormals >= 0, "WEFT_FLUSH_DENORMALS", "flush_denormals"));
   // matmul's library: read by the array core itself, from the environment only (arrays compute without a

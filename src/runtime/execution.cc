@@ -14,6 +14,7 @@
 #include "runtime/internal.hpp"
 #include "runtime/launcher_records.hpp"
 #include "runtime/shared_products.hpp"
+#include "runtime/shared_runs.hpp"
 #include "weft/error.hpp"
 
 namespace weft::detail {
@@ -96,8 +97,10 @@ Execution::Execution(Runtime::Impl& rt, std::string execution_name, Mesh m, std:
 
 Execution::~Execution() = default;
 
-void Execution::share_products(int mode) {
-  if (mode > 0 && local_replicas.size() > 1) products = std::make_unique<ProductSharing>(*this, mode);
+void Execution::share(int product_mode, int run_mode) {
+  if (local_replicas.size() <= 1) return;
+  if (product_mode > 0) products = std::make_unique<ProductSharing>(*this, product_mode);
+  if (run_mode > 0) runs = std::make_unique<RunSharing>(*this, run_mode);
 }
 
 std::string Execution::replica_name(int replica) const {
@@ -158,6 +161,7 @@ void Execution::run_replica(int li, const std::function<void(Replica&)>& body) {
     body(replica);
     communicator.depart(li);
     if (products) products->depart(li);
+    if (runs) runs->depart(li);
   } catch (...) {
     error = current_error();
     if (!t_error_from_collective) locate_in_replica_code(*error, communicator.position_of(li));
@@ -174,6 +178,7 @@ void Execution::record_failure(int li, FlightRing* flight, ErrorRecord error) {
   // The first failure poisons the execution; the others' pending waits end with its cause.
   const bool first = communicator.abort(li, error.message);
   if (products) products->abort(li, error.message);
+  if (runs) runs->abort(li, error.message);
   // Other instances may wait for this one in a collective: tell them now, not once every local
   // replica has returned (one stuck in user code would hold the news until it returns).
   if (first && runtime.process_count > 1)
@@ -191,6 +196,7 @@ void Execution::record_failure(int li, FlightRing* flight, ErrorRecord error) {
 void Execution::fail_from_outside(int li, ErrorRecord error) {
   const bool first = communicator.abort(li, error.message);
   if (products) products->abort(li, error.message);
+  if (runs) runs->abort(li, error.message);
   if (first && runtime.process_count > 1)
     report_to_launcher(runtime, name + ": " + replica_name(local_replicas[li]) + " failed: " + error.message);
   std::lock_guard lock(mutex_);

@@ -26,6 +26,7 @@ namespace weft::detail {
 
 struct SessionState;
 class ProductSharing;
+class RunSharing;
 
 // Replicas are numbered globally (row-major over the mesh); this process runs the ones whose devices it
 // owns, and meets the others' processes through the job's transport inside collectives.
@@ -54,10 +55,13 @@ class Execution {
   SessionState* session = nullptr;
   // Run the replicas on one OS thread per device even under the fiber scheduler (PmapOptions::replica_threads).
   bool on_threads = false;
-  // Where the local replicas run their shared products (shared_products.hpp); null when they run each their
-  // own. Set by the pmap or the session before run() (share_products()).
+  // Where the local replicas run their shared products (shared_products.hpp) and shared runs
+  // (shared_runs.hpp); null when they run each their own. Set by the pmap or the session before run(), for
+  // replicas that all run the same traced programs (share(): the modes of WEFT_SHARED_PRODUCTS and
+  // WEFT_SHARED_RUNS).
   std::unique_ptr<ProductSharing> products;
-  void share_products(int mode);
+  std::unique_ptr<RunSharing> runs;
+  void share(int product_mode, int run_mode);
   std::uint64_t serial = 0;            // Runtime::Impl::execution_serial when run() started
 
  private:

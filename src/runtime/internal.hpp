@@ -25,7 +25,7 @@ namespace weft {
 
 namespace detail {
 struct RuntimeCounters {
-  std::atomic<std::uint64_t> preparations{0}, executions{0}, h2d{0}, d2h{0}, shared_products{0};
+  std::atomic<std::uint64_t> preparations{0}, executions{0}, h2d{0}, d2h{0}, shared_products{0}, shared_runs{0};
   collectives::RoundCounters collectives;  // counted by the communicators
 };
 }  // namespace detail

@@ -298,7 +298,7 @@ std::vector<ShardedArray> PmapProgram::operator()(std::vector<PmapArg> args) con
   const int n = p->mesh.size();
   detail::Execution execution(rt.impl(), impl_->options.name, p->mesh, p->devices, p->groups);
   execution.on_threads = impl_->options.replica_threads;
-  if (impl_->options.shared_products) execution.share_products(rt.options().shared_products);
+  if (impl_->options.shared_products) execution.share(rt.options().shared_products, rt.options().shared_runs);
   const std::vector<int>& local = execution.local_replicas;
   std::vector<std::vector<Array>> inputs(n), outputs(n);
   for (int r : local) inputs[r] = impl_->replica_inputs(rt, *p, args, r);

@@ -16,9 +16,11 @@
 #include "program/printer.hpp"
 #include "program/program_impl.hpp"
 #include "program/shared_products.hpp"
+#include "program/shared_runs.hpp"
 #include "program/verifier.hpp"
 #include "runtime/execution.hpp"
 #include "runtime/shared_products.hpp"
+#include "runtime/shared_runs.hpp"
 #include "weft/error.hpp"
 #include "weft/replica.hpp"
 #include "weft/session.hpp"
@@ -83,11 +85,16 @@ Collective kind_of(const std::string& op) {
   return it == kinds.end() ? Collective::effect : it->second;
 }
 
+// A segment of shared runs is worth the replicas' meeting (two barriers, ~10 us each across cores here) from
+// this many elements of runs on: 64 Ki elements of AdamW's update take ~0.5 ms a replica.
+constexpr std::int64_t kMinSharedElements = std::int64_t{1} << 16;
+
 // Per equation, its collective's call (unused for array equations) and the product the local replicas may
 // share: prepared on a program's first run.
 struct Prepared {
   std::vector<CollectiveCall> calls;
   std::vector<std::optional<program::SharedProduct>> shared;
+  std::vector<program::SharedSegment> segments;  // the shared runs' segments, in step order
 };
 
 const Prepared& prepared(const Program::Impl& impl) {
@@ -98,6 +105,7 @@ const Prepared& prepared(const Program::Impl& impl) {
     std::vector<bool> computes_locally(prog.equations.size());
     for (std::size_t i = 0; i < prog.equations.size(); ++i) computes_locally[i] = impl.kernels[i] != nullptr;
     p->shared = program::find_shared_products(prog, computes_locally);
+    p->segments = program::find_shared_segments(prog, impl.steps, computes_locally, kMinSharedElements);
     for (std::size_t i = 0; i < prog.equations.size(); ++i) {
       if (impl.kernels[i] != nullptr) continue;
       const Equation& eq = prog.equations[i];
@@ -256,7 +264,8 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
   detail::ProductSharing* sharing = replica != nullptr && replica->state().execution != nullptr
                                         ? replica->state().execution->products.get()
                                         : nullptr;
-  for (const program::Step& step : impl.steps) {
+  const auto run_step = [&](std::size_t step_index) {
+    const program::Step& step = impl.steps[step_index];
     // A widened bf16 product the replicas share (WEFT_SHARED_PRODUCTS) runs as its two equations: the
     // shared product first.
     const bool shared_product = step.widened_matmul && sharing != nullptr && prep.shared[step.first];
@@ -269,7 +278,7 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
       for (std::size_t i = step.first; i < step.first + step.count; ++i) {
         for (program::ValueId id : impl.liveness.dies_after[i]) values[id].reset();
       }
-      continue;
+      return;
     }
     for (std::size_t i = step.first; i < step.first + step.count; ++i) {
       const Equation& eq = prog.equations[i];
@@ -318,6 +327,47 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
       }
       for (program::ValueId id : impl.liveness.dies_after[i]) values[id].reset();
     }
+  };
+  // Segments of shared runs (WEFT_SHARED_RUNS): the local replicas meet once and split them.
+  detail::RunSharing* runs = replica != nullptr && replica->state().execution != nullptr
+                                 ? replica->state().execution->runs.get()
+                                 : nullptr;
+  const auto release = [&](std::size_t step_index) {
+    const program::Step& step = impl.steps[step_index];
+    for (std::size_t i = step.first; i < step.first + step.count; ++i)
+      for (program::ValueId id : impl.liveness.dies_after[i]) values[id].reset();
+  };
+  std::size_t segment = 0;
+  for (std::size_t s = 0; s < impl.steps.size();) {
+    if (runs != nullptr && segment < prep.segments.size() && prep.segments[segment].first == s) {
+      const program::SharedSegment& seg = prep.segments[segment];
+      bool own_step_failed = false;  // its error already names its equation
+      const auto own_step = [&](std::size_t t) {
+        try {
+          run_step(t);
+        } catch (...) {
+          own_step_failed = true;
+          throw;
+        }
+      };
+      const std::size_t first = impl.steps[seg.first].first;
+      const program::Step& last = impl.steps[seg.end - 1];
+      try {
+        runs->run_segment(replica->state().local, &impl, segment, prog, impl.steps, seg, values, own_step, release,
+                          [&] {
+                            return "shared runs of equations " + std::to_string(first) + " to " +
+                                   std::to_string(last.first + last.count - 1);
+                          });
+      } catch (const Error&) {
+        if (own_step_failed) throw;
+        rethrow_at(prog, first);
+      }
+      s = seg.end;
+      ++segment;
+      continue;
+    }
+    run_step(s);
+    ++s;
   }
   std::vector<Array> outputs;
   outputs.reserve(prog.outputs.size());

@@ -100,13 +100,13 @@ const RuntimeOptions& Runtime::options() const { return impl_->options; }
 RuntimeStats Runtime::stats() const {
   auto& s = impl_->stats;
   return {s.preparations.load(), s.executions.load(), s.h2d.load(), s.d2h.load(), s.collectives.rounds.load(),
-          s.collectives.bytes_reduced.load(), s.shared_products.load()};
+          s.collectives.bytes_reduced.load(), s.shared_products.load(), s.shared_runs.load()};
 }
 
 void Runtime::reset_stats() {
   auto& s = impl_->stats;
   for (auto* c : {&s.preparations, &s.executions, &s.h2d, &s.d2h, &s.collectives.rounds, &s.collectives.bytes_reduced,
-                 &s.shared_products})
+                 &s.shared_products, &s.shared_runs})
     c->store(0);
 }
 

@@ -278,6 +278,18 @@ void resolve_shared_products(RuntimeOptions& o) {
             : 0;
 }
 
+// The executor's shared runs (program/shared_runs.hpp).
+void resolve_shared_runs(RuntimeOptions& o) {
+  if (o.shared_runs < -1 || o.shared_runs > 2)
+    throw InvalidArgument("RuntimeOptions::shared_runs = " + std::to_string(o.shared_runs) +
+                          " is not 0 (off), 1 (on) or 2 (on, inputs checked) (-1 takes WEFT_SHARED_RUNS)");
+  if (o.shared_runs < 0)
+    o.shared_runs = env("WEFT_SHARED_RUNS")
+                        ? static_cast<int>(parse_count("WEFT_SHARED_RUNS", env("WEFT_SHARED_RUNS"), 0, 2,
+                                                       "0 (off), 1 (on) or 2 (on, the shared inputs checked bitwise)"))
+                        : 1;
+}
+
 // The FPU's denormal modes inside replicas (runtime/denormals.hpp).
 void resolve_flush_denormals(RuntimeOptions& o) {
   if (o.flush_denormals < -1 || o.flush_denormals > 1)
@@ -308,6 +320,7 @@ RuntimeOptions RuntimeOptions::resolved() const {
   resolve_scheduler(o);
   resolve_collective_paths(o);
   resolve_shared_products(o);
+  resolve_shared_runs(o);
   resolve_flush_denormals(o);
   check_launcher_environment();
   return o;

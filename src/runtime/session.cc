@@ -455,7 +455,7 @@ std::map<HostStream, Array> Session::run(const std::function<void(Replica&)>& pr
   detail::Execution execution(s.runtime->impl(), s.options.name, s.mesh, s.devices, s.groups);
   execution.session = &s;
   execution.on_threads = s.options.replica_threads;
-  if (s.options.shared_products) execution.share_products(s.runtime->options().shared_products);
+  if (s.options.shared_products) execution.share(s.runtime->options().shared_products, s.runtime->options().shared_runs);
   s.host_stale = true;  // even a failed run may have changed the devices' values
   execution.run(program);
   // A device-to-host stream is returned only if the program wrote it, and then only whole: every local

@@ -107,12 +107,13 @@ TEST(R22DebugLevels, EachLevelShowsItsLinesAndNoMore) {
                         "[init] config: WEFT_RING_BYTES=4194304 bytes (default)",
                         "[init] config: WEFT_VERIFY=1 (on) (default)",
                         "[init] config: WEFT_SHARED_PRODUCTS=0 (off) (default)",
+                        "[init] config: WEFT_SHARED_RUNS=1 (on) (default)",
                         "[init] config: WEFT_FLUSH_DENORMALS=0 (IEEE gradual underflow) (default)",
                         "[init] config: WEFT_GEMM=auto (default)",
                         "[init] config: WEFT_NUM_INSTANCES=unset (not launched by weftrun)",
                         "[proc 0] weft: info: [launch] a single process (no launcher), pid " + std::to_string(::getpid()),
                         "weft: info: [mem] 2 devices of unlimited memory each (WEFT_DEVICE_MEMORY)"});
-  EXPECT_EQ(CountOccurrences(info, "weft: info: [init] config: "), 25) << info;
+  EXPECT_EQ(CountOccurrences(info, "weft: info: [init] config: "), 26) << info;
   EXPECT_FALSE(Contains(info, "weft: debug:")) << info;
   ExpectEveryLineTagged(info);
 

@@ -159,6 +159,24 @@ def test_layout_with_shared_products_follows_one_device(data, one_device, name):
     assert (shared > 0) == (name != "tensor2"), (name, shared)
 
 
+@pytest.mark.parametrize("name", ["data8", "data2_tensor2_pipe2"])
+def test_shared_runs_split_the_update_with_the_unshared_losses(data, name):
+    """WEFT_SHARED_RUNS=2 at d_model 128, where the update's runs are large enough to share: the local replicas
+    that hold a parameter alike (all 8 in data8; the 2 data ranks of each tensor x pipe coordinate in the
+    other) split its AdamW update after a bitwise check that their inputs are equal (so every run the types
+    call shared, in each layout, truly is); the losses are the unshared run's, bit for bit."""
+    got, shared = {}, {}
+    try:
+        for mode in (0, 2):
+            runtime = weft.init(device_count=8, shared_runs=mode)
+            got[mode] = losses(data, LAYOUTS[name], steps=3, d_model=128)
+            shared[mode] = runtime.stats()["shared_runs"]
+    finally:
+        weft.init(device_count=8)
+    assert np.array_equal(got[2], got[0]), (name, got)
+    assert shared[0] == 0 and shared[2] > 0, (name, shared)
+
+
 # ---- under the launcher: 2 instances x 4 devices -----------------------------------------------------------
 def train_under_weftrun(flags, timeout=240):
     if "WEFT_BUILD_DIR" not in os.environ:

@@ -1,0 +1,104 @@
+// Shared runs (shared_runs.hpp): the segments.
+#include "shared_runs.hpp"
+
+#include <algorithm>
+#include <iterator>
+
+#include "op_registry.hpp"
+#include "shared_products.hpp"
+
+namespace weft::program {
+namespace {
+
+bool all_local(const Step& step, const std::vector<bool>& computes_locally) {
+  for (std::size_t i = step.first; i < step.first + step.count; ++i)
+    if (i >= computes_locally.size() || !computes_locally[i]) return false;
+  return true;
+}
+
+// The axes a direct-loop step's results truly vary along (the union over its equations), or nothing when
+// the step is not a direct loop of at least one block.
+std::optional<std::vector<std::string>> run_axes(const Program& p, const Step& step,
+                                                 const std::vector<std::vector<std::string>>& axes,
+                                                 const std::vector<bool>& computes_locally) {
+  if (!step.loop || step.materialize.empty() || !all_local(step, computes_locally)) return std::nullopt;
+  if (loop_elements(p, step) < 2048) return std::nullopt;  // not one block of the direct loops
+  std::vector<std::string> out;
+  for (std::size_t i = step.first; i < step.first + step.count; ++i) {
+    for (ValueId id : p.equations[i].outputs) {
+      std::vector<std::string> merged;
+      std::set_union(out.begin(), out.end(), axes[id].begin(), axes[id].end(), std::back_inserter(merged));
+      out = std::move(merged);
+    }
+  }
+  // Varying along every axis that has two coordinates, the run differs on every replica: nobody to share
+  // it with (a data-parallel step's backward runs over its own batch).
+  bool alone = true;
+  for (const MeshAxis& a : p.mesh.axes())
+    if (a.size > 1 && !std::binary_search(out.begin(), out.end(), a.name)) alone = false;
+  if (alone) return std::nullopt;
+  return out;
+}
+
+// A step whose equations act on the session (variables, host and remote buffers): its order against the
+// other replicas' work is the user's, so a segment ends before it.
+bool effectful(const Program& p, const Step& step) {
+  for (std::size_t i = step.first; i < step.first + step.count; ++i) {
+    const OpInfo* info = find_op(p.equations[i].op);
+    if (info != nullptr && info->effectful) return true;
+  }
+  return false;
+}
+
+bool reads_any(const Program& p, const Step& step, const std::vector<bool>& shared_value) {
+  for (std::size_t i = step.first; i < step.first + step.count; ++i)
+    for (ValueId id : p.equations[i].inputs)
+      if (shared_value[id]) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<SharedSegment> find_shared_segments(const Program& p, const std::vector<Step>& steps,
+                                                const std::vector<bool>& computes_locally, std::int64_t min_elements) {
+  const std::vector<std::vector<std::string>> axes = true_varying(p, computes_locally);
+  std::vector<SharedSegment> segments;
+  std::size_t s = 0;
+  while (s < steps.size()) {
+    const auto first_axes = run_axes(p, steps[s], axes, computes_locally);
+    if (!first_axes) {
+      ++s;
+      continue;
+    }
+    SharedSegment seg;
+    seg.first = s;
+    seg.axes = *first_axes;
+    std::vector<bool> shared_value(p.types.size(), false);  // results of the segment's shared runs
+    std::size_t t = s;
+    for (; t < steps.size(); ++t) {
+      const Step& step = steps[t];
+      const auto step_axes = run_axes(p, step, axes, computes_locally);
+      if (step_axes && *step_axes == seg.axes) {
+        seg.shared.push_back(true);
+        seg.elements += loop_elements(p, step);
+        for (ValueId id : step.materialize) shared_value[id] = true;
+        continue;
+      }
+      // Each replica computes it, as outside a segment; a collective too (every replica reaches it in the same
+      // order, and it reads no shared result, so nobody waits there for a part not yet written).
+      if (effectful(p, step) || reads_any(p, step, shared_value)) break;
+      seg.shared.push_back(false);
+    }
+    while (!seg.shared.empty() && !seg.shared.back()) seg.shared.pop_back();  // end at a shared run
+    seg.end = seg.first + seg.shared.size();
+    if (seg.elements >= min_elements) {
+      segments.push_back(std::move(seg));
+      s = segments.back().end;
+    } else {
+      ++s;
+    }
+  }
+  return segments;
+}
+
+}  // namespace weft::program
