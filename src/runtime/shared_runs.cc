@@ -54,33 +54,30 @@ std::shared_ptr<const RunSharing::Outcome> RunSharing::complete(std::span<const 
       outcome->rank[members[k]] = static_cast<int>(k);
       outcome->size[members[k]] = static_cast<int>(members.size());
     }
+    std::size_t shared = 0;
     for (std::size_t s = seg.first; s < seg.end; ++s) {
       if (!seg.shared[s - seg.first]) continue;
+      ++shared;
+      if (mode_ != 2) continue;
       const program::Step& step = steps[s];
-      if (mode_ == 2) {
-        // The inputs the run reads from outside it (the others are its own results, or those of earlier
-        // shared runs, written into one buffer) must be bitwise equal across the group, as the types say.
-        for (std::size_t i = step.first; i < step.first + step.count; ++i) {
-          for (program::ValueId id : prog.equations[i].inputs) {
-            const auto& mine = (*requests[members[0]]->values)[id];
-            if (!mine) continue;  // produced inside this run
-            for (std::size_t k = 1; k < members.size(); ++k) {
-              const auto& theirs = (*requests[members[k]]->values)[id];
-              if (theirs && !theirs->identical(*mine)) {
-                throw MismatchError("shared runs (WEFT_SHARED_RUNS=2): " + who(members[k]) + "'s input %" +
-                                    std::to_string(id) + " of equation " + std::to_string(i) + " differs from " +
-                                    who(members[0]) + "'s, which the program's types say it equals");
-              }
+      // The inputs the run reads from outside it (the others are its own results, or those of earlier shared
+      // runs, written into one buffer) must be bitwise equal across the group, as the types say.
+      for (std::size_t i = step.first; i < step.first + step.count; ++i) {
+        for (program::ValueId id : prog.equations[i].inputs) {
+          const auto& mine = (*requests[members[0]]->values)[id];
+          if (!mine) continue;  // made inside the segment
+          for (std::size_t k = 1; k < members.size(); ++k) {
+            const auto& theirs = (*requests[members[k]]->values)[id];
+            if (theirs && !theirs->identical(*mine)) {
+              throw MismatchError("shared runs (WEFT_SHARED_RUNS=2): " + who(members[k]) + "'s input %" +
+                                  std::to_string(id) + " of equation " + std::to_string(i) + " differs from " +
+                                  who(members[0]) + "'s, which the program's types say it equals");
             }
           }
         }
       }
-      std::vector<Array> results = program::allocate_materialized(prog, step);
-      std::vector<std::byte*> data;
-      for (Array& a : results) data.push_back(a.mutable_bytes());  // the only reference yet: no copy
-      group.results.push_back(std::move(results));
-      group.data.push_back(std::move(data));
     }
+    group.results = std::make_unique<Results[]>(shared);
   }
   execution_.runtime.stats.shared_runs += outcome->groups.size();
   return outcome;
@@ -107,10 +104,15 @@ void RunSharing::run_segment(int local, const void* program_id, std::size_t segm
     const program::Step& step = steps[s];
     const auto [begin, end] =
         program::loop_part_range(program::loop_elements(program, step), outcome->rank[local], outcome->size[local]);
-    program::run_loop_part(program, step, values, group.data[shared], begin, end);
+    Results& results = group.results[shared];
+    std::call_once(results.made, [&] {  // no suspension inside: a fiber never waits here for one of its worker
+      results.arrays = program::allocate_materialized(program, step);
+      for (Array& a : results.arrays) results.data.push_back(a.mutable_bytes());  // the only reference yet
+    });
+    program::run_loop_part(program, step, values, results.data, begin, end);
     // In `values` at once: a later shared run of the segment may read them, at the elements this replica
     // wrote (the same shape, so the same part); nothing else in the segment reads them (shared_runs.hpp).
-    for (std::size_t k = 0; k < step.materialize.size(); ++k) values[step.materialize[k]] = group.results[shared][k];
+    for (std::size_t k = 0; k < step.materialize.size(); ++k) values[step.materialize[k]] = results.arrays[k];
     release(s);
     ++shared;
   }

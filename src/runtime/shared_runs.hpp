@@ -3,7 +3,8 @@
 // kind: deadlines, abort, departure, transport/rendezvous.hpp); the last to arrive allocates each shared
 // run's results once per group of replicas (those agreeing on the runs' true varying axes, whose inputs the
 // types prove equal); then each replica walks the segment: its block-aligned part of every shared run, from
-// its own copies of the inputs, into the group's results, and every other step itself, as always. A second
+// its own copies of the inputs, into the group's results (allocated by the first of the group to reach the
+// run), and every other step itself, as always. A second
 // barrier (the round's finish) ends the segment, after which every replica of a group holds the same result
 // buffers. Why: a data-parallel step's update is the same on every replica; split, the local replicas do it
 // once between them, and keep one copy of its results instead of one each.
@@ -13,10 +14,13 @@
 // fails the round with a MismatchError naming it, one that returned with a PeerLostError, one that never
 // comes is named by the stall warning and TimeoutError of the collectives' deadlines. The results are charged
 // to the device of the replica that allocated them. Mode 2 also compares every replica's inputs of the shared
-// runs with its group's first (a MismatchError if they differ: the types promised they were equal).
+// runs that exist when the segment starts with its group's first's (a MismatchError if they differ: the types
+// promised they were equal).
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,9 +61,16 @@ class RunSharing {
     const program::SharedSegment* segment;
     const std::vector<std::optional<Array>>* values;
   };
+  // Per shared step of the segment: its materialized values and their data (written part by part), made by
+  // the first replica of the group to reach the step (so that a long segment does not hold every result from
+  // its start: a pipeline's spans the backward pass).
+  struct Results {
+    std::once_flag made;
+    std::vector<Array> arrays;
+    std::vector<std::byte*> data;
+  };
   struct Group {
-    std::vector<std::vector<Array>> results;         // per shared step of the segment: its materialized values
-    std::vector<std::vector<std::byte*>> data;       // the same, their data (written part by part)
+    std::unique_ptr<Results[]> results;
   };
   struct Outcome {
     std::vector<Group> groups;
