@@ -45,7 +45,7 @@ std::optional<std::vector<std::string>> run_axes(const Program& p, const Step& s
 bool effectful(const Program& p, const Step& step) {
   for (std::size_t i = step.first; i < step.first + step.count; ++i) {
     const OpInfo* info = find_op(p.equations[i].op);
-    if (info != nullptr && info->effectful) return true;
+    if (info == nullptr || info->effectful) return true;  // an op the registry does not know: maybe
   }
   return false;
 }
@@ -84,9 +84,11 @@ std::vector<SharedSegment> find_shared_segments(const Program& p, const std::vec
         for (ValueId id : step.materialize) shared_value[id] = true;
         continue;
       }
-      // Each replica computes it, as outside a segment; a collective too (every replica reaches it in the same
-      // order, and it reads no shared result, so nobody waits there for a part not yet written).
-      if (effectful(p, step) || reads_any(p, step, shared_value)) break;
+      // Each replica computes it, as outside a segment. Only local steps: between the meeting and the
+      // segment's finish every replica's work must be its own and bounded, so that a replica that fails there
+      // can still reach the finish (runtime/shared_runs.cc) and nobody waits for it; a collective inside would
+      // leave its partners waiting at the finish for one that waits at the collective for them.
+      if (!all_local(step, computes_locally) || effectful(p, step) || reads_any(p, step, shared_value)) break;
       seg.shared.push_back(false);
     }
     while (!seg.shared.empty() && !seg.shared.back()) seg.shared.pop_back();  // end at a shared run

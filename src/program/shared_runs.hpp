@@ -12,9 +12,9 @@
 // same result on every replica with the same coordinates along A. Runs are shared in segments, so that the
 // replicas meet once for many runs (AdamW is one run per parameter): a segment starts at a shareable run
 // (a direct-loop step, fusion.hpp) and goes on over later shareable runs with the same axes and over steps
-// that each replica computes for itself as usual (collectives included: the psum of the next gradient
-// between two updates), as long as none of those reads a shared result of the segment (which another
-// replica may still be writing) or acts on the session; a shared run may read an earlier one's results, at
+// that each replica computes for itself as usual (local ones only: no collective, no session effect, so
+// that a replica failing inside the segment can still reach its end), as long as none of those reads a
+// shared result of the segment (which another replica may still be writing); a shared run may read an earlier one's results, at
 // the same elements (a direct loop reads its whole operands elementwise, and the parts of equal shapes are
 // equal). A segment whose shared runs have fewer than `min_elements` elements in all is not worth a meeting.
 #pragma once

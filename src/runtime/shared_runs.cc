@@ -95,26 +95,37 @@ void RunSharing::run_segment(int local, const void* program_id, std::size_t segm
   const std::shared_ptr<const Outcome> outcome = rendezvous_.arrive(
       local, request, [this](std::span<const Request* const> requests) { return complete(requests); }, what);
   const Group& group = outcome->groups[static_cast<std::size_t>(outcome->group_of[local])];
-  std::size_t shared = 0;
-  for (std::size_t s = segment.first; s < segment.end; ++s) {
-    if (!segment.shared[s - segment.first]) {
-      run_step(s);
-      continue;
+  // Between the meeting and the finish every step is local (program/shared_runs.hpp), so a replica whose
+  // step fails (an allocation, a kernel) still reaches the finish, and its partners, whose work there is local
+  // and bounded too, are not left waiting for it; its error then goes on to abort the execution.
+  try {
+    std::size_t shared = 0;
+    for (std::size_t s = segment.first; s < segment.end; ++s) {
+      if (!segment.shared[s - segment.first]) {
+        run_step(s);
+        continue;
+      }
+      const program::Step& step = steps[s];
+      const auto [begin, end] =
+          program::loop_part_range(program::loop_elements(program, step), outcome->rank[local], outcome->size[local]);
+      Results& results = group.results[shared];
+      std::call_once(results.made, [&] {  // no suspension inside: a fiber never waits here for one of its worker
+        std::vector<Array> arrays = program::allocate_materialized(program, step);
+        std::vector<std::byte*> data;
+        for (Array& a : arrays) data.push_back(a.mutable_bytes());  // the only reference yet
+        results.arrays = std::move(arrays);  // both whole or neither: a throw above leaves them for the next try
+        results.data = std::move(data);
+      });
+      program::run_loop_part(program, step, values, results.data, begin, end);
+      // In `values` at once: a later shared run of the segment may read them, at the elements this replica
+      // wrote (the same shape, so the same part); nothing else in the segment reads them (shared_runs.hpp).
+      for (std::size_t k = 0; k < step.materialize.size(); ++k) values[step.materialize[k]] = results.arrays[k];
+      release(s);
+      ++shared;
     }
-    const program::Step& step = steps[s];
-    const auto [begin, end] =
-        program::loop_part_range(program::loop_elements(program, step), outcome->rank[local], outcome->size[local]);
-    Results& results = group.results[shared];
-    std::call_once(results.made, [&] {  // no suspension inside: a fiber never waits here for one of its worker
-      results.arrays = program::allocate_materialized(program, step);
-      for (Array& a : results.arrays) results.data.push_back(a.mutable_bytes());  // the only reference yet
-    });
-    program::run_loop_part(program, step, values, results.data, begin, end);
-    // In `values` at once: a later shared run of the segment may read them, at the elements this replica
-    // wrote (the same shape, so the same part); nothing else in the segment reads them (shared_runs.hpp).
-    for (std::size_t k = 0; k < step.materialize.size(); ++k) values[step.materialize[k]] = results.arrays[k];
-    release(s);
-    ++shared;
+  } catch (...) {
+    rendezvous_.finish(local, what);
+    throw;
   }
   rendezvous_.finish(local, what);  // every part written: the results are whole
 }

@@ -1,5 +1,5 @@
 // Shared runs (WEFT_SHARED_RUNS, program/shared_runs.hpp, runtime/shared_runs.hpp): a data-parallel update
-// (psum'd gradients, momentum, the parameters' step, with another gradient's psum between two updates) that
+// (psum'd gradients, momentum, the parameters' step, a run reading an earlier run's results) that
 // the local replicas split, table-driven over meshes, the parameters' varying axes, dtypes, sizes and the
 // settings: the runtime's counter says how many segments ran shared (one per group of replicas with equal
 // inputs), every replica's results have the bytes of the same program run unshared and match a float64
@@ -34,9 +34,8 @@ struct Case {
   std::uint64_t segments;   // segments run shared per call: one per group of replicas with equal inputs
 };
 
-// p1' = p1 - (0.9 m1 + 0.1 psum(g1)) lr, m1' likewise, p2' = p2 - psum(g2) lr, q1 = p1' / 2 + m1': three
-// direct-loop runs with a psum after the first, the third reading the first's results (one segment when
-// shared).
+// p1' = p1 - (0.9 m1 + 0.1 psum(g1)) lr, m1' likewise, p2' = p2 - psum(g2) lr, q1 = p1' / 2 + m1': the two
+// psums, then three direct-loop runs, the third reading the first's results (one segment when shared).
 Program UpdateProgram(const Case& c) {
   const Mesh mesh(c.mesh);
   std::vector<std::string> all;
@@ -49,9 +48,9 @@ Program UpdateProgram(const Case& c) {
   const ProgramParams over_data{{"axes", std::vector<std::string>{"data"}}};
   const auto scalar = [&](double v) { return b.constant(Array::scalar(v, c.dtype)); };
   const int s1 = b.emit("psum", {g1}, over_data)[0];
+  const int s2 = b.emit("psum", {g2}, over_data)[0];  // before the segment: it holds local steps only
   const int m1n = b.emit("add", {b.emit("multiply", {m1, scalar(0.9)})[0], b.emit("multiply", {s1, scalar(0.1)})[0]})[0];
   const int p1n = b.emit("subtract", {p1, b.emit("multiply", {m1n, lr})[0]})[0];
-  const int s2 = b.emit("psum", {g2}, over_data)[0];
   const int p2n = b.emit("subtract", {p2, b.emit("multiply", {s2, lr})[0]})[0];
   // A later run of the segment reading the first one's results (at the elements each replica wrote).
   const int q1 = b.emit("add", {b.emit("multiply", {p1n, scalar(0.5)})[0], m1n})[0];
