@@ -7,6 +7,7 @@
 // (fusion.hpp); products by a weight the local replicas share may run as one (shared_products.hpp). An error
 // in an equation keeps its kind and gains the equation and its source line.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -245,6 +246,38 @@ void check_inputs(const program::Program& prog, std::span<const Array> inputs) {
   }
 }
 
+// Segment `index` of shared runs (WEFT_SHARED_RUNS) as local replica `local`: the replicas meet once and split
+// its shared runs; its other steps run through `run_step` (whose errors already name their equation).
+void run_shared_segment(const Program::Impl& impl, detail::RunSharing& runs, int local, std::size_t index,
+                        const program::SharedSegment& seg, std::vector<std::optional<Array>>& values,
+                        const std::function<void(std::size_t)>& run_step) {
+  const program::Program& prog = impl.program;
+  const auto release = [&](std::size_t step_index) {
+    const program::Step& step = impl.steps[step_index];
+    for (std::size_t i = step.first; i < step.first + step.count; ++i)
+      for (program::ValueId id : impl.liveness.dies_after[i]) values[id].reset();
+  };
+  bool own_step_failed = false;
+  const auto own_step = [&](std::size_t t) {
+    try {
+      run_step(t);
+    } catch (...) {
+      own_step_failed = true;
+      throw;
+    }
+  };
+  const std::size_t first = impl.steps[seg.first].first;
+  const program::Step& last = impl.steps[seg.end - 1];
+  try {
+    runs.run_segment(local, &impl, index, prog, impl.steps, seg, values, own_step, release, [&] {
+      return "shared runs of equations " + std::to_string(first) + " to " + std::to_string(last.first + last.count - 1);
+    });
+  } catch (const Error&) {
+    if (own_step_failed) throw;
+    rethrow_at(prog, first);
+  }
+}
+
 // `owned`, when given, is `inputs` itself, handed over: its arrays are moved into the run (see run_program's
 // consuming form).
 std::vector<Array> execute(const Program& program, Replica* replica, std::span<const Array> inputs,
@@ -332,38 +365,11 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
   detail::RunSharing* runs = replica != nullptr && replica->state().execution != nullptr
                                  ? replica->state().execution->runs.get()
                                  : nullptr;
-  const auto release = [&](std::size_t step_index) {
-    const program::Step& step = impl.steps[step_index];
-    for (std::size_t i = step.first; i < step.first + step.count; ++i)
-      for (program::ValueId id : impl.liveness.dies_after[i]) values[id].reset();
-  };
   std::size_t segment = 0;
   for (std::size_t s = 0; s < impl.steps.size();) {
     if (runs != nullptr && segment < prep.segments.size() && prep.segments[segment].first == s) {
-      const program::SharedSegment& seg = prep.segments[segment];
-      bool own_step_failed = false;  // its error already names its equation
-      const auto own_step = [&](std::size_t t) {
-        try {
-          run_step(t);
-        } catch (...) {
-          own_step_failed = true;
-          throw;
-        }
-      };
-      const std::size_t first = impl.steps[seg.first].first;
-      const program::Step& last = impl.steps[seg.end - 1];
-      try {
-        runs->run_segment(replica->state().local, &impl, segment, prog, impl.steps, seg, values, own_step, release,
-                          [&] {
-                            return "shared runs of equations " + std::to_string(first) + " to " +
-                                   std::to_string(last.first + last.count - 1);
-                          });
-      } catch (const Error&) {
-        if (own_step_failed) throw;
-        rethrow_at(prog, first);
-      }
-      s = seg.end;
-      ++segment;
+      run_shared_segment(impl, *runs, replica->state().local, segment, prep.segments[segment], values, run_step);
+      s = prep.segments[segment++].end;
       continue;
     }
     run_step(s);
