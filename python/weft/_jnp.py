@@ -184,12 +184,13 @@ def _reduction(op, np_fn):
         concrete = not isinstance(a, Tracer)
         if concrete:
             a = _np.asarray(a)
+        if dtype is not None:  # JAX's: converted first, so the reduction accumulates in `dtype`
+            a = asarray(a, dtype)
         params = [("keepdims", "bool", bool(keepdims))]
         axes = _axes_tuple(axis, a.ndim, op)
         if axes is not None:
             params.append(("axes", "ints", list(axes)))
-        out = _concrete(op, [a], params) if concrete else bind(op, [a], params)
-        return out if dtype is None else asarray(out, dtype)
+        return _concrete(op, [a], params) if concrete else bind(op, [a], params)
     fn.__name__ = op
     return fn
 

@@ -18,6 +18,7 @@
 
 #include "array/element_types.hpp"
 #include "array/isa.hpp"
+#include "array/reduction_dtypes.hpp"
 #include "array/trace_hook.hpp"
 #include "weft/array.hpp"
 #include "weft/error.hpp"
@@ -264,9 +265,10 @@ Array reduce(const Array& a, const ReduceAxes& axes, bool keepdims, Reduce kind)
   }
   Array in = a;
   DType result_dtype = a.dtype();
-  if (kind == Reduce::sum && a.dtype() == DType::boolean) {
-    in = a.astype(DType::i32);
-    result_dtype = DType::i32;
+  if (kind == Reduce::sum && detail::sum_dtype(a.dtype()) != a.dtype()) {
+    // JAX's accumulation dtype: a hundred int8 100s sum to int32 10000, not int8's wrapped 16.
+    result_dtype = detail::sum_dtype(a.dtype());
+    in = a.astype(result_dtype);
   }
   if (kind == Reduce::mean && !is_floating(a.dtype())) {
     // Integers and bool: mean in float64, rounded once to the float32 result.

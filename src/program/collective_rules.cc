@@ -54,7 +54,19 @@ std::int64_t participants(const Params& params, const Mesh& mesh) {
   return static_cast<std::int64_t>(groups.front().size());
 }
 
+// Whether the collective runs in more than one group along its axes (axis_index_groups that split them): its
+// result is then equal within each group only.
+bool split_into_groups(const Params& params) {
+  return has_param(params, "groups") && param_as<Groups>(params, "groups", "a tuple of index tuples").size() > 1;
+}
+
+// The varying axes of a reduction's or gather's result: the input's without the collective's axes, for the
+// result is the same on every member. Not so with several groups: each group has its own result, so the result
+// still varies along the axes where the input did (JAX's pmap does not type this; weft's types decide which
+// local replicas may share a computation, so a grouped result typed invariant would hand one group another's
+// values: issue 45).
 std::vector<std::string> without_axes(std::vector<std::string> varying, const Params& params) {
+  if (split_into_groups(params)) return varying;
   const auto& axes = param_as<std::vector<std::string>>(params, "axes", "a tuple of axis names");
   std::erase_if(varying, [&](const std::string& a) { return std::count(axes.begin(), axes.end(), a) > 0; });
   return varying;

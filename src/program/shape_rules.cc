@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "array/reduction_dtypes.hpp"
 #include "op_registry.hpp"
 
 namespace weft::program {
@@ -47,10 +48,11 @@ ValueType reduce_shape(const ValueType& in, const std::vector<bool>& reduced, co
   return out;
 }
 
-// jnp.sum of bool counts in int32; max / min keep the dtype; mean of integers is float32.
+// A sum accumulates in sum_dtype (bool, int8 and uint8 in int32, as JAX's); max / min keep the dtype; mean of
+// integers is float32.
 std::vector<ValueType> reduction(const std::string& op, const std::vector<ValueType>& ins, const Params& params) {
   ValueType out = reduce_shape(ins[0], reduced_axes(ins[0], params), params);
-  if (op == "sum" && ins[0].dtype == DType::boolean) out.dtype = DType::i32;
+  if (op == "sum") out.dtype = detail::sum_dtype(ins[0].dtype);
   if (op == "mean" && !is_floating(ins[0].dtype)) out.dtype = DType::f32;
   return {out};
 }

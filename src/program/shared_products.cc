@@ -48,12 +48,6 @@ std::vector<std::vector<std::string>> true_varying(const Program& program, const
         for (const MeshAxis& a : program.mesh.axes()) extra.push_back(a.name);  // a variable, a host load
       } else if (eq.op == "all_reduce_identical_inputs") {
         for (ValueId id : eq.inputs) extra = sorted_union(extra, axes[id]);  // the identity forward
-      } else if (auto groups = eq.params.find("groups"); groups != eq.params.end()) {
-        const auto* lists = std::get_if<std::vector<std::vector<int>>>(&groups->second);
-        const auto axes_param = eq.params.find("axes");
-        if (lists != nullptr && !lists->empty() && axes_param != eq.params.end()) {
-          if (const auto* named = std::get_if<std::vector<std::string>>(&axes_param->second)) extra = sorted_copy(*named);
-        }
       }
       for (ValueId id : eq.outputs) axes[id] = sorted_union(axes[id], sorted_copy(extra));
       continue;

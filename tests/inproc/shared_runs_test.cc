@@ -8,8 +8,10 @@
 // that never comes, each an error naming the replica, within its deadline.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -169,6 +171,90 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"setting_off", {{"data", 8}}, kNone, 100000, 70000, DType::f32, 0, true, 0},
         Case{"not_opted_in", {{"data", 8}}, kNone, 100000, 70000, DType::f32, 1, false, 0}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Grouped collectives (issue 45, item 1): a reduction or gather in several axis index groups is equal within
+// each group only, so the elementwise work after it must not be shared across groups. y = op(x) in groups
+// {0,1,2,3}, {4,5,6,7} (or the interleaved {0,2,4,6}, {1,3,5,7}), then z = y * 0.5 + 1 over 70 000 elements (a
+// shared-run segment when the types call y invariant): every replica's z against a float64 reference, under
+// every shared-runs mode (mode 2 compared the inputs and raised a MismatchError before the fix; modes 1 gave
+// replicas 4-7 group 0's values).
+struct GroupedCase {
+  std::string op;  // psum, pmean, pmax, pmin, all_gather
+  std::vector<std::vector<int>> groups;
+};
+
+void PrintTo(const GroupedCase& c, std::ostream* os) { *os << c.op; }
+
+class GroupedCollectivesThenRuns : public ::testing::TestWithParam<std::tuple<GroupedCase, int>> {};
+
+TEST_P(GroupedCollectivesThenRuns, EachGroupGetsItsOwnValues) {
+  const auto& [c, mode] = GetParam();
+  constexpr int n = 8;
+  constexpr std::int64_t elements = 70000;
+  const bool gather = c.op == "all_gather";
+  const std::int64_t in_elements = gather ? elements / 4 : elements;  // 4 members per group
+  ProgramBuilder b(Mesh({{"i", n}}));
+  const int x = b.input({DType::f32, {in_elements}, {"i"}});
+  ProgramParams params{{"axes", std::vector<std::string>{"i"}}, {"groups", c.groups}};
+  if (gather) {
+    params["axis"] = std::int64_t{0};
+    params["tiled"] = true;
+  }
+  const int y = b.emit(c.op, {x}, params)[0];
+  const int z = b.emit("add", {b.emit("multiply", {y, b.constant(Array::scalar(0.5, DType::f32))})[0],
+                               b.constant(Array::scalar(1.0, DType::f32))})[0];
+  b.set_outputs({z});
+  const Program program = b.build();
+  // The result's type keeps 'i': it differs between the groups.
+  EXPECT_EQ(program.output_types()[0].varying, std::vector<std::string>{"i"}) << program;
+
+  const auto value = [](int r, std::int64_t k) { return static_cast<double>(((r * 37 + k * 11) % 101) - 50) / 8; };
+  Runtime rt({.device_count = n, .shared_runs = mode});
+  std::vector<Array> out(n);
+  auto run = pmap(
+      [&](Replica& r, const Array& unused) {
+        std::vector<double> v(static_cast<std::size_t>(in_elements));
+        for (std::int64_t k = 0; k < in_elements; ++k) v[k] = value(r.index(), k);
+        out[r.index()] = run_program(program, r, {Array::from_doubles(v, {in_elements}, DType::f32)})[0];
+        return unused;
+      },
+      {.axis = "i", .runtime = &rt, .shared_products = true});
+  run(Array::zeros({n}));
+  EXPECT_EQ(rt.stats().shared_runs, 0u) << "nothing may be shared across groups";
+  for (int r = 0; r < n; ++r) {
+    const auto& group = *std::find_if(c.groups.begin(), c.groups.end(),
+                                      [&](const std::vector<int>& g) { return std::count(g.begin(), g.end(), r) > 0; });
+    const std::vector<double> got = out[r].to_doubles();
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(elements));
+    for (std::int64_t k = 0; k < elements; k += 7) {
+      double y_ref = 0;
+      if (gather) {
+        y_ref = value(group[k / in_elements], k % in_elements);
+      } else {
+        std::vector<double> members;
+        for (int q : group) members.push_back(value(q, k));
+        if (c.op == "psum") y_ref = std::accumulate(members.begin(), members.end(), 0.0);
+        if (c.op == "pmean") y_ref = std::accumulate(members.begin(), members.end(), 0.0) / members.size();
+        if (c.op == "pmax") y_ref = *std::max_element(members.begin(), members.end());
+        if (c.op == "pmin") y_ref = *std::min_element(members.begin(), members.end());
+      }
+      ASSERT_NEAR(got[k], y_ref * 0.5 + 1, 1e-5) << c.op << " mode " << mode << ": replica " << r << " element " << k;
+    }
+  }
+}
+
+const std::vector<std::vector<int>> kHalves{{0, 1, 2, 3}, {4, 5, 6, 7}};
+const std::vector<std::vector<int>> kInterleaved{{0, 2, 4, 6}, {1, 3, 5, 7}};
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, GroupedCollectivesThenRuns,
+    ::testing::Combine(::testing::Values(GroupedCase{"psum", kHalves}, GroupedCase{"pmean", kInterleaved},
+                                         GroupedCase{"pmax", kHalves}, GroupedCase{"pmin", kInterleaved},
+                                         GroupedCase{"all_gather", kHalves}),
+                       ::testing::Values(1, 2)),
+    [](const ::testing::TestParamInfo<std::tuple<GroupedCase, int>>& info) {
+      return std::get<0>(info.param).op + "_mode" + std::to_string(std::get<1>(info.param));
+    });
 
 // The failures. One program: p' = p - m lr over 100 000 elements, p and m invariant, over 'data' (4 replicas):
 // the segment is the program's first step, so the replicas meet there first.

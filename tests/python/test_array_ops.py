@@ -123,3 +123,39 @@ def test_creation_takes_dtype_by_position_as_numpy_does(make, want):
 def test_creation_refuses_dtype_twice():
     with pytest.raises(TypeError, match="zeros\\(\\) got dtype by name and by position"):
         jnp.zeros((2,), np.float32, dtype=np.float64)
+
+
+# JAX's accumulation dtypes for reductions (issue 45, item 4): bool, int8 and uint8 sum in int32 (JAX: uint32
+# for uint8, which weft lacks: int32 holds the same sums), int32 in int32; the mean of integers is float32. A
+# hundred int8 100s are int32 10000, not int8's wrapped 16. Eager weft.numpy, weft.jit and a traced pmap, the
+# values against numpy's int64 sums.
+SUMS = [("int8", 100, 100), ("int8", -128, 300), ("uint8", 200, 100), ("uint8", 255, 70000), ("bool", 1, 1000)]
+
+
+@pytest.mark.parametrize("entry", ["eager", "jit", "pmap"])
+@pytest.mark.parametrize("dtype,value,count", SUMS)
+def test_small_integer_sums_accumulate_in_int32_as_jaxs(entry, dtype, value, count):
+    x = np.full((2, count), value, dtype=dtype)
+    want_total, want_rows = x[0].astype(np.int64).sum(), x[0].reshape(10, -1).astype(np.int64).sum(1)
+
+    def f(v):
+        return jnp.sum(v), jnp.sum(v.reshape(10, -1), axis=1), jnp.mean(v)
+
+    if entry == "eager":
+        results = [f(x[0])]
+    elif entry == "jit":
+        results = [weft.jit(f)(x[0])]
+    else:
+        results = list(zip(*[np.asarray(r) for r in weft.pmap(f, axis_name="i", devices=weft.devices()[:2])(x)]))
+    for total, rows, mean in results:
+        assert np.asarray(total).dtype == np.int32 and np.asarray(rows).dtype == np.int32, (entry, dtype)
+        assert int(total) == want_total and (np.asarray(rows) == want_rows).all(), (entry, dtype, total)
+        assert np.asarray(mean).dtype == np.float32 and float(mean) == np.float32(x[0].astype(np.float64).mean())
+
+
+def test_sum_with_a_dtype_accumulates_in_that_dtype():
+    # jnp.sum(x, dtype=d) converts, then sums (JAX's): int32 values summed as float32 round each partial sum.
+    x = np.array([2 ** 24, 1, 1], np.int32)
+    # In float32 2^24 + 1 rounds back to 2^24 (twice); summed in int32 and then converted it would be 2^24 + 2.
+    assert float(jnp.sum(x, dtype=np.float32)) == 2.0 ** 24
+    assert int(jnp.sum(np.full(100, 100, np.int8), dtype=np.int32)) == 10000

@@ -76,3 +76,35 @@ def test_sharded_parameters_share_nothing():
     want_w, _ = numpy_train()
     assert_close(w, want_w, rtol=1e-9)
     assert shared == 0
+
+
+# Grouped collectives (issue 45, item 1): a traced pmap's psum / pmax / pmin / pmean / all_gather in axis index
+# groups, then elementwise work over 70 000 elements. The result of a grouped collective is equal within its
+# group only: before the fix its type said invariant, the local replicas shared the run after it, and replicas
+# 4-7 got group 0's values (mode 2: a MismatchError). Every replica against numpy in float64, every mode.
+GROUPS = {"halves": [[0, 1, 2, 3], [4, 5, 6, 7]], "interleaved": [[0, 2, 4, 6], [1, 3, 5, 7]]}
+GROUPED = {
+    "psum": (lambda x, g: weft.lax.psum(x, "i", axis_index_groups=g), lambda xs: xs.sum(0)),
+    "pmean": (lambda x, g: weft.lax.pmean(x, "i", axis_index_groups=g), lambda xs: xs.mean(0)),
+    "pmax": (lambda x, g: weft.lax.pmax(x, "i", axis_index_groups=g), lambda xs: xs.max(0)),
+    "pmin": (lambda x, g: weft.lax.pmin(x, "i", axis_index_groups=g), lambda xs: xs.min(0)),
+    "all_gather": (lambda x, g: weft.lax.all_gather(x, "i", axis_index_groups=g, tiled=True),
+                   lambda xs: xs.reshape(-1)),
+}
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+@pytest.mark.parametrize("groups", sorted(GROUPS))
+@pytest.mark.parametrize("op", sorted(GROUPED))
+def test_grouped_collectives_then_elementwise_work_keep_each_groups_values(op, groups, mode):
+    weft.init(device_count=8, shared_runs=mode)
+    collective, reference = GROUPED[op]
+    n = 70000 // 4 if op == "all_gather" else 70000
+    x = np.random.default_rng(5).standard_normal((8, n)).astype(np.float32)
+    f = weft.pmap(lambda x: collective(x, GROUPS[groups]) * 0.5 + 1.0, axis_name="i")
+    got = np.asarray(f(x))
+    for members in GROUPS[groups]:
+        want = reference(x[members].astype(np.float64)) * 0.5 + 1.0
+        for r in members:
+            error = np.abs(got[r] - want).max()
+            assert error <= 1e-5, f"{op} {groups} mode {mode}: replica {r} is {error} from its group's value"

@@ -254,6 +254,10 @@ TEST(ProgramInference, ResultTypesOfATableOfOps) {
       {"sum", {f32({4, 8})}, {}, "f32[]"},
       {"sum", {f32({4, 8})}, {{"axes", ints_param({-1})}, {"keepdims", bool_param(true)}}, "f32[4,1]"},
       {"sum", {b_4}, {}, "i32[]"},
+      {"sum", {ValueType{DType::i8, {4}, {}}}, {}, "i32[]"},  // JAX's accumulation dtypes (issue 45)
+      {"sum", {ValueType{DType::u8, {4}, {}}}, {}, "i32[]"},
+      {"sum", {i32_4}, {}, "i32[]"},
+      {"sum", {ValueType{DType::i64, {4}, {}}}, {}, "i64[]"},
       {"mean", {i32_4}, {}, "f32[]"},
       {"max", {f32({4, 8, 2})}, {{"axes", ints_param({0, 2})}}, "f32[8]"},
       {"argmax", {f32({4, 8})}, {{"axis", int_param(1)}}, "i32[4]"},
@@ -267,7 +271,16 @@ TEST(ProgramInference, ResultTypesOfATableOfOps) {
       {"matmul", {f32({5, 1, 4, 8}), f32({3, 8, 2})}, {}, "f32[5,3,4,2]"},
       {"softmax", {f32({4, 8})}, {{"axis", int_param(-1)}}, "f32[4,8]"},
       {"psum", {f32({4}, {"i", "j"})}, {{"axes", axes_param({"i"})}}, "f32[4]", {"j"}},
-      {"pmax", {f32({4}, {"i"})}, {{"axes", axes_param({"i"})}, {"groups", Param{Groups{{0, 1}, {2, 3}}}}}, "f32[4]"},
+      // In several groups the result is equal within each group only: it still varies over 'i' (issue 45);
+      // one group of every member is the plain reduction; an invariant operand gives an invariant result.
+      {"pmax", {f32({4}, {"i"})}, {{"axes", axes_param({"i"})}, {"groups", Param{Groups{{0, 1}, {2, 3}}}}}, "f32[4]", {"i"}},
+      {"psum", {f32({4}, {"i", "j"})}, {{"axes", axes_param({"i"})}, {"groups", Param{Groups{{0, 2}, {1, 3}}}}}, "f32[4]",
+       {"i", "j"}},
+      {"pmean", {f32({4}, {"i"})}, {{"axes", axes_param({"i"})}, {"groups", Param{Groups{{0, 1, 2, 3}}}}}, "f32[4]"},
+      {"psum", {f32({4})}, {{"axes", axes_param({"i"})}, {"groups", Param{Groups{{0, 1}, {2, 3}}}}}, "f32[4]"},
+      {"all_gather", {f32({3}, {"i"})}, {{"axes", axes_param({"i"})}, {"axis", int_param(0)}, {"tiled", bool_param(true)},
+                                         {"groups", Param{Groups{{0, 3}, {1, 2}}}}},
+       "f32[6]", {"i"}},
       {"all_gather", {f32({3, 2}, {"i"})}, {{"axes", axes_param({"i"})}, {"axis", int_param(1)}}, "f32[3,4,2]"},
       {"all_gather", {f32({3, 2}, {"i"})}, {{"axes", axes_param({"i", "j"})}, {"axis", int_param(0)}, {"tiled", bool_param(true)}},
        "f32[24,2]"},

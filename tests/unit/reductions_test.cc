@@ -44,9 +44,10 @@ Array call(Op op, const Array& x, const ReduceAxes& axes, bool keepdims) {
   return {};
 }
 
-// The documented dtype rules: sum of bool counts in int32, mean of integers and bool is float32.
+// JAX's dtype rules (x64 off; jax.numpy.sum's accumulation dtype): sum of bool, int8 and uint8 in int32 (JAX's
+// uint32 for uint8, which weft lacks), mean of integers and bool is float32.
 DType result_dtype(Op op, DType in) {
-  if (op == Op::sum && in == DType::boolean) return DType::i32;
+  if (op == Op::sum && (in == DType::boolean || in == DType::i8 || in == DType::u8)) return DType::i32;
   if (op == Op::mean && !is_floating(in)) return DType::f32;
   return in;
 }
@@ -200,10 +201,25 @@ TEST(Reductions, NanPropagatesThroughMaxMinSumAlongEveryPath) {
   EXPECT_EQ(max(Array::from_list<float>({-INFINITY, -INFINITY})).item<double>(), -INFINITY);
 }
 
-TEST(Reductions, IntegerSumsWrapAndMeansRoundOnce) {
-  // int8 keeps its dtype (the existing rule) and wraps like numpy's int8 add.
-  EXPECT_EQ(sum(Array::full({3}, 100, DType::i8)).item<double>(), 44);  // 300 - 256
-  EXPECT_EQ(sum(Array::full({2}, 200, DType::u8)).item<double>(), 144);
+TEST(Reductions, SmallIntegersSumInInt32AndWideOnesWrapAndMeansRoundOnce) {
+  // JAX: jnp.sum(jnp.full(100, 100, jnp.int8)) is int32 10000 (issue 45, item 4: it was int8 16), the same
+  // along an axis, with keepdims and in a traced program (the rule's dtype).
+  struct Small { DType dtype; double value; std::int64_t count; double total; };
+  for (const Small& c : {Small{DType::i8, 100, 100, 10000}, Small{DType::i8, -128, 300, -38400},
+                         Small{DType::u8, 200, 100, 20000}, Small{DType::u8, 255, 70000, 17850000},
+                         Small{DType::boolean, 1, 1000, 1000}}) {
+    const Array x = Array::full({c.count}, c.value, c.dtype);
+    const Array total = sum(x);
+    EXPECT_EQ(total.dtype(), DType::i32) << dtype_name(c.dtype);
+    EXPECT_EQ(total.item<double>(), c.total) << dtype_name(c.dtype);
+    const Array rows = sum(x.reshape({c.count / 10, 10}), 0, true);
+    EXPECT_EQ(rows.dtype(), DType::i32) << dtype_name(c.dtype);
+    EXPECT_EQ(rows.shape(), (Shape{1, 10}));
+    EXPECT_EQ(rows.to_doubles(), std::vector<double>(10, c.total / 10)) << dtype_name(c.dtype);
+  }
+  // int32 keeps its dtype and wraps, as JAX's with 64-bit types off; int64 likewise.
+  EXPECT_EQ(sum(Array::from_list<std::int32_t>({std::numeric_limits<std::int32_t>::max(), 1})).to_vector<std::int32_t>()[0],
+            std::numeric_limits<std::int32_t>::min());
   const std::int64_t big = std::numeric_limits<std::int64_t>::max();
   EXPECT_EQ(sum(Array::from_list<std::int64_t>({big, 1})).to_vector<std::int64_t>()[0],
             std::numeric_limits<std::int64_t>::min());
