@@ -151,7 +151,7 @@ class _TracedCall:
 
         captured = []
         name = f"{self.what} bwd"
-        program, _ = trace_function(flat_bwd, types, _tree.flatten(tuple(range(len(types))))[1], self.trace.mesh,
+        program, _ = trace_function(flat_bwd, types, _tree.flat_tuple(len(types)), self.trace.mesh,
                                     name, captured)
         if captured:
             raise _weft.InvalidArgument(f"{self.what}: bwd uses a traced value from outside it; pass what bwd needs "
