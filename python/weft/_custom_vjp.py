@@ -21,9 +21,9 @@ the identity on fwd's outputs whose operands name, by value, the primal inputs, 
 residuals; and bwd is traced at once into a program of its own over (residual types, output cotangent types)
 and registered in C++ under the number R, once per signature (a later call with the same types, structures
 and nondiff arguments reuses R, as weft.jit reuses a trace: weft.grad outside weft.jit traces its function on
-every call, and a registration per call would grow the process by a program per call). The VJP transposes the call by inlining that program in place of
-fwd's equations' rules (src/program/custom_vjp.hpp has the why: operands survive dead-code elimination,
-inlining into outer traces and re-emission, which renumber values). Tracing bwd when the call is traced, not
+every call, and a registration per call would grow the process by a program per call). The VJP transposes
+the call by inlining that program in place of fwd's equations' rules (src/program/custom_vjp.hpp has the why:
+operands survive dead-code elimination, inlining into outer traces and re-emission, which renumber values). Tracing bwd when the call is traced, not
 when it is differentiated, checks its results (their count, structure, shapes and dtypes) at the user's call.
 
 Differences from JAX: under a trace the program computes the output with fwd even when nothing

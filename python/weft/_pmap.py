@@ -303,7 +303,7 @@ class _CallRecord:
 def _replica_function(fun, treedef, record):
     """The function each replica runs: the user's, on the unflattened arguments, returning the flat leaves of
     its result and recording the result's structure in `record`."""
-    flat = treedef == _tree.flat_tuple(len(_tree.children(treedef))) if _tree.kind(treedef) is _tree.Kind.TUPLE else False
+    flat = _tree.kind(treedef) is _tree.Kind.TUPLE and treedef == _tree.flat_tuple(len(_tree.children(treedef)))
 
     def replica(*leaves):
         out = fun(*leaves) if flat else fun(*_tree.unflatten(treedef, list(leaves)))
