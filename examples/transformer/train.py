@@ -287,8 +287,8 @@ def main(argv=None):
         # Under weftrun the job has the devices (its instances hold them together); every instance runs this
         # same script on the same batches, feeds its own devices' blocks and gets back the results.
         if weft.device_count() != layout.devices:
-            raise SystemExit(f"train.py: the layout needs {layout.devices} devices, the weftrun job has "
-                             f"{weft.device_count()} (--num-replicas)")
+            ap.error(f"--dp {args.dp} x --tp {args.tp} x --pp {args.pp} = {layout.devices} devices, the weftrun job "
+                     f"has {weft.device_count()} (--num-replicas)")
     else:
         try:
             weft.init(device_count=layout.devices)

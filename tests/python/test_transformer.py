@@ -393,3 +393,12 @@ def test_bad_command_lines_end_in_one_line_errors(tmp_path, args, message):
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("train.py: error: " + message), last
+
+
+def test_a_layout_that_is_not_the_weftrun_jobs_ends_in_a_one_line_error():
+    # Each instance refuses with argparse's status 2, which weftrun passes on.
+    done = train_under_weftrun(["--dp", "4"], timeout=120)
+    assert done.returncode == 2, (done.stdout + done.stderr)[-3000:]
+    assert "Traceback" not in done.stderr + done.stdout, (done.stdout + done.stderr)[-3000:]
+    assert ("train.py: error: --dp 4 x --tp 1 x --pp 1 = 4 devices, the weftrun job has 8 (--num-replicas)"
+            in done.stderr + done.stdout), (done.stdout + done.stderr)[-3000:]
