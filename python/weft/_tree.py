@@ -28,6 +28,10 @@ class Kind(enum.Enum):
 
 LEAF = (Kind.LEAF, None, ())  # the treedef of one array
 _NONE = (Kind.NONE, None, ())
+# The kinds as module globals: the walks below run once per node of every pmap / jit call's arguments and
+# results, and a global is read faster than an Enum class's attribute.
+_K_LEAF, _K_NONE, _K_TUPLE, _K_LIST, _K_DICT, _K_NAMEDTUPLE = (
+    Kind.LEAF, Kind.NONE, Kind.TUPLE, Kind.LIST, Kind.DICT, Kind.NAMEDTUPLE)
 
 
 class _Registration:
@@ -68,12 +72,12 @@ def _flatten_into(node, is_leaf, leaves):
         return LEAF
     t = type(node)
     if t is tuple:
-        return (Kind.TUPLE, None, tuple([_flatten_into(child, is_leaf, leaves) for child in node]))
+        return (_K_TUPLE, None, tuple([_flatten_into(child, is_leaf, leaves) for child in node]))
     if t is list:
-        return (Kind.LIST, None, tuple([_flatten_into(child, is_leaf, leaves) for child in node]))
+        return (_K_LIST, None, tuple([_flatten_into(child, is_leaf, leaves) for child in node]))
     if t is dict:
         keys = tuple(sorted(node))
-        return (Kind.DICT, keys, tuple([_flatten_into(node[k], is_leaf, leaves) for k in keys]))
+        return (_K_DICT, keys, tuple([_flatten_into(node[k], is_leaf, leaves) for k in keys]))
     if node is None:
         return _NONE
     registration = _registry.get(t)
@@ -95,21 +99,21 @@ def flatten(tree, is_leaf=None):
 
 
 def _build(node, it):
-    kind, data, children = node
-    if kind is Kind.LEAF:
+    kind = node[0]
+    if kind is _K_LEAF:
         return next(it)
-    if kind is Kind.NONE:
+    if kind is _K_DICT:
+        return {k: _build(child, it) for k, child in zip(node[1], node[2])}
+    if kind is _K_LIST:
+        return [_build(child, it) for child in node[2]]
+    if kind is _K_TUPLE:
+        return tuple([_build(child, it) for child in node[2]])
+    if kind is _K_NONE:
         return None
-    built = [_build(child, it) for child in children]
-    if kind is Kind.TUPLE:
-        return tuple(built)
-    if kind is Kind.LIST:
-        return built
-    if kind is Kind.DICT:
-        return dict(zip(data, built))
-    if kind is Kind.NAMEDTUPLE:
-        return data(*built)
-    nodetype, aux = data
+    built = [_build(child, it) for child in node[2]]
+    if kind is _K_NAMEDTUPLE:
+        return node[1](*built)
+    nodetype, aux = node[1]
     return _registry[nodetype].unflatten(aux, tuple(built))
 
 
