@@ -199,6 +199,54 @@ def peak_rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+# ---- the command line's rules ----------------------------------------------------------------------------------
+# The least value of each numeric argument (a count of ranks, layers, steps ... is at least 1; a period or a
+# count of samples may be 0, which turns it off).
+AT_LEAST = {"dp": 1, "tp": 1, "pp": 1, "microbatches": 1, "layers": 1, "d_model": 1, "heads": 1, "context": 1,
+            "batch": 1, "steps": 1, "seed": 0, "eval_every": 0, "eval_batches": 1, "sample": 0, "log_every": 0,
+            "weight_decay": 0.0}
+
+
+def check_arguments(ap, args, layout):
+    """Every argument, and every combination the model and the layout need, checked before anything runs:
+    a bad one ends the program with argparse's one-line error (exit status 2), not a traceback later."""
+    for name, least in AT_LEAST.items():
+        value = getattr(args, name)
+        if not value >= least:  # (also refuses a NaN weight decay)
+            ap.error(f"--{name.replace('_', '-')} must be at least {least}, got {value}")
+    if not 0.0 < args.lr < float("inf"):
+        ap.error(f"--lr must be a positive number, got {args.lr}")
+    if args.weight_decay == float("inf"):
+        ap.error("--weight-decay must be finite")
+    if args.d_model % args.heads:
+        ap.error(f"--d-model {args.d_model} must be a multiple of --heads {args.heads} (each head gets "
+                 "d_model / heads dimensions)")
+    config = corpus.Config(layers=args.layers, d_model=args.d_model, heads=args.heads, context=args.context)
+    try:
+        layout.check(config, args.batch)  # the layout's own rules (layout.py)
+    except ValueError as error:
+        ap.error(str(error))
+
+
+def read_corpus(ap, args):
+    """The corpus of --text (or the Bible), refused with a one-line error when it cannot be read or is too
+    short for a window of --context + 1 tokens in both its training and its validation part."""
+    try:
+        text = open(args.text).read() if args.text else None
+        data = corpus.Corpus(text)
+    except (OSError, UnicodeDecodeError) as error:
+        ap.error(f"--text {args.text}: {error}" if args.text else f"the default text: {error}")
+    what = f"--text {args.text}" if args.text else "the text"
+    if data.vocab == 0:
+        ap.error(f"{what} is empty")
+    need = args.context + 2  # a window of context + 1 tokens at a start drawn below len - context - 1
+    shortest = min(len(data.train), len(data.valid))
+    if shortest < need:
+        ap.error(f"{what} is too short for --context {args.context}: its training part has {len(data.train)} "
+                 f"characters and its validation part {len(data.valid)}, each needs at least {need}")
+    return data
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -229,20 +277,23 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
     args = ap.parse_args(argv)
 
-    text = open(args.text).read() if args.text else None
-    data = corpus.Corpus(text)
-    config = corpus.Config(vocab=data.vocab, layers=args.layers, d_model=args.d_model, heads=args.heads,
-                           context=args.context)
     layout = Layout(dp=args.dp, tp=args.tp, pp=args.pp, sp=args.sp, fsdp=args.fsdp,
                     microbatches=args.microbatches, schedule=args.schedule)
+    check_arguments(ap, args, layout)
+    data = read_corpus(ap, args)
+    config = corpus.Config(vocab=data.vocab, layers=args.layers, d_model=args.d_model, heads=args.heads,
+                           context=args.context)
     if os.environ.get("WEFT_NUM_INSTANCES"):
         # Under weftrun the job has the devices (its instances hold them together); every instance runs this
         # same script on the same batches, feeds its own devices' blocks and gets back the results.
         if weft.device_count() != layout.devices:
-            raise SystemExit(f"train.py: the layout needs {layout.devices} devices, the weftrun job has "
-                             f"{weft.device_count()} (--num-replicas)")
+            ap.error(f"--dp {args.dp} x --tp {args.tp} x --pp {args.pp} = {layout.devices} devices, the weftrun job "
+                     f"has {weft.device_count()} (--num-replicas)")
     else:
-        weft.init(device_count=layout.devices)
+        try:
+            weft.init(device_count=layout.devices)
+        except weft.InvalidArgument as error:
+            ap.error(f"--dp {args.dp} x --tp {args.tp} x --pp {args.pp} = {layout.devices} devices: {error}")
     quiet = weft.process_index() != 0   # one instance reports
     opt = corpus.AdamW(lr=args.lr, weight_decay=args.weight_decay)
     trainer = Trainer(config, layout, opt, args.batch, args.seed, args.dtype, data=data)

@@ -24,9 +24,9 @@ from ._pmap import pmap
 from ._jit import jit, make_program, Program
 from ._autodiff import checkpoint, grad, remat, value_and_grad, vjp
 from ._custom_vjp import custom_vjp
-from ._shard_map import BlockedArray, Mesh, MeshArray, P, PartitionSpec, shard_map
+from ._shard_map import BlockedArray, Mesh, MeshArray, P, PartitionSpec, make_mesh, shard_map
 from ._trace import TracerConversionError
-from . import lax, collectives, ops, nn, tree_util
+from . import lax, collectives, ops, nn, tree, tree_util
 from . import numpy
 from ._session import Session, ReplicaGrouping, Variable, RemoteBuffer, HostStream
 from ._policy import Policy, get_policy
@@ -37,10 +37,10 @@ bfloat16 = _weft.bfloat16
 
 __all__ = [
     "__version__", "Error", "InvalidArgument", "MismatchError", "TimeoutError", "AbortedError", "PeerLostError", "OutOfMemoryError",
-    "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "tree_util", "Session",
+    "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "tree", "tree_util", "Session",
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
-    "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
+    "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "make_mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
     "numpy", "bfloat16", "Policy", "get_policy",
 ]
 

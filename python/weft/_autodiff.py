@@ -58,19 +58,25 @@ def _ones_like_output(program, index):
 
 
 def value_and_grad(fun, argnums=0, has_aux=False):
-    """jax.value_and_grad: (fun(*args), d fun / d args[argnums]) for a scalar float output (with has_aux,
-    fun returns (scalar, aux) and the result is ((value, aux), grads))."""
+    """jax.value_and_grad: (fun(*args, **kwargs), d fun / d args[argnums]) for a scalar float output (with
+    has_aux, fun returns (scalar, aux) and the result is ((value, aux), grads)). Keyword arguments are passed
+    to fun and not differentiated, as in JAX."""
     name = f"value_and_grad({getattr(fun, '__name__', 'fun')})"
 
     @functools.wraps(fun)
-    def wrapped(*args):
+    def wrapped(*args, **kwargs):
         nums, many = _argnums(argnums, len(args), name)
-        program, leaves, treedef, out_def, outer, captured = _trace(fun, args, name)
+        # Keyword arguments go to fun as they are and are not differentiated (JAX's rule: argnums count
+        # positional arguments only); arrays among them are constants of the trace.
+        f = functools.partial(fun, **kwargs) if kwargs else fun
+        program, leaves, treedef, out_def, outer, captured = _trace(f, args, name)
         outs = program.output_types
         if has_aux:
-            if not (out_def[0] == "tuple" and len(out_def[1]) == 2):
+            # JAX takes any two-element tuple or list (a namedtuple too) as the pair.
+            pair = (_tree.Kind.TUPLE, _tree.Kind.LIST, _tree.Kind.NAMEDTUPLE)
+            if not (_tree.kind(out_def) in pair and len(_tree.children(out_def)) == 2):
                 raise _weft.InvalidArgument(f"{name}: with has_aux=True the function must return a pair (output, aux)")
-            value_def = out_def[1][0]
+            value_def = _tree.children(out_def)[0]
         else:
             value_def = out_def
         if value_def != _tree.LEAF or outs[0][1] != () or _np.dtype(outs[0][0]).kind != "f":
@@ -106,8 +112,8 @@ def grad(fun, argnums=0, has_aux=False):
     vg = value_and_grad(fun, argnums, has_aux)
 
     @functools.wraps(fun)
-    def wrapped(*args):
-        out, grads = vg(*args)
+    def wrapped(*args, **kwargs):
+        out, grads = vg(*args, **kwargs)
         return (grads, out[1]) if has_aux else grads
 
     return wrapped

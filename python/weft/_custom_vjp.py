@@ -19,9 +19,11 @@ weft.pmap, weft.jit) a call records fwd's equations into the trace, then one equ
 
 the identity on fwd's outputs whose operands name, by value, the primal inputs, fwd's outputs and the
 residuals; and bwd is traced at once into a program of its own over (residual types, output cotangent types)
-and registered in C++ under the number R. The VJP transposes the call by inlining that program in place of
-fwd's equations' rules (src/program/custom_vjp.hpp has the why: operands survive dead-code elimination,
-inlining into outer traces and re-emission, which renumber values). Tracing bwd when the call is traced, not
+and registered in C++ under the number R, once per signature (a later call with the same types, structures
+and nondiff arguments reuses R, as weft.jit reuses a trace: weft.grad outside weft.jit traces its function on
+every call, and a registration per call would grow the process by a program per call). The VJP transposes
+the call by inlining that program in place of fwd's equations' rules (src/program/custom_vjp.hpp has the why:
+operands survive dead-code elimination, inlining into outer traces and re-emission, which renumber values). Tracing bwd when the call is traced, not
 when it is differentiated, checks its results (their count, structure, shapes and dtypes) at the user's call.
 
 Differences from JAX: under a trace the program computes the output with fwd even when nothing
@@ -57,11 +59,16 @@ class custom_vjp:
         self.fwd = None
         self.bwd = None
         self._name = getattr(fun, "__name__", "fun")
+        # bwd's registered rule per signature (see _TracedCall._register_bwd): C++ keeps a registered program
+        # for the life of the process, so registering one per traced call grew memory with every call of
+        # weft.grad (which traces its function on each call outside weft.jit).
+        self._rules = {}
 
     def defvjp(self, fwd, bwd):
         """Sets the rule: fwd(*args) -> (output, residuals), bwd(*nondiff, residuals, g) -> cotangents."""
         self.fwd = fwd
         self.bwd = bwd
+        self._rules = {}  # traced from the old bwd
 
     def __call__(self, *args, **kwargs):
         what = f"custom_vjp({self._name})"
@@ -140,8 +147,27 @@ class _TracedCall:
         return trace.constant(_np.asarray(leaf, dtype=dtype))
 
     def _register_bwd(self, residuals, res_def, outs, out_def, primals, primal_defs):
-        """bwd traced over (residuals, output cotangents) into a program, registered; its rule number."""
+        """bwd traced over (residuals, output cotangents) into a program, registered; its rule number. One
+        program per signature, as weft.jit traces once per signature: the residuals' and outputs' types and
+        structures, the differentiable arguments' (which bwd's results are checked against), the values of the
+        nondiff_argnums arguments, the mesh and rule set the trace runs under. (So bwd, like a jitted
+        function, is traced again only when one of those changes, not when a value it closes over does.)"""
         types = [(t.dtype, t.shape, t._varying) for t in residuals + outs]
+        outer = current_trace()
+        key = (tuple(types), res_def, out_def, tuple(primal_defs),
+               tuple((t.dtype, t.shape, t._varying) for leaves in primals for t in leaves),
+               tuple(self.nondiff), tuple(self.trace.mesh), outer is not None and outer.shard_map_rules)
+        try:
+            rule = self.f._rules.get(key)
+        except TypeError:  # an unhashable nondiff argument: traced for this call only
+            key, rule = None, None
+        if rule is None:
+            rule = self._trace_bwd(types, residuals, res_def, out_def, primals, primal_defs)
+            if key is not None:
+                self.f._rules[key] = rule
+        return rule
+
+    def _trace_bwd(self, types, residuals, res_def, out_def, primals, primal_defs):
         n_res = len(residuals)
 
         def flat_bwd(*flat):
@@ -151,7 +177,7 @@ class _TracedCall:
 
         captured = []
         name = f"{self.what} bwd"
-        program, _ = trace_function(flat_bwd, types, _tree.flatten(tuple(range(len(types))))[1], self.trace.mesh,
+        program, _ = trace_function(flat_bwd, types, _tree.flat_tuple(len(types)), self.trace.mesh,
                                     name, captured)
         if captured:
             raise _weft.InvalidArgument(f"{self.what}: bwd uses a traced value from outside it; pass what bwd needs "

@@ -7,6 +7,7 @@ gives float32, int32 + float32 is float32) and read-only results. Shape-only fun
 """
 import builtins
 import math
+import operator
 
 import numpy as _np
 
@@ -333,11 +334,36 @@ def take(a, indices, axis=None):
     return bind("take", [a, indices], params)
 
 
+# The dtype JAX gives a Python number used as an index (its default types): what its refusal names.
+_PY_INDEX_DTYPES = {float: "float32", complex: "complex64"}
+
+
+def _check_indexer(i, position):
+    """Refuses an index entry that is not an integer, a slice, None, Ellipsis or an integer (or boolean) array,
+    as JAX does (a float would otherwise be truncated: x[0.7] reading x[0]). JAX's TypeError for numbers and
+    arrays of another dtype; numpy's IndexError for anything else."""
+    if i is None or i is Ellipsis or isinstance(i, _pyslice):
+        return
+    if isinstance(i, (Tracer, _np.ndarray, _np.generic, list)) or type(i) in _PY_INDEX_DTYPES:
+        dtype = _PY_INDEX_DTYPES.get(type(i)) or (i.dtype if isinstance(i, Tracer) else _np.asarray(i).dtype).name
+        if _np.dtype(dtype).kind in "iub":
+            return
+        raise TypeError(f"Indexer must have integer or boolean type, got indexer with type {dtype} at position "
+                        f"{position}, indexer value {i}")
+    try:
+        operator.index(i)
+    except TypeError:
+        raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and integer or "
+                         f"boolean arrays are valid indices, got {i!r} at position {position}") from None
+
+
 def _getitem(x, index):
     """Basic indexing of a tracer: ints, slices (steps included), None, Ellipsis; an integer array indexes
     the first axis (take)."""
     if not isinstance(index, tuple):
         index = (index,)
+    for position, i in enumerate(index):
+        _check_indexer(i, position)
     if builtins.any(isinstance(i, (Tracer, _np.ndarray, list)) for i in index):
         if len(index) == 1:
             return take(x, index[0] if isinstance(index[0], Tracer) else _np.asarray(index[0]), axis=0)
@@ -371,7 +397,7 @@ def _getitem(x, index):
             step.append(st)
             shape.append(len(range(lo, hi, st)))
         else:
-            k = int(i)
+            k = operator.index(i)
             if not -n <= k < n:
                 raise IndexError(f"index {k} is out of bounds for axis {axis} with size {n}")
             k %= n

@@ -72,10 +72,18 @@ class _Pmapped:
                 return outs
         if kwargs:
             raise TypeError(f"{self._name}: pmapped functions take positional arguments only, got {sorted(kwargs)}")
-        if _weft.in_replica() or current_trace() is not None:
+        trace = current_trace()
+        if _weft.in_replica() or (trace is not None and trace.mesh):
             raise _weft.InvalidArgument(
                 f"{self._name}: a pmapped function was called inside a replica; nest pmap(pmap(f)) instead "
                 "(one program over a multi-axis mesh)")
+        if trace is not None:
+            # A trace with no mesh is a transformation at the top (weft.grad, value_and_grad, vjp, jit) of a
+            # function that calls this pmap: not a replica, so the advice above would be false.
+            raise _weft.InvalidArgument(
+                f"{self._name}: called while {trace.name} traces it; weft.grad / value_and_grad / vjp / jit of a "
+                "function that calls a pmapped function is not supported yet (transform the function inside the "
+                f"pmap instead, e.g. pmap(grad(f)), and combine the replicas' results with weft.lax)")
         levels, fun = self._levels()
         in_axes = self._in_axes
         if isinstance(in_axes, list):
@@ -87,7 +95,7 @@ class _Pmapped:
                 in_axes is None or isinstance(in_axes, int)
                 or (isinstance(in_axes, tuple) and all(a is None or isinstance(a, int) for a in in_axes))):
             # Every argument an array (the common case): no pytree walk.
-            leaves, treedef = list(args), _flat_treedef(len(args))
+            leaves, treedef = list(args), _tree.flat_tuple(len(args))
             leaf_axes = list(in_axes) if isinstance(in_axes, tuple) else [in_axes] * len(args)
         else:
             leaves, treedef = _tree.flatten(tuple(args))
@@ -125,7 +133,7 @@ class _Pmapped:
             outs = [ShardedArray(r) for r in results]
             if results:
                 self._last_tree = (treedef, types, self._traced[(key, types)][0], out_def, positions)
-            if results and treedef == _flat_treedef(len(args)) and all(type(a) is np.ndarray for a in args):
+            if results and treedef == _tree.flat_tuple(len(args)) and all(type(a) is np.ndarray for a in args):
                 single = out_def == _tree.LEAF and self._out_axes == 0
                 self._last = (tuple((a.shape, a.dtype) for a in args), self._traced[(key, types)][0], single, out_def)
             if not results and out_def != _tree.LEAF:
@@ -295,7 +303,7 @@ class _CallRecord:
 def _replica_function(fun, treedef, record):
     """The function each replica runs: the user's, on the unflattened arguments, returning the flat leaves of
     its result and recording the result's structure in `record`."""
-    flat = treedef == _flat_treedef(len(treedef[1])) if treedef[0] == "tuple" else False
+    flat = _tree.kind(treedef) is _tree.Kind.TUPLE and treedef == _tree.flat_tuple(len(_tree.children(treedef)))
 
     def replica(*leaves):
         out = fun(*leaves) if flat else fun(*_tree.unflatten(treedef, list(leaves)))
@@ -323,12 +331,6 @@ def _common_structure(out_defs, name, cause=None):
                 f"replica {first} returned {_tree.describe(out_defs[first])}; every replica must return the same "
                 "pytree (the same containers, dict keys and nesting)") from cause
     return out_defs[first]
-
-
-@functools.lru_cache(maxsize=None)
-def _flat_treedef(n):
-    """The treedef of a tuple of n arrays."""
-    return ("tuple", (_tree.LEAF,) * n)
 
 
 def _is_axis(axis):

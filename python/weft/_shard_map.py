@@ -23,6 +23,7 @@ processes cannot be put together on one: it comes back as a BlockedArray (a Mesh
 addressable, as JAX says), which goes back into a shard_map the same way but cannot be read whole.
 """
 import functools
+import math
 
 import numpy as _np
 
@@ -33,10 +34,14 @@ from ._trace import current_trace
 
 
 class Mesh:
-    """jax.sharding.Mesh: an n-d array of devices and one name per dimension."""
+    """jax.sharding.Mesh: an n-d array of devices and one name per dimension. The array may hold weft.Device
+    objects (`Mesh(np.array(weft.devices()).reshape(2, 4), ('d', 'm'))`, as JAX users write) or device ids
+    (`Mesh(np.arange(8), ('i',))`), which stand for the current runtime's devices of those ids."""
 
     def __init__(self, devices, axis_names):
         devices = _np.asarray(devices, dtype=object)
+        if any(not isinstance(d, _weft.Device) for d in devices.flat):
+            devices = _devices_of(devices)
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
         axis_names = tuple(axis_names)
@@ -62,6 +67,38 @@ class Mesh:
 
     def __repr__(self):
         return "Mesh(" + ", ".join(f"'{n}': {s}" for n, s in self.shape.items()) + ")"
+
+
+def _devices_of(entries):
+    """`entries` (an object array of devices and device ids) with each id replaced by its device."""
+    by_id = {d.id: d for d in _weft.current_runtime().devices()}
+    out = _np.empty(entries.shape, dtype=object)
+    for index, d in _np.ndenumerate(entries):
+        if isinstance(d, _weft.Device):
+            out[index] = d
+        elif isinstance(d, (int, _np.integer)) and not isinstance(d, (bool, _np.bool_)):
+            if int(d) not in by_id:
+                raise _weft.InvalidArgument(f"weft.Mesh: device id {int(d)} is not a device of the runtime (ids "
+                                            f"{min(by_id)}..{max(by_id)})")
+            out[index] = by_id[int(d)]
+        else:
+            raise _weft.InvalidArgument(f"weft.Mesh: each entry of devices is a weft.Device or a device id (an int), "
+                                        f"got {d!r}")
+    return out
+
+
+def make_mesh(axis_shapes, axis_names, *, devices=None):
+    """jax.make_mesh: a Mesh of shape `axis_shapes` over `devices` (default: every device of the runtime, by
+    id), whose count must be the product of the shape."""
+    axis_shapes = tuple(int(n) for n in axis_shapes)
+    devices = list(_weft.current_runtime().devices() if devices is None else devices)
+    size = math.prod(axis_shapes)
+    if size != len(devices):
+        raise _weft.InvalidArgument(f"weft.make_mesh: a mesh of shape {axis_shapes} needs {size} devices, got "
+                                    f"{len(devices)} (the shape's product must be the number of devices)")
+    array = _np.empty(len(devices), dtype=object)
+    array[:] = devices
+    return Mesh(array.reshape(axis_shapes), axis_names)
 
 
 class P:

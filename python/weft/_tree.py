@@ -1,11 +1,65 @@
-"""Pytrees, as JAX has them: nested tuples, lists and dicts (and None) whose leaves are arrays.
+"""Pytrees, as JAX has them: nested containers whose leaves are arrays.
 
-pmap and weft.lax take and return pytrees; the C++ runtime sees only the flat list of leaves. A treedef is a
-hashable description of the nesting, so it can key a cache of prepared programs.
+The containers are JAX's: tuple, list, dict (children by sorted key) and None (no children), each matched by
+its exact type; namedtuples (tuple subclasses with `_fields`); and the registered types, among them
+collections.OrderedDict (children in insertion order) and collections.defaultdict (sorted keys, its
+default_factory kept), which JAX registers the same way. A subclass of tuple, list or dict that is neither a
+namedtuple nor registered is a leaf, as in JAX. Unflattening builds each node with its own type again.
+
+pmap, jit, grad and weft.lax take and return pytrees; the C++ runtime sees only the flat list of leaves. A
+treedef is a hashable description of the nesting, so it can key a cache of prepared programs: a node is the
+triple (kind, data, children), the data telling the nodes of one kind apart (dict keys, a namedtuple's type,
+a registered type and its flatten function's auxiliary data, which must be hashable, as JAX requires).
 """
+import collections
+import enum
+import functools
 
-LEAF = _LEAF = ("*",)  # the treedef of one array
-_NONE = ("None",)
+
+class Kind(enum.Enum):
+    LEAF = "leaf"
+    NONE = "None"
+    TUPLE = "tuple"
+    LIST = "list"
+    DICT = "dict"
+    NAMEDTUPLE = "namedtuple"
+    CUSTOM = "custom"  # a registered type: data = (the type, its flatten function's auxiliary data)
+
+
+LEAF = (Kind.LEAF, None, ())  # the treedef of one array
+_NONE = (Kind.NONE, None, ())
+# The kinds as module globals: the walks below run once per node of every pmap / jit call's arguments and
+# results, and a global is read faster than an Enum class's attribute.
+_K_LEAF, _K_NONE, _K_TUPLE, _K_LIST, _K_DICT, _K_NAMEDTUPLE = (
+    Kind.LEAF, Kind.NONE, Kind.TUPLE, Kind.LIST, Kind.DICT, Kind.NAMEDTUPLE)
+
+
+class _Registration:
+    __slots__ = ("flatten", "unflatten")
+
+    def __init__(self, flatten, unflatten):
+        self.flatten, self.unflatten = flatten, unflatten
+
+
+_registry = {}  # type -> _Registration (exact types, as JAX looks them up)
+
+
+def register(nodetype, flatten_func, unflatten_func):
+    """jax.tree_util.register_pytree_node: `nodetype`'s values become nodes, flatten_func(value) ->
+    (children, aux_data), unflatten_func(aux_data, children) -> value. A type registers once, as in JAX."""
+    if not isinstance(nodetype, type):
+        raise TypeError(f"register_pytree_node: nodetype must be a type, got {nodetype!r}")
+    if nodetype in _registry or nodetype in (tuple, list, dict, type(None)):
+        raise ValueError(f"Duplicate custom PyTreeDef type registration for {nodetype!r}.")
+    _registry[nodetype] = _Registration(flatten_func, unflatten_func)
+
+
+def _flatten_custom(registration, node):
+    out = registration.flatten(node)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise ValueError(f"The to_iterable function for a custom PyTree node ({type(node).__name__}) should "
+                         f"return a (children, aux_data) tuple, got {out!r}")
+    return out
 
 
 # The walks below are module-level functions, not nested closures: a closure that calls itself is a reference
@@ -15,17 +69,25 @@ _NONE = ("None",)
 def _flatten_into(node, is_leaf, leaves):
     if is_leaf is not None and is_leaf(node):
         leaves.append(node)
-        return _LEAF
+        return LEAF
+    t = type(node)
+    if t is tuple:
+        return (_K_TUPLE, None, tuple([_flatten_into(child, is_leaf, leaves) for child in node]))
+    if t is list:
+        return (_K_LIST, None, tuple([_flatten_into(child, is_leaf, leaves) for child in node]))
+    if t is dict:
+        keys = tuple(sorted(node))
+        return (_K_DICT, keys, tuple([_flatten_into(node[k], is_leaf, leaves) for k in keys]))
     if node is None:
         return _NONE
-    if isinstance(node, (tuple, list)):
-        kind = "tuple" if isinstance(node, tuple) else "list"
-        return (kind, tuple(_flatten_into(child, is_leaf, leaves) for child in node))
-    if isinstance(node, dict):
-        keys = tuple(sorted(node))
-        return ("dict", keys, tuple(_flatten_into(node[k], is_leaf, leaves) for k in keys))
+    registration = _registry.get(t)
+    if registration is not None:
+        children, aux = _flatten_custom(registration, node)
+        return (Kind.CUSTOM, (t, aux), tuple([_flatten_into(child, is_leaf, leaves) for child in children]))
+    if isinstance(node, tuple) and hasattr(node, "_fields"):  # JAX's test for a namedtuple too
+        return (Kind.NAMEDTUPLE, t, tuple([_flatten_into(child, is_leaf, leaves) for child in node]))
     leaves.append(node)
-    return _LEAF
+    return LEAF
 
 
 def flatten(tree, is_leaf=None):
@@ -37,32 +99,66 @@ def flatten(tree, is_leaf=None):
 
 
 def _build(node, it):
-    if node == _LEAF:
+    kind = node[0]
+    if kind is _K_LEAF:
         return next(it)
-    if node == _NONE:
-        return None
-    if node[0] == "dict":
+    if kind is _K_DICT:
         return {k: _build(child, it) for k, child in zip(node[1], node[2])}
-    children = [_build(child, it) for child in node[1]]
-    return tuple(children) if node[0] == "tuple" else children
+    if kind is _K_LIST:
+        return [_build(child, it) for child in node[2]]
+    if kind is _K_TUPLE:
+        return tuple([_build(child, it) for child in node[2]])
+    if kind is _K_NONE:
+        return None
+    built = [_build(child, it) for child in node[2]]
+    if kind is _K_NAMEDTUPLE:
+        return node[1](*built)
+    nodetype, aux = node[1]
+    return _registry[nodetype].unflatten(aux, tuple(built))
 
 
 def unflatten(treedef, leaves):
-    """The tree of `treedef` with `leaves` in flatten's order."""
+    """The tree of `treedef` with `leaves` in flatten's order, each node of its own type."""
     return _build(treedef, iter(leaves))
 
 
+@functools.lru_cache(maxsize=None)
+def flat_tuple(n):
+    """The treedef of a tuple of n leaves (a function's flat arguments)."""
+    return (Kind.TUPLE, None, (LEAF,) * n)
+
+
+def kind(treedef):
+    return treedef[0]
+
+
+def children(treedef):
+    """The treedefs of a node's children, in flatten's order."""
+    return treedef[2]
+
+
+def count_leaves(treedef):
+    if treedef[0] is Kind.LEAF:
+        return 1
+    return sum(count_leaves(child) for child in treedef[2])
+
+
 def _text(node):
-    if node == _LEAF:
+    kind, data, children = node
+    if kind is Kind.LEAF:
         return "*"
-    if node == _NONE:
+    if kind is Kind.NONE:
         return "None"
-    if node[0] == "dict":
-        return "{" + ", ".join(f"{k!r}: {_text(child)}" for k, child in zip(node[1], node[2])) + "}"
-    children = [_text(child) for child in node[1]]
-    if node[0] == "list":
-        return "[" + ", ".join(children) + "]"
-    return "(" + ", ".join(children) + ("," if len(children) == 1 else "") + ")"
+    texts = [_text(child) for child in children]
+    if kind is Kind.DICT:
+        return "{" + ", ".join(f"{k!r}: {t}" for k, t in zip(data, texts)) + "}"
+    if kind is Kind.LIST:
+        return "[" + ", ".join(texts) + "]"
+    if kind is Kind.TUPLE:
+        return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
+    # JAX prints namedtuples and registered types as CustomNode(name[data], [children]).
+    name = f"namedtuple[{data.__name__}]" if kind is Kind.NAMEDTUPLE else f"{data[0].__name__}[{data[1]}]"
+    return f"CustomNode({name}, [{', '.join(texts)}])"
 
 
 def describe(treedef):
@@ -75,20 +171,33 @@ def tree_map(fn, tree):
     return unflatten(treedef, [fn(leaf) for leaf in leaves])
 
 
+def _prefix_node(p):
+    """`p` as a node of a prefix (in_axes, out_axes, specs): (kind, data, children), or None for a leaf; None
+    is a leaf there (it says "not mapped")."""
+    if p is None:
+        return None
+    leaves = []
+    node = _flatten_into(p, lambda child: child is not p, leaves)  # one level only
+    return None if node is LEAF else (node[0], node[1], leaves)
+
+
+_SEQUENCES = (Kind.TUPLE, Kind.LIST)  # a tuple prefix of a list and a list prefix of a tuple both match
+
+
 def _broadcast_into(p, node, prefix, tree, what, out):
-    if isinstance(p, (tuple, list, dict)) and not (p == () and node == ()):
-        if isinstance(p, dict) != isinstance(node, dict) or (
-                isinstance(p, (tuple, list)) and (not isinstance(node, (tuple, list)) or len(p) != len(node))):
+    pn = _prefix_node(p)
+    if pn is not None:
+        pkind, pdata, pchildren = pn
+        nn = _prefix_node(node) if node is not None else (Kind.NONE, None, [])
+        same = nn is not None and (pkind == nn[0] or (pkind in _SEQUENCES and nn[0] in _SEQUENCES))
+        if same and pkind is Kind.DICT:
+            if pdata != nn[1]:
+                raise ValueError(f"{what}: dict keys {list(pdata)} do not match the value's {list(nn[1])}")
+        elif not same or len(pchildren) != len(nn[2]) or (pkind not in _SEQUENCES and pdata != nn[1]):
             raise ValueError(f"{what} specification must be a tree prefix of the corresponding value, "
-                             f"got specification {prefix!r} for value tree {flatten(tree)[1]!r}")
-        if isinstance(p, dict):
-            if sorted(p) != sorted(node):
-                raise ValueError(f"{what}: dict keys {sorted(p)} do not match the value's {sorted(node)}")
-            for k in sorted(p):
-                _broadcast_into(p[k], node[k], prefix, tree, what, out)
-        else:
-            for pc, nc in zip(p, node):
-                _broadcast_into(pc, nc, prefix, tree, what, out)
+                             f"got specification {prefix!r} for value tree {describe(flatten(tree)[1])}")
+        for pc, nc in zip(pchildren, nn[2]):
+            _broadcast_into(pc, nc, prefix, tree, what, out)
         return
     out.extend([p] * len(flatten(node)[0]))
 
@@ -98,3 +207,18 @@ def broadcast_prefix(prefix, tree, what):
     out = []
     _broadcast_into(prefix, tree, prefix, tree, what, out)
     return out
+
+
+# JAX registers these two the same way (jax/_src/tree_util.py): an OrderedDict keeps its keys' order, a
+# defaultdict its default_factory.
+register(collections.OrderedDict, lambda d: (tuple(d.values()), tuple(d.keys())),
+         lambda keys, values: collections.OrderedDict(zip(keys, values)))
+
+
+def _flatten_defaultdict(d):
+    keys = tuple(sorted(d))
+    return tuple(d[k] for k in keys), (d.default_factory, keys)
+
+
+register(collections.defaultdict, _flatten_defaultdict,
+         lambda data, values: collections.defaultdict(data[0], zip(data[1], values)))

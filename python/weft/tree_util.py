@@ -1,16 +1,26 @@
-"""weft.tree_util: jax.tree_util's functions over weft's pytrees (nested tuples, lists, dicts and None).
+"""weft.tree_util: jax.tree_util's functions over weft's pytrees (nested tuples, lists, dicts, None,
+namedtuples, OrderedDicts, defaultdicts and registered classes, each rebuilt with its own type).
 
     leaves, treedef = weft.tree_util.tree_flatten({"w": w, "b": b})   # dict keys in sorted order, as JAX
     weft.tree_util.tree_unflatten(treedef, leaves)
     weft.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
     weft.tree_util.tree_leaves(params)
 
-Trees are what pmap, weft.lax, device_put, device_put_sharded and device_put_replicated take; a leaf is
-anything else (an array, a number). `is_leaf` stops the walk at the nodes it accepts, as JAX's does.
+    @weft.tree_util.register_pytree_node_class           # a class of one's own as a node
+    class Pair:
+        def __init__(self, a, b): self.a, self.b = a, b
+        def tree_flatten(self): return (self.a, self.b), None
+        @classmethod
+        def tree_unflatten(cls, aux, children): return cls(*children)
+
+Trees are what pmap, jit, grad, shard_map, weft.lax, device_put, device_put_sharded and device_put_replicated
+take; a leaf is anything else (an array, a number). `is_leaf` stops the walk at the nodes it accepts, as JAX's
+does.
 """
 from . import _tree
 
-__all__ = ["PyTreeDef", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map"]
+__all__ = ["PyTreeDef", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_structure", "tree_map",
+           "register_pytree_node", "register_pytree_node_class"]
 
 
 class PyTreeDef:
@@ -24,7 +34,7 @@ class PyTreeDef:
 
     @property
     def num_leaves(self):
-        return _count_leaves(self._node)
+        return _tree.count_leaves(self._node)
 
     def unflatten(self, leaves):
         return tree_unflatten(self, leaves)
@@ -37,15 +47,6 @@ class PyTreeDef:
 
     def __repr__(self):
         return _tree.describe(self._node)
-
-
-def _count_leaves(node):
-    if node == _tree.LEAF:
-        return 1
-    if node[0] == "None":
-        return 0
-    children = node[2] if node[0] == "dict" else node[1]
-    return sum(_count_leaves(child) for child in children)
 
 
 def tree_flatten(tree, is_leaf=None):
@@ -84,3 +85,17 @@ def tree_map(f, tree, *rest, is_leaf=None):
                              f"tree has {_tree.describe(node)}; every tree must have the same structure")
         others.append(other_leaves)
     return _tree.unflatten(node, [f(*args) for args in zip(leaves, *others)])
+
+
+def register_pytree_node(nodetype, flatten_func, unflatten_func):
+    """Makes `nodetype`'s values pytree nodes (jax.tree_util.register_pytree_node): flatten_func(value) ->
+    (children, aux_data), aux_data hashable (it is part of the treedef, which keys jit's and pmap's caches);
+    unflatten_func(aux_data, children) -> a value. Registering a type twice is a ValueError, as in JAX."""
+    _tree.register(nodetype, flatten_func, unflatten_func)
+
+
+def register_pytree_node_class(cls):
+    """Class decorator (jax.tree_util.register_pytree_node_class): `cls` flattens with its tree_flatten method
+    and is rebuilt with its classmethod tree_unflatten(aux_data, children)."""
+    register_pytree_node(cls, lambda value: value.tree_flatten(), cls.tree_unflatten)
+    return cls

@@ -5,6 +5,8 @@ ones are refused naming the argument; a conversion that fails raises the user's 
 or the one their `__array__` raised), or an InvalidArgument naming the value; Session's replication_factor
 is a number of replicas. Expected values come from numpy and from JAX's documented rules.
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -187,3 +189,107 @@ def test_array_ops_take_numpy_integer_axes():
     np.testing.assert_array_equal(weft.ops.sum(x, axis=np.int64(1)), x.sum(1))
     np.testing.assert_array_equal(weft.ops.sum(x, axis=(np.int32(0), -1)), x.sum((0, 1)))
     np.testing.assert_array_equal(weft.ops.argmax(x, axis=np.int64(-1)), x.argmax(-1))
+
+
+# ---- issue 45, item 12 --------------------------------------------------------------------------------------
+# A float index on a tracer: before, int(0.7) read x[0]. JAX refuses any indexer that is not an integer or a
+# boolean with this TypeError (jnp.zeros(2)[0.] in JAX's own tests); numpy refuses with an IndexError.
+@pytest.mark.parametrize("index, text", [
+    (0.7, r"Indexer must have integer or boolean type, got indexer with type float32 at position 0, "
+          r"indexer value 0.7"),
+    ((0, 1.5), r"got indexer with type float32 at position 1, indexer value 1.5"),
+    (np.float64(1.0), r"got indexer with type float64 at position 0"),
+    (np.array([0.0, 1.0]), r"got indexer with type float64 at position 0"),
+    ([0.5], r"got indexer with type float64 at position 0"),
+])
+def test_a_float_index_on_a_tracer_is_refused_as_jax_does(index, text):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with pytest.raises(TypeError, match=text):
+        weft.jit(lambda v: v[index])(x)
+
+
+def test_a_non_number_index_on_a_tracer_is_numpys_index_error():
+    x = np.arange(3, dtype=np.float32)
+    with pytest.raises(IndexError) as numpys:
+        x["a"]
+    with pytest.raises(IndexError, match=r"only integers, slices .* are valid indices, got 'a' at position 0"):
+        weft.jit(lambda v: v["a"])(x)
+    assert "only integers, slices" in str(numpys.value)
+
+
+@pytest.mark.parametrize("index", [1, -1, np.int64(2), (slice(None), 1), np.array([2, 0]), [1, 1]])
+def test_integer_indexes_on_a_tracer_still_read_numpys_elements(index):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(np.asarray(weft.jit(lambda v: v[index])(x)), x[index])
+
+
+def test_grad_passes_keyword_arguments_through_undifferentiated():
+    # JAX: keyword arguments go to the function as they are; argnums counts positional arguments only.
+    def f(x, b=1.0, *, scale):
+        return weft.numpy.sum(x * x * b) * scale
+
+    x = np.array([1.0, 2.0], np.float32)
+    np.testing.assert_allclose(np.asarray(weft.grad(f)(x, b=2.0, scale=3.0)), 2 * x * 2.0 * 3.0)
+    value, g = weft.value_and_grad(f)(x, scale=0.5)
+    np.testing.assert_allclose(float(value), float((x.astype(np.float64) ** 2).sum() * 0.5), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(g), 2 * x * 0.5)
+    # An array keyword argument is a constant of the trace (no gradient, its value used).
+    g = weft.grad(lambda x, w: weft.numpy.sum(x * w))(x, w=np.array([5.0, 7.0], np.float32))
+    np.testing.assert_allclose(np.asarray(g), [5.0, 7.0])
+
+
+@pytest.mark.parametrize("entries", [
+    np.arange(8),                                   # device ids, as an integer array
+    np.arange(8).reshape(2, 4),
+    list(range(8)),
+])
+def test_mesh_takes_device_ids(entries):
+    devices = weft.devices()
+    mesh = weft.Mesh(entries, ("i",) if np.ndim(entries) == 1 else ("a", "b"))
+    assert [d.id for d in mesh.devices.flat] == [devices[i].id for i in np.ravel(entries)]
+    assert all(d is devices[i] or d == devices[i] for d, i in zip(mesh.devices.flat, np.ravel(entries)))
+
+
+def test_mesh_of_a_numpy_array_of_devices_and_make_mesh():
+    # What JAX users write: Mesh(np.array(jax.devices()).reshape(...), names), and jax.make_mesh.
+    mesh = weft.Mesh(np.array(weft.devices()).reshape(2, 4), ("data", "model"))
+    assert mesh.shape == {"data": 2, "model": 4}
+    made = weft.make_mesh((4, 2), ("data", "model"))
+    assert made.shape == {"data": 4, "model": 2}
+    assert [d.id for d in made.devices.flat] == [d.id for d in weft.devices()]
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    y = weft.shard_map(lambda b: b * 2.0, made, in_specs=weft.P("data", "model"), out_specs=weft.P("data", "model"))(x)
+    np.testing.assert_array_equal(np.asarray(y), x * 2)
+
+
+@pytest.mark.parametrize("call, text", [
+    (lambda: weft.Mesh(np.arange(9), ("i",)), r"weft.Mesh: device id 8 is not a device of the runtime \(ids 0..7\)"),
+    (lambda: weft.Mesh(np.array([0.5, 1.0]), ("i",)), r"weft.Mesh: each entry of devices is a weft.Device or a "
+                                                       r"device id \(an int\), got 0.5"),
+    (lambda: weft.Mesh(np.array([0, 0]), ("i",)), r"weft.Mesh: a device appears twice"),
+    (lambda: weft.make_mesh((3, 2), ("a", "b")), r"weft.make_mesh: a mesh of shape \(3, 2\) needs 6 devices, got 8"),
+])
+def test_mesh_refuses_what_is_not_a_device(call, text):
+    with pytest.raises(weft.InvalidArgument, match=text):
+        call()
+
+
+@pytest.mark.parametrize("transform", [weft.grad, weft.jit, lambda f: (lambda x: weft.vjp(f, x))])
+def test_a_transformation_around_pmap_says_it_is_not_supported(transform):
+    # Before: "a pmapped function was called inside a replica; nest pmap(pmap(f))" -- false for grad(pmap(f)).
+    def loss(x):
+        return weft.numpy.sum(weft.pmap(lambda v: v * v, axis_name="i")(x))
+
+    with pytest.raises(weft.InvalidArgument) as error:
+        transform(loss)(np.ones(8, np.float32))
+    text = str(error.value)
+    assert re.search(r"pmap\(<lambda>\): called while (value_and_grad|jit|vjp)\(loss\) traces it; weft.grad / "
+                     r"value_and_grad / vjp / jit of a function that calls a pmapped function is not supported yet",
+                     text), text
+    assert "inside a replica" not in text and "nest pmap(pmap(f))" not in text
+
+
+def test_a_pmap_called_in_a_replica_still_says_to_nest():
+    inner = weft.pmap(lambda v: v, axis_name="j")
+    with pytest.raises(weft.InvalidArgument, match=r"called inside a replica; nest pmap\(pmap\(f\)\)"):
+        weft.pmap(lambda v: inner(v), axis_name="i")(np.ones((8, 1), np.float32))

@@ -164,6 +164,35 @@ def test_mixed_dtypes_and_run_without_attaching_are_refused():
         popxl.Session(popxl.Ir(replication=1), "gpu")
 
 
+def test_a_nested_with_session_leaves_it_attached_until_the_outer_context_ends():
+    """PopXL's rule for nested contexts (its session-contexts example, Session.__exit__): a `with session:`
+    entered while attached neither sends nor fetches the weights and leaves the session attached; only the
+    context that attached it detaches it. Before, the inner context's exit detached the session, so the outer
+    context's next run() was refused."""
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        v = popxl.variable(np.zeros(2, np.float32), name="v")
+        ops.add_(v, 1.0)
+    session = popxl.Session(ir)
+    assert not session.is_attached
+    with session:
+        with session:
+            session.run()
+        assert session.is_attached
+        session.run()
+        with session:
+            with session:
+                session.run()
+            assert session.is_attached
+        assert session.is_attached
+    assert not session.is_attached
+    # Three runs, each adding 1 on the replicas; the weights were fetched when the outer context ended.
+    np.testing.assert_array_equal(session.get_tensor_data(v), np.full(2, 3.0, np.float32))
+    with session:  # attaching again sends the weights the host holds
+        session.run()
+    np.testing.assert_array_equal(session.get_tensor_data(v), np.full(2, 4.0, np.float32))
+
+
 def test_a_replica_error_names_the_equation_and_the_users_line():
     ir = popxl.Ir(replication=2)
     with ir.main_graph:

@@ -333,3 +333,72 @@ def test_sampling_gives_text_of_the_vocabulary(data):
         t.step()
     text = train.sample(t.parameters(), t.c, data, 40, seed=1)
     assert len(text) == 40 and set(text) <= set(data.chars)
+
+
+# ---- the command line's rules (issue 45, item 14) -----------------------------------------------------------
+# Each bad command line ends with argparse's one-line error and exit status 2, no traceback. Before, --dp 0,
+# --heads 0, --batch 0, --microbatches 0, --context 0 and --steps 0 ended in tracebacks (ZeroDivisionError,
+# statistics.StatisticsError, numpy's errors...), a short or empty text too, and --d-model 0 "trained".
+def bad_text(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+# 220 characters; a plain text's last tenth (22 characters) is its validation part (corpus.py).
+SHORT_TEXT = "In the beginning God created the heaven and the earth. " * 4
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dp", "0"], "--dp must be at least 1, got 0"),
+    (["--tp", "-2"], "--tp must be at least 1, got -2"),
+    (["--pp", "0"], "--pp must be at least 1, got 0"),
+    (["--heads", "0"], "--heads must be at least 1, got 0"),
+    (["--batch", "0"], "--batch must be at least 1, got 0"),
+    (["--microbatches", "0"], "--microbatches must be at least 1, got 0"),
+    (["--context", "0"], "--context must be at least 1, got 0"),
+    (["--steps", "0"], "--steps must be at least 1, got 0"),
+    (["--d-model", "0"], "--d-model must be at least 1, got 0"),
+    (["--layers", "0"], "--layers must be at least 1, got 0"),
+    (["--eval-batches", "0"], "--eval-batches must be at least 1, got 0"),
+    (["--seed", "-1"], "--seed must be at least 0, got -1"),
+    (["--log-every", "-5"], "--log-every must be at least 0, got -5"),
+    (["--weight-decay", "nan"], "--weight-decay must be at least 0.0, got nan"),
+    (["--lr", "0"], "--lr must be a positive number, got 0.0"),
+    (["--lr", "inf"], "--lr must be a positive number, got inf"),
+    (["--d-model", "30", "--heads", "4"], "--d-model 30 must be a multiple of --heads 4"),
+    (["--batch", "6", "--dp", "4"], "the batch 6 must divide over 4 data-parallel ranks x 1 microbatches"),
+    (["--pp", "2", "--microbatches", "3", "--batch", "8"], "the batch 8 must divide over 1 data-parallel ranks x 3 "
+                                                           "microbatches"),
+    (["--tp", "3", "--heads", "4"], "--tp 3 must divide the 4 heads"),
+    (["--pp", "3", "--layers", "4"], "--pp 3 must divide the 4 layers"),
+    (["--sp"], "sequence parallelism splits positions over the tensor-parallel ranks: it needs --tp > 1"),
+    (["--sp", "--tp", "2", "--context", "15"], "--sp: the context 15 must divide over --tp 2"),
+    (["--text", "/nonexistent/bible.txt"], "--text /nonexistent/bible.txt: [Errno 2] No such file or directory"),
+    (["--text", "{empty}"], "--text {empty} is empty"),
+    (["--text", "{short}", "--context", "32"], "--text {short} is too short for --context 32: its training part "
+                                               "has 198 characters and its validation part 22, each needs at "
+                                               "least 34"),
+    (["--text", "{short}", "--context", "8", "--dp", "5000", "--batch", "5000"],
+     "--dp 5000 x --tp 1 x --pp 1 = 5000 devices: "),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_bad_command_lines_end_in_one_line_errors(tmp_path, args, message):
+    files = {"{empty}": bad_text(tmp_path, "empty.txt", ""), "{short}": bad_text(tmp_path, "short.txt", SHORT_TEXT)}
+    args = [files.get(a, a) for a in args]
+    for name, path in files.items():
+        message = message.replace(name, path)
+    done = subprocess.run([PYTHON, str(ROOT / "examples" / "transformer" / "train.py"), *args],
+                          capture_output=True, text=True, timeout=60, env=python_env())
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("train.py: error: " + message), last
+
+
+def test_a_layout_that_is_not_the_weftrun_jobs_ends_in_a_one_line_error():
+    # Each instance refuses with argparse's status 2, which weftrun passes on.
+    done = train_under_weftrun(["--dp", "4"], timeout=120)
+    assert done.returncode == 2, (done.stdout + done.stderr)[-3000:]
+    assert "Traceback" not in done.stderr + done.stdout, (done.stdout + done.stderr)[-3000:]
+    assert ("train.py: error: --dp 4 x --tp 1 x --pp 1 = 4 devices, the weftrun job has 8 (--num-replicas)"
+            in done.stderr + done.stdout), (done.stdout + done.stderr)[-3000:]

@@ -5,8 +5,10 @@ buffers and variables named by their popxl names), and `session.run(inputs)` run
 replica in C++ (weft::Session::run of a program: no Python and no GIL in the replicas). An error in an
 equation names the equation, as the program prints it, and the user's line that recorded it.
 
-Attach and detach as PopXL: entering `with session:` sends the weights to the replicas (weights_from_host),
-leaving it fetches them (weights_to_host); run() needs the session attached. get_tensor_data,
+Attach and detach as PopXL: entering `with session:` while detached attaches and sends the weights to the
+replicas (weights_from_host); leaving that context fetches them (weights_to_host) and detaches. A `with
+session:` entered while already attached (nested) changes nothing on entry or exit, so the session stays
+attached until the context that attached it ends; run() needs the session attached. get_tensor_data,
 weights_to_host / weights_from_host and write_variable_data are weft.Session's.
 """
 import numpy as _np
@@ -37,6 +39,9 @@ class Session:
         self._program, self._handles = lower(ir.main_graph, ir.replication_factor)
         self._weights_to_host_on_exit = weights_to_host_on_exit
         self._attached = False
+        # One entry per `with session:` being run: whether the session was attached when it was entered (PopXL's
+        # _was_attached_stack): only a context that attached the session detaches it.
+        self._was_attached = []
         self._streams = {}  # weft HostStream -> popxl stream (run()'s keys)
         for handle, _ in ir._log:
             if isinstance(handle, (HostToDeviceStream, DeviceToHostStream)):
@@ -46,15 +51,18 @@ class Session:
     is_attached = property(lambda self: self._attached)
 
     def __enter__(self):
-        if not self._attached:
+        was_attached = self._attached
+        if not was_attached:
             self._session.weights_from_host()
             self._attached = True
+        self._was_attached.append(was_attached)
         return self
 
     def __exit__(self, *exc):
-        if self._attached and self._weights_to_host_on_exit and exc[0] is None:
-            self._session.weights_to_host()
-        self._attached = False
+        if not self._was_attached.pop():
+            if self._weights_to_host_on_exit and exc[0] is None:
+                self._session.weights_to_host()
+            self._attached = False
         return False
 
     # ---- running -----------------------------------------------------------------------------------------
