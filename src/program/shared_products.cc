@@ -3,29 +3,13 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
+#include <utility>
 
 #include "op_registry.hpp"
 
 namespace weft::program {
 namespace {
-
-std::vector<std::string> sorted_union(const std::vector<std::string>& a, const std::vector<std::string>& b) {
-  std::vector<std::string> out;
-  std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
-  return out;
-}
-
-std::vector<std::string> sorted_intersection(const std::vector<std::string>& a, const std::vector<std::string>& b) {
-  std::vector<std::string> out;
-  std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
-  return out;
-}
-
-std::vector<std::string> sorted_copy(std::vector<std::string> axes) {
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
-}
 
 bool is_float(DType d) { return d == DType::f32 || d == DType::f64 || d == DType::bf16 || d == DType::f16; }
 
@@ -34,29 +18,135 @@ bool flag_of(const Params& params, const char* name) {
   return it != params.end() && std::holds_alternative<bool>(it->second) && std::get<bool>(it->second);
 }
 
+// Classes along one axis of `size` coordinates: one for all (invariant), or one each (varying).
+std::vector<int> one_class(std::int64_t size) { return std::vector<int>(static_cast<std::size_t>(size), 0); }
+std::vector<int> class_each(std::int64_t size) {
+  std::vector<int> out(static_cast<std::size_t>(size));
+  for (std::size_t k = 0; k < out.size(); ++k) out[k] = static_cast<int>(k);
+  return out;
+}
+
+// The coarsest classes finer than both: coordinates in one class of each. Numbered in order of first
+// appearance, so that equal partitions compare equal.
+std::vector<int> meet(const std::vector<int>& a, const std::vector<int>& b) {
+  std::vector<std::pair<int, int>> seen;
+  std::vector<int> out(a.size());
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const std::pair<int, int> both{a[k], b[k]};
+    const auto it = std::find(seen.begin(), seen.end(), both);
+    out[k] = static_cast<int>(it - seen.begin());
+    if (it == seen.end()) seen.push_back(both);
+  }
+  return out;
+}
+
+// As the declared type says: a class per coordinate along its varying axes, one along the others.
+ReplicaClasses declared(const Mesh& mesh, const ValueType& type) {
+  ReplicaClasses out;
+  for (const MeshAxis& a : mesh.axes()) {
+    const bool varies = std::find(type.varying.begin(), type.varying.end(), a.name) != type.varying.end();
+    out.per_axis.push_back(varies ? class_each(a.size) : one_class(a.size));
+  }
+  return out;
+}
+
+// The collectives whose result is the same on every member of a group (a reduction, a gather).
+bool equal_within_groups(const std::string& op) {
+  static const std::set<std::string> ops{"psum", "pmean", "pmax", "pmin", "pprod", "all_reduce_identical_grad_inputs",
+                                         "all_gather", "gather_shards"};
+  return ops.count(op) > 0;
+}
+
+// A collective's result classes. Declared, but a reduction or gather in several axis index groups along one
+// axis gives a class per group along it (the type rule keeps the axis varying: collective_rules.cc) and its
+// operand's classes along the other axes (each group's members there read the operand at their coordinates).
+ReplicaClasses collective_classes(const Mesh& mesh, const Equation& eq, const ValueType& out,
+                                  const ReplicaClasses& operand) {
+  ReplicaClasses classes = declared(mesh, out);
+  const auto groups = eq.params.find("groups");
+  const auto axes = eq.params.find("axes");
+  if (!equal_within_groups(eq.op) || groups == eq.params.end() || axes == eq.params.end()) return classes;
+  const auto* lists = std::get_if<Groups>(&groups->second);
+  const auto* named = std::get_if<std::vector<std::string>>(&axes->second);
+  if (lists == nullptr || named == nullptr || named->size() != 1) return classes;  // groups over several axes
+  const std::size_t axis = static_cast<std::size_t>(mesh.axis_position(named->front()));
+  if (!classes.varies_along(axis)) return classes;  // an invariant operand: one result everywhere
+  for (std::size_t g = 0; g < lists->size(); ++g) {
+    for (int member : (*lists)[g]) classes.per_axis[axis][static_cast<std::size_t>(member)] = static_cast<int>(g);
+  }
+  for (std::size_t a = 0; a < classes.per_axis.size(); ++a) {
+    if (a != axis && classes.varies_along(a)) classes.per_axis[a] = operand.per_axis[a];
+  }
+  return classes;
+}
+
 }  // namespace
 
-std::vector<std::vector<std::string>> true_varying(const Program& program, const std::vector<bool>& computes_locally) {
-  std::vector<std::vector<std::string>> axes(program.types.size());
-  for (std::size_t id = 0; id < program.types.size(); ++id) axes[id] = sorted_copy(program.types[id].varying);
+ReplicaClasses meet(const ReplicaClasses& a, const ReplicaClasses& b) {
+  ReplicaClasses out;
+  for (std::size_t k = 0; k < a.per_axis.size(); ++k) out.per_axis.push_back(meet(a.per_axis[k], b.per_axis[k]));
+  return out;
+}
+
+bool ReplicaClasses::varies_along(std::size_t axis) const {
+  const std::vector<int>& c = per_axis[axis];
+  return std::any_of(c.begin(), c.end(), [&](int k) { return k != c.front(); });
+}
+
+int ReplicaClasses::key(const Mesh& mesh, int replica) const {
+  int key = 0;
+  for (std::size_t a = 0; a < per_axis.size(); ++a) {
+    const int count = *std::max_element(per_axis[a].begin(), per_axis[a].end()) + 1;
+    key = key * count + per_axis[a][static_cast<std::size_t>(mesh.axis_index(replica, mesh.axes()[a].name))];
+  }
+  return key;
+}
+
+std::vector<ReplicaClasses> replica_classes(const Program& program, const std::vector<bool>& computes_locally) {
+  const Mesh& mesh = program.mesh;
+  std::vector<ReplicaClasses> classes(program.types.size());
+  for (std::size_t id = 0; id < program.types.size(); ++id) classes[id] = declared(mesh, program.types[id]);
   for (std::size_t i = 0; i < program.equations.size(); ++i) {
     const Equation& eq = program.equations[i];
-    if (i >= computes_locally.size() || !computes_locally[i]) {
-      const OpInfo* info = find_op(eq.op);
-      std::vector<std::string> extra;
-      if (info != nullptr && info->effectful) {
-        for (const MeshAxis& a : program.mesh.axes()) extra.push_back(a.name);  // a variable, a host load
+    // What the inputs together determine: the meet of their classes.
+    ReplicaClasses in = declared(mesh, ValueType{});
+    for (ValueId id : eq.inputs) in = meet(in, classes[id]);
+    const bool local = i < computes_locally.size() && computes_locally[i];
+    const OpInfo* info = local ? nullptr : find_op(eq.op);
+    for (ValueId id : eq.outputs) {
+      ReplicaClasses out;
+      if (local) {
+        // A pvary's result holds its operand's data; any other local op's, data computed from its inputs alone.
+        // Never more than declared (a rule may know better, e.g. a constant result).
+        out = in;
+        for (std::size_t a = 0; a < out.per_axis.size(); ++a) {
+          if (!classes[id].varies_along(a)) out.per_axis[a] = classes[id].per_axis[a];
+        }
+      } else if (info != nullptr && info->effectful) {
+        out = declared(mesh, ValueType{DType::f32, {}, [&] {
+                         std::vector<std::string> all;  // a variable, a host load: any replica may differ
+                         for (const MeshAxis& a : mesh.axes()) all.push_back(a.name);
+                         return all;
+                       }()});
       } else if (eq.op == "all_reduce_identical_inputs") {
-        for (ValueId id : eq.inputs) extra = sorted_union(extra, axes[id]);  // the identity forward
+        out = in;  // the identity forward
+      } else {
+        out = collective_classes(mesh, eq, program.types[id], in);
       }
-      for (ValueId id : eq.outputs) axes[id] = sorted_union(axes[id], sorted_copy(extra));
-      continue;
+      classes[id] = std::move(out);
     }
-    std::vector<std::string> in;
-    for (ValueId id : eq.inputs) in = sorted_union(in, axes[id]);
-    // A pvary's result holds its operand's data; any other local op's, data computed from its inputs alone.
-    // Never more than declared (a rule may know better, e.g. a constant result).
-    for (ValueId id : eq.outputs) axes[id] = sorted_intersection(in, axes[id]);
+  }
+  return classes;
+}
+
+std::vector<std::vector<std::string>> true_varying(const Program& program, const std::vector<bool>& computes_locally) {
+  const std::vector<ReplicaClasses> classes = replica_classes(program, computes_locally);
+  std::vector<std::vector<std::string>> axes(classes.size());
+  for (std::size_t id = 0; id < classes.size(); ++id) {
+    for (std::size_t a = 0; a < program.mesh.axes().size(); ++a) {
+      if (classes[id].varies_along(a)) axes[id].push_back(program.mesh.axes()[a].name);
+    }
+    std::sort(axes[id].begin(), axes[id].end());
   }
   return axes;
 }

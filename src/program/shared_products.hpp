@@ -40,7 +40,28 @@ struct SharedProduct {
 std::vector<std::optional<SharedProduct>> find_shared_products(const Program& program,
                                                                const std::vector<bool>& computes_locally);
 
-// The axes each value of `program` may truly differ along between replicas, as described above (per value id).
+// Which replicas hold the same data of one value: per mesh axis (in the mesh's order), a class per coordinate.
+// Replicas whose coordinates fall in the same class along every axis hold equal data. An axis along which
+// the value is invariant has one class, one it varies along freely a class per coordinate, and one a
+// collective reduced in axis index groups a class per group: a grouped psum's result is equal within each
+// group (JAX's axis_index_groups), so the replicas of one group may share the work that follows it.
+struct ReplicaClasses {
+  std::vector<std::vector<int>> per_axis;
+
+  bool varies_along(std::size_t axis) const;
+  // The replica's class along every axis, as one number (mixed radix of the classes; equal numbers, equal data).
+  int key(const Mesh& mesh, int replica) const;
+  bool operator==(const ReplicaClasses&) const = default;
+};
+
+// The coarsest classes finer than both (replicas in one class of each): what two values determine together.
+ReplicaClasses meet(const ReplicaClasses& a, const ReplicaClasses& b);
+
+// Per value id of `program`: its replicas' classes, the finer analysis behind true_varying (described above).
+std::vector<ReplicaClasses> replica_classes(const Program& program, const std::vector<bool>& computes_locally);
+
+// The axes each value of `program` may truly differ along between replicas, as described above (per value id):
+// those along which its replica_classes has more than one class.
 std::vector<std::vector<std::string>> true_varying(const Program& program, const std::vector<bool>& computes_locally);
 
 }  // namespace weft::program

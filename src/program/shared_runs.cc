@@ -2,7 +2,7 @@
 #include "shared_runs.hpp"
 
 #include <algorithm>
-#include <iterator>
+#include <set>
 
 #include "op_registry.hpp"
 #include "shared_products.hpp"
@@ -16,27 +16,22 @@ bool all_local(const Step& step, const std::vector<bool>& computes_locally) {
   return true;
 }
 
-// The axes a direct-loop step's results truly vary along (the union over its equations), or nothing when
-// the step is not a direct loop of at least one block.
-std::optional<std::vector<std::string>> run_axes(const Program& p, const Step& step,
-                                                 const std::vector<std::vector<std::string>>& axes,
-                                                 const std::vector<bool>& computes_locally) {
+// The replica classes of a direct-loop step's results (the meet over its equations' outputs: replicas in one
+// class compute the same run), or nothing when the step is not a direct loop of at least one block.
+std::optional<ReplicaClasses> run_classes(const Program& p, const Step& step, const std::vector<ReplicaClasses>& classes,
+                                          const std::vector<bool>& computes_locally) {
   if (!step.loop || step.materialize.empty() || !all_local(step, computes_locally)) return std::nullopt;
   if (loop_elements(p, step) < 2048) return std::nullopt;  // not one block of the direct loops
-  std::vector<std::string> out;
+  ReplicaClasses out;
+  for (const MeshAxis& a : p.mesh.axes()) out.per_axis.emplace_back(static_cast<std::size_t>(a.size), 0);
   for (std::size_t i = step.first; i < step.first + step.count; ++i) {
-    for (ValueId id : p.equations[i].outputs) {
-      std::vector<std::string> merged;
-      std::set_union(out.begin(), out.end(), axes[id].begin(), axes[id].end(), std::back_inserter(merged));
-      out = std::move(merged);
-    }
+    for (ValueId id : p.equations[i].outputs) out = meet(out, classes[id]);
   }
-  // Varying along every axis that has two coordinates, the run differs on every replica: nobody to share
-  // it with (a data-parallel step's backward runs over its own batch).
-  bool alone = true;
-  for (const MeshAxis& a : p.mesh.axes())
-    if (a.size > 1 && !std::binary_search(out.begin(), out.end(), a.name)) alone = false;
-  if (alone) return std::nullopt;
+  // A class per replica: the run differs on every replica, nobody to share it with (a data-parallel step's
+  // backward runs over its own batch).
+  std::set<int> keys;
+  for (int r = 0; r < p.mesh.size(); ++r) keys.insert(out.key(p.mesh, r));
+  if (static_cast<int>(keys.size()) == p.mesh.size()) return std::nullopt;
   return out;
 }
 
@@ -61,24 +56,24 @@ bool reads_any(const Program& p, const Step& step, const std::vector<bool>& shar
 
 std::vector<SharedSegment> find_shared_segments(const Program& p, const std::vector<Step>& steps,
                                                 const std::vector<bool>& computes_locally, std::int64_t min_elements) {
-  const std::vector<std::vector<std::string>> axes = true_varying(p, computes_locally);
+  const std::vector<ReplicaClasses> classes = replica_classes(p, computes_locally);
   std::vector<SharedSegment> segments;
   std::size_t s = 0;
   while (s < steps.size()) {
-    const auto first_axes = run_axes(p, steps[s], axes, computes_locally);
-    if (!first_axes) {
+    const auto first_classes = run_classes(p, steps[s], classes, computes_locally);
+    if (!first_classes) {
       ++s;
       continue;
     }
     SharedSegment seg;
     seg.first = s;
-    seg.axes = *first_axes;
+    seg.classes = *first_classes;
     std::vector<bool> shared_value(p.types.size(), false);  // results of the segment's shared runs
     std::size_t t = s;
     for (; t < steps.size(); ++t) {
       const Step& step = steps[t];
-      const auto step_axes = run_axes(p, step, axes, computes_locally);
-      if (step_axes && *step_axes == seg.axes) {
+      const auto step_classes = run_classes(p, step, classes, computes_locally);
+      if (step_classes && *step_classes == seg.classes) {
         seg.shared.push_back(true);
         seg.elements += loop_elements(p, step);
         for (ValueId id : step.materialize) shared_value[id] = true;

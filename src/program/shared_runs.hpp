@@ -8,10 +8,11 @@
 // loop_part_range): XLA's automatic cross-replica sharding of the weight update (Xu et al. 2020), inside one
 // process, with no reduce-scatter or all-gather to pay for.
 //
-// The proof is shared_products.hpp's true varying axes: a run whose inputs truly vary along axes A gives the
-// same result on every replica with the same coordinates along A. Runs are shared in segments, so that the
+// The proof is shared_products.hpp's replica classes: a run whose inputs are equal on the replicas of a class
+// (those with the same coordinates along the axes its inputs truly vary along, or in the same axis index group
+// of a grouped reduction) gives the same result on all of them. Runs are shared in segments, so that the
 // replicas meet once for many runs (AdamW is one run per parameter): a segment starts at a shareable run
-// (a direct-loop step, fusion.hpp) and goes on over later shareable runs with the same axes and over steps
+// (a direct-loop step, fusion.hpp) and goes on over later shareable runs with the same classes and over steps
 // that each replica computes for itself as usual (local ones only: no collective, no session effect, so
 // that a replica failing inside the segment can still reach its end), as long as none of those reads a
 // shared result of the segment (which another replica may still be writing); a shared run may read an earlier one's results, at
@@ -25,12 +26,13 @@
 
 #include "fusion.hpp"
 #include "program.hpp"
+#include "shared_products.hpp"
 
 namespace weft::program {
 
 struct SharedSegment {
   std::size_t first = 0, end = 0;  // steps [first, end) of plan_steps's list; first and end - 1 are shared
-  std::vector<std::string> axes;   // the shared runs' true varying axes (sorted)
+  ReplicaClasses classes;          // the shared runs' replica classes: one group of replicas a class
   std::vector<bool> shared;        // per step of the segment: computed in parts, else by each replica
   std::int64_t elements = 0;       // the shared runs' elements, in all
 };

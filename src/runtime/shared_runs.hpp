@@ -1,7 +1,7 @@
 // The executor's shared runs at run time (WEFT_SHARED_RUNS; which runs: program/shared_runs.hpp). At a
 // segment of shared runs every local replica of the execution posts to one rendezvous (the collectives'
 // kind: deadlines, abort, departure, transport/rendezvous.hpp); the last to arrive allocates each shared
-// run's results once per group of replicas (those agreeing on the runs' true varying axes, whose inputs the
+// run's results once per group of replicas (a class of the runs' replica classes, whose inputs the
 // types prove equal); then each replica walks the segment: its block-aligned part of every shared run, from
 // its own copies of the inputs, into the group's results (allocated by the first of the group to reach the
 // run), and every other step itself, as always. A second
@@ -55,7 +55,7 @@ class RunSharing {
   struct Request {
     const void* program_id;
     std::size_t segment_index;
-    int group;  // the replica's coordinate along the segment's axes
+    int group;  // the replica's class among the segment's (SharedSegment::classes)
     const program::Program* program;
     const std::vector<program::Step>* steps;
     const program::SharedSegment* segment;

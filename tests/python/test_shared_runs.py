@@ -80,8 +80,9 @@ def test_sharded_parameters_share_nothing():
 
 # Grouped collectives (issue 45, item 1): a traced pmap's psum / pmax / pmin / pmean / all_gather in axis index
 # groups, then elementwise work over 70 000 elements. The result of a grouped collective is equal within its
-# group only: before the fix its type said invariant, the local replicas shared the run after it, and replicas
-# 4-7 got group 0's values (mode 2: a MismatchError). Every replica against numpy in float64, every mode.
+# group only: before the fix its type said invariant, the local replicas shared the run after it across the
+# groups, and replicas 4-7 got group 0's values (mode 2: a MismatchError). Now each group shares its own.
+# Every replica against numpy in float64, both modes.
 GROUPS = {"halves": [[0, 1, 2, 3], [4, 5, 6, 7]], "interleaved": [[0, 2, 4, 6], [1, 3, 5, 7]]}
 GROUPED = {
     "psum": (lambda x, g: weft.lax.psum(x, "i", axis_index_groups=g), lambda xs: xs.sum(0)),
@@ -97,7 +98,7 @@ GROUPED = {
 @pytest.mark.parametrize("groups", sorted(GROUPS))
 @pytest.mark.parametrize("op", sorted(GROUPED))
 def test_grouped_collectives_then_elementwise_work_keep_each_groups_values(op, groups, mode):
-    weft.init(device_count=8, shared_runs=mode)
+    runtime = weft.init(device_count=8, shared_runs=mode)
     collective, reference = GROUPED[op]
     n = 70000 // 4 if op == "all_gather" else 70000
     x = np.random.default_rng(5).standard_normal((8, n)).astype(np.float32)
@@ -108,3 +109,5 @@ def test_grouped_collectives_then_elementwise_work_keep_each_groups_values(op, g
         for r in members:
             error = np.abs(got[r] - want).max()
             assert error <= 1e-5, f"{op} {groups} mode {mode}: replica {r} is {error} from its group's value"
+    # The work after it is still shared, within each group (mode 2 compared the members' inputs): a segment each.
+    assert runtime.stats()["shared_runs"] == len(GROUPS[groups])

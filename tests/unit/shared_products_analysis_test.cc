@@ -83,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(
              true, {}},
         Case{"a_broadcast_weight_under_pmap_rules", CollectiveRules::pmap,
              [](Builder& b, ValueId x) { return b.emit1("matmul", {x, b.input(f32({3, 5}))}); }, true, {}},
-        // pmap's rules type a grouped psum as invariant over 'data'; its groups' sums differ.
+        // A grouped psum's sums differ between its groups: its type keeps 'data' (collective_rules.cc).
         Case{"a_grouped_psum_under_pmap_rules", CollectiveRules::pmap,
              [](Builder& b, ValueId x) {
                Params grouped = over({"data"});
@@ -125,6 +125,56 @@ INSTANTIATE_TEST_SUITE_P(
              [](Builder& b, ValueId) { return b.emit1("matmul", {b.input(f32({3}, {"data"})), b.input(f32({3, 5}))}); },
              false, {}}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// The replica classes behind it (issue 45, item 1), read off by hand: per axis of {data: 4, model: 2}, the class
+// of each coordinate. A reduction in axis index groups along 'data' gives a class per group there and keeps its
+// operand's classes along 'model'; groups over both axes (a flattened index) are taken as varying freely.
+TEST(ReplicaClassesAnalysis, AGroupedReductionGivesAClassPerGroup) {
+  struct Row {
+    std::string name;
+    std::function<ValueId(Builder&)> build;
+    std::vector<std::vector<int>> classes;  // [data coordinates, model coordinates]
+  };
+  const auto grouped = [](Axes axes, std::vector<std::vector<int>> groups) {
+    Params p = over(std::move(axes));
+    p["groups"] = std::move(groups);
+    return p;
+  };
+  const std::vector<Row> rows = {
+      {"halves", [&](Builder& b) { return b.emit1("psum", {b.input(f32({3}, {"data", "model"}))}, grouped({"data"}, {{0, 1}, {2, 3}})); },
+       {{0, 0, 1, 1}, {0, 1}}},
+      {"interleaved_pmax", [&](Builder& b) { return b.emit1("pmax", {b.input(f32({3}, {"data", "model"}))}, grouped({"data"}, {{0, 2}, {1, 3}})); },
+       {{0, 1, 0, 1}, {0, 1}}},
+      {"gathered_in_groups", [&](Builder& b) {
+         Params p = grouped({"data"}, {{0, 3}, {1, 2}});
+         p["axis"] = int_param(0);
+         return b.emit1("all_gather", {b.input(f32({3}, {"data"}))}, p);
+       },
+       {{0, 1, 1, 0}, {0, 0}}},
+      {"invariant_operand", [&](Builder& b) { return b.emit1("psum", {b.input(f32({3}))}, grouped({"data"}, {{0, 1}, {2, 3}})); },
+       {{0, 0, 0, 0}, {0, 0}}},
+      {"ungrouped", [&](Builder& b) { return b.emit1("psum", {b.input(f32({3}, {"data", "model"}))}, over({"data"})); },
+       {{0, 0, 0, 0}, {0, 1}}},
+      {"groups_over_both_axes", [&](Builder& b) {
+         return b.emit1("psum", {b.input(f32({3}, {"data", "model"}))}, grouped({"data", "model"}, {{0, 1, 2, 3}, {4, 5, 6, 7}}));
+       },
+       {{0, 1, 2, 3}, {0, 1}}},
+      {"then_local_work_with_a_model_value", [&](Builder& b) {
+         const ValueId s = b.emit1("psum", {b.input(f32({3}, {"data"}))}, grouped({"data"}, {{0, 1}, {2, 3}}));
+         return b.emit1("add", {b.emit1("exp", {s}), b.input(f32({3}, {"model"}))});
+       },
+       {{0, 0, 1, 1}, {0, 1}}},
+  };
+  for (const Row& row : rows) {
+    Builder b(Mesh({{"data", 4}, {"model", 2}}), CollectiveRules::pmap);
+    const ValueId out = row.build(b);
+    b.set_outputs({out});
+    const Program p = b.build();
+    std::vector<bool> local(p.equations.size());
+    for (std::size_t i = 0; i < p.equations.size(); ++i) local[i] = find_kernel(p.equations[i].op) != nullptr;
+    EXPECT_EQ(replica_classes(p, local)[out].per_axis, row.classes) << row.name;
+  }
+}
 
 }  // namespace
 }  // namespace weft::program
