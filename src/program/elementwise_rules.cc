@@ -41,6 +41,16 @@ std::vector<ValueType> arithmetic(const std::vector<ValueType>& ins, const Param
   return {ValueType{promote_all(ins, 0), broadcast_shapes(ins), union_varying(ins)}};
 }
 
+std::vector<ValueType> negation(const std::vector<ValueType>& ins, const Params& p, const Mesh& m) {
+  return numeric("negative", "; for bools, bitwise_not (~)", same_unary(ins, p, m));
+}
+std::vector<ValueType> signum(const std::vector<ValueType>& ins, const Params& p, const Mesh& m) {
+  return numeric("sign", "", same_unary(ins, p, m));
+}
+std::vector<ValueType> difference(const std::vector<ValueType>& ins, const Params& p, const Mesh& m) {
+  return numeric("subtract", "; for bools, bitwise_xor (^)", arithmetic(ins, p, m));
+}
+
 // jnp.divide is true division: integer operands give float32.
 std::vector<ValueType> true_divide(const std::vector<ValueType>& ins, const Params& p, const Mesh& m) {
   std::vector<ValueType> out = arithmetic(ins, p, m);
@@ -116,18 +126,12 @@ void register_elementwise_ops(std::vector<OpInfo>& ops) {
   for (const char* name : {"abs", "relu", "copy", "stop_gradient"}) {
     ops.push_back({name, 1, 1, {}, {}, false, same_unary});
   }
-  ops.push_back({"negative", 1, 1, {}, {}, false, [](const std::vector<ValueType>& ins, const Params& p, const Mesh& m) {
-                   return numeric("negative", "; bitwise_not (~) flips bools", same_unary(ins, p, m));
-                 }});
-  ops.push_back({"sign", 1, 1, {}, {}, false, [](const std::vector<ValueType>& ins, const Params& p, const Mesh& m) {
-                   return numeric("sign", "", same_unary(ins, p, m));
-                 }});
+  ops.push_back({"negative", 1, 1, {}, {}, false, negation});
+  ops.push_back({"sign", 1, 1, {}, {}, false, signum});
   for (const char* name : {"add", "multiply", "power", "maximum", "minimum"}) {
     ops.push_back({name, 2, 2, {}, {}, false, arithmetic});
   }
-  ops.push_back({"subtract", 2, 2, {}, {}, false, [](const std::vector<ValueType>& ins, const Params& p, const Mesh& m) {
-                   return numeric("subtract", "; bitwise_xor (^) differs bools", arithmetic(ins, p, m));
-                 }});
+  ops.push_back({"subtract", 2, 2, {}, {}, false, difference});
   ops.push_back({"divide", 2, 2, {}, {}, false, true_divide});
   for (const char* name : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}) {
     ops.push_back({name, 2, 2, {}, {}, false, comparison});

@@ -348,9 +348,9 @@ TEST(ProgramInference, NegationRefusesBoolOperands) {
     const char* error;  // empty: accepted
   };
   const std::vector<Case> cases = {
-      {"negative", {flag}, "negative takes numbers, not bool operands (JAX's rule); bitwise_not (~) flips bools"},
+      {"negative", {flag}, "negative takes numbers, not bool operands (JAX's rule); for bools, bitwise_not (~)"},
       {"sign", {flag}, "sign takes numbers, not bool operands (JAX's rule)"},
-      {"subtract", {flag, flag}, "subtract takes numbers, not bool operands (JAX's rule); bitwise_xor (^) differs bools"},
+      {"subtract", {flag, flag}, "subtract takes numbers, not bool operands (JAX's rule); for bools, bitwise_xor (^)"},
       {"subtract", {flag, count}, ""},
       {"negative", {count}, ""},
   };
