@@ -91,7 +91,7 @@ Array layer_norm(const Array& x, const Array& scale, const Array& bias, double e
   } else {
     forward(elements<float>(xc), elements<float>(gc), elements<float>(bc), mutable_elements<float>(y), rows, d, eps);
   }
-  return y;
+  return y.astype(x.dtype());
 }
 
 LayerNormGrads layer_norm_vjp(const Array& x, const Array& scale, const Array& dy, double eps) {
@@ -108,7 +108,7 @@ LayerNormGrads layer_norm_vjp(const Array& x, const Array& scale, const Array& d
     backward(elements<float>(xc), elements<float>(gc), elements<float>(dyc), mutable_elements<float>(out.dx),
              mutable_elements<float>(out.dscale), mutable_elements<float>(out.dbias), rows, d, eps);
   }
-  return out;
+  return {out.dx.astype(x.dtype()), out.dscale.astype(x.dtype()), out.dbias.astype(x.dtype())};
 }
 
 }  // namespace weft::detail

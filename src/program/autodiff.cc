@@ -276,23 +276,33 @@ class Transposer {
     } else if (op == "gelu_tanh") {
       give(eq, 0, emit("multiply", {g, emit("gelu_tanh_derivative", {in(0)})}));
     } else if (op == "abs") {
-      give(eq, 0, emit("multiply", {g, emit("sign", {in(0)})}));
+      // JAX's rule: g where x >= 0, -g elsewhere (so 1 at 0, where sign(x) would give 0).
+      give(eq, 0, emit("where", {emit("greater_equal", {in(0), scalar(0, dt)}), g, emit("negative", {g})}));
     } else if (op == "sign") {
       // zero almost everywhere
     } else if (op == "relu") {
       give(eq, 0, emit("where", {emit("greater", {in(0), scalar(0, dt)}), g, scalar(0, dt)}));
     } else if (op == "integer_pow") {
       const std::int64_t y = std::get<std::int64_t>(p.at("y"));
-      ValueId d = scalar(static_cast<double>(y), dt);
-      if (y != 1) {
-        const ValueId power = y - 1 == 1 ? in(0) : emit("integer_pow", {in(0)}, {{"y", int_param(y - 1)}});
-        d = emit("multiply", {d, power});
+      // JAX's rule: x ** 0 is a constant, so x gets no cotangent (0 * x ** -1 was nan at 0).
+      if (y != 0) {
+        ValueId d = scalar(static_cast<double>(y), dt);
+        if (y != 1) {
+          const ValueId power = y - 1 == 1 ? in(0) : emit("integer_pow", {in(0)}, {{"y", int_param(y - 1)}});
+          d = emit("multiply", {d, power});
+        }
+        give(eq, 0, emit("multiply", {g, d}));
       }
-      give(eq, 0, emit("multiply", {g, d}));
     } else if (op == "power") {
-      // d/da a^b = b a^(b-1) = b * out / a; d/db = log(a) * out
-      give(eq, 0, emit("multiply", {g, emit("divide", {emit("multiply", {in(1), out}), in(0)})}));
-      give(eq, 1, emit("multiply", {g, emit("multiply", {emit("log", {in(0)}), out})}));
+      // JAX's pow rules, which keep their values at a == 0 (b * out / a and log(a) * out gave nan there):
+      // d/da = b a^(b-1), with a^(b-1) computed rather than out / a (0 for b = 2, inf for b = 0.5), and 0 where
+      // an integer b is 0; d/db = log(a) out with a == 0 read as 1 (0 for b >= 0, where log(0) * 0 was nan).
+      const ValueId zero = scalar(0, dt);
+      ValueId jac = emit("multiply", {in(1), emit("power", {in(0), emit("subtract", {in(1), one()})})});
+      if (!is_floating(p_.types[eq.inputs[1]].dtype)) jac = emit("where", {emit("equal", {in(1), zero}), zero, jac});
+      give(eq, 0, emit("multiply", {g, jac}));
+      const ValueId base = emit("where", {emit("equal", {in(0), zero}), one(), in(0)});
+      give(eq, 1, emit("multiply", {g, emit("multiply", {emit("log", {base}), out})}));
     } else if (op == "maximum" || op == "minimum") {
       // JAX's rule: the winner takes the cotangent, ties share it equally.
       const char* wins = op == "maximum" ? "greater" : "less";

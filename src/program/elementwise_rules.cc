@@ -28,8 +28,27 @@ std::vector<ValueType> float_unary(const std::vector<ValueType>& ins, const Para
 
 std::vector<ValueType> same_unary(const std::vector<ValueType>& ins, const Params&, const Mesh&) { return {ins[0]}; }
 
+// Negation and its relatives are for numbers: JAX's neg, sign and sub refuse bool (as numpy's `-` does).
+// Bool mixed with a number is that number's type, so only an all-bool equation is refused.
+std::vector<ValueType> numeric(const char* op, const char* hint, std::vector<ValueType> result) {
+  if (result[0].dtype == DType::boolean) {
+    throw RuleError(std::string(op) + " takes numbers, not bool operands (JAX's rule)" + hint);
+  }
+  return result;
+}
+
 std::vector<ValueType> arithmetic(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
   return {ValueType{promote_all(ins, 0), broadcast_shapes(ins), union_varying(ins)}};
+}
+
+std::vector<ValueType> negation(const std::vector<ValueType>& ins, const Params& p, const Mesh& m) {
+  return numeric("negative", "; for bools, bitwise_not (~)", same_unary(ins, p, m));
+}
+std::vector<ValueType> signum(const std::vector<ValueType>& ins, const Params& p, const Mesh& m) {
+  return numeric("sign", "", same_unary(ins, p, m));
+}
+std::vector<ValueType> difference(const std::vector<ValueType>& ins, const Params& p, const Mesh& m) {
+  return numeric("subtract", "; for bools, bitwise_xor (^)", arithmetic(ins, p, m));
 }
 
 // jnp.divide is true division: integer operands give float32.
@@ -104,12 +123,15 @@ void register_elementwise_ops(std::vector<OpInfo>& ops) {
                            "gelu_tanh_derivative"}) {
     ops.push_back({name, 1, 1, {}, {}, false, float_unary});
   }
-  for (const char* name : {"abs", "negative", "sign", "relu", "copy", "stop_gradient"}) {
+  for (const char* name : {"abs", "relu", "copy", "stop_gradient"}) {
     ops.push_back({name, 1, 1, {}, {}, false, same_unary});
   }
-  for (const char* name : {"add", "subtract", "multiply", "power", "maximum", "minimum"}) {
+  ops.push_back({"negative", 1, 1, {}, {}, false, negation});
+  ops.push_back({"sign", 1, 1, {}, {}, false, signum});
+  for (const char* name : {"add", "multiply", "power", "maximum", "minimum"}) {
     ops.push_back({name, 2, 2, {}, {}, false, arithmetic});
   }
+  ops.push_back({"subtract", 2, 2, {}, {}, false, difference});
   ops.push_back({"divide", 2, 2, {}, {}, false, true_divide});
   for (const char* name : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}) {
     ops.push_back({name, 2, 2, {}, {}, false, comparison});

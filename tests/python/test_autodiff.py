@@ -112,3 +112,77 @@ def test_a_pmapped_training_step_is_one_program_with_one_reduction_per_dtype():
     program = weft.make_program(lambda p, x, y: train_step(p, x, y), axis_env=[("i", 8)])(
         params, xs[0], ys[0])
     assert program.count("pmean") == 2  # the loss's and the gradients' (packed into one buffer)
+
+
+# JAX's values where a derivative's formula divides by an input or takes its log (issue 45 item 2; its lax.py
+# rules: pow's d/dx = y x^(y-1), d/dy = log(x, read as 1 at 0) x^y; integer_pow's 0 for y = 0; abs's +g at 0;
+# max / min ties shared equally, jnp.clip's bounds included). x ** 2.0, x ** 0 and d/dy 0 ** y at 0 were nan.
+INF, NAN = np.inf, np.nan
+SINGULAR = [
+    ("x ** 2.0", lambda a: a ** 2.0, [0.0, 3.0], [0.0, 6.0]),
+    ("x ** 0", lambda a: a ** 0, [0.0, 3.0], [0.0, 0.0]),
+    ("x ** 0.5", lambda a: a ** 0.5, [0.0, 4.0], [INF, 0.25]),
+    ("x ** 3", lambda a: a ** 3, [0.0, 2.0], [0.0, 12.0]),
+    ("x ** -1", lambda a: a ** -1, [0.0, 2.0], [-INF, -0.25]),
+    ("x ** 0.0 (JAX: 0 * 0 ** -1)", lambda a: a ** 0.0, [0.0, 2.0], [NAN, 0.0]),
+    ("0 ** y", lambda y: jnp.power(0.0, y), [0.5, 2.0, 0.0, -1.0], [0.0, 0.0, 0.0, NAN]),
+    ("sqrt", jnp.sqrt, [0.0, 4.0], [INF, 0.25]),
+    ("log", jnp.log, [0.0, 4.0], [INF, 0.25]),
+    ("1 / x", lambda a: 1.0 / a, [0.0, 2.0], [-INF, -0.25]),
+    ("abs", jnp.abs, [0.0, -0.0, -2.0], [1.0, 1.0, -1.0]),
+    ("maximum(x, 1)", lambda a: jnp.maximum(a, 1.0), [1.0, 2.0, 0.0], [0.5, 1.0, 0.0]),
+    ("minimum(x, 1)", lambda a: jnp.minimum(a, 1.0), [1.0, 2.0, 0.0], [0.5, 0.0, 1.0]),
+    ("clip(x, 0, 1)", lambda a: jnp.clip(a, 0.0, 1.0), [0.0, 0.5, 1.0, 2.0], [0.5, 1.0, 0.5, 0.0]),
+    ("max", jnp.max, [1.0, 3.0, 3.0], [0.0, 0.5, 0.5]),
+    ("min", jnp.min, [2.0, 2.0, 5.0], [0.5, 0.5, 0.0]),
+    ("logsumexp", weft.nn.logsumexp, [-INF, 0.0, 0.0], [0.0, 0.5, 0.5]),
+    ("logsumexp of -inf only", weft.nn.logsumexp, [-INF, -INF], [NAN, NAN]),
+    ("norm at 0", lambda a: jnp.sqrt(jnp.sum(a * a)), [0.0, 0.0], [NAN, NAN]),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name,f,at,want", SINGULAR, ids=[row[0] for row in SINGULAR])
+def test_grad_at_singular_points_gives_jaxs_values(name, f, at, want, dtype):
+    g = weft.grad(lambda a: jnp.sum(f(a)))(np.array(at, dtype))
+    assert g.dtype == dtype
+    np.testing.assert_allclose(g, np.array(want, dtype), rtol=1e-6, equal_nan=True, err_msg=name)
+
+
+@pytest.mark.parametrize("exponent", [2.0, 0.5, 3, -2, 1.5])
+def test_grad_of_powers_matches_central_differences_away_from_zero(exponent):
+    x = RNG.uniform(0.5, 2.0, 5)
+    y = RNG.uniform(0.5, 2.0, 5)
+    gx, gy = weft.grad(lambda a, b: jnp.sum(a ** exponent * jnp.power(b, a)), argnums=(0, 1))(x, y)
+    want = numeric_grad(lambda p: np.sum(p["a"] ** exponent * np.power(p["b"], p["a"])), {"a": x, "b": y})
+    assert_close(gx, want["a"], rtol=1e-7)
+    assert_close(gy, want["b"], rtol=1e-7)
+
+
+def test_layer_norm_on_bfloat16_follows_numpy():
+    """weft.nn.layer_norm on bfloat16 values (issue 45 item 9: the kernel gave float32 where the rule gives
+    bfloat16, an internal error): its result and gradients against numpy's float64 layer norm, within
+    bfloat16's rounding. The inputs are multiples of 1/8 below 2 in magnitude, exact in bfloat16."""
+    x = RNG.integers(-15, 16, (4, 8)) / 8.0
+    scale, bias = RNG.integers(-15, 16, 8) / 8.0, RNG.integers(-15, 16, 8) / 8.0
+    w = RNG.standard_normal((4, 8))
+
+    def f(x, scale, bias):
+        y = weft.nn.layer_norm(*(v.astype(weft.bfloat16) for v in (x, scale, bias)))
+        assert y.dtype == weft.bfloat16
+        return y.astype(np.float32)
+
+    def reference(p):
+        centred = p["x"] - p["x"].mean(-1, keepdims=True)
+        return centred / np.sqrt((centred ** 2).mean(-1, keepdims=True) + 1e-5) * p["scale"] + p["bias"]
+
+    params = {"x": x, "scale": scale, "bias": bias}
+    want = reference(params)
+    got = weft.jit(f)(*(v.astype(np.float32) for v in (x, scale, bias)))
+    assert got.dtype == np.float32
+    assert_close(got, want, rtol=2e-2)
+    grads = weft.grad(lambda *a: jnp.sum(f(*a) * w), argnums=(0, 1, 2))(*(v.astype(np.float32) for v in (x, scale, bias)))
+    want_grads = numeric_grad(lambda p: np.sum(reference(p) * w), params)
+    for got_grad, name in zip(grads, ("x", "scale", "bias")):
+        assert got_grad.dtype == np.float32
+        assert_close(got_grad, want_grads[name], rtol=3e-2)

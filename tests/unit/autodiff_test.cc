@@ -1,12 +1,14 @@
 // Reverse mode on programs (weft::vjp_program, src/program/autodiff.cc; issue 23 item 4's first check): for
 // a table of ops over float64 inputs of several shapes (broadcasting included), the VJP's cotangents against
-// central differences of the same program, max relative error <= 1e-7; integer inputs get no cotangent (zeros);
-// and ops without a rule are errors naming them.
+// central differences of the same program, max relative error <= 1e-7; at the points where a rule's formula
+// divides by an input or takes its log, JAX's values (issue 45 item 2); integer inputs get no cotangent
+// (zeros); and ops without a rule are errors naming them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -47,6 +49,10 @@ Body Slice(std::vector<std::int64_t> start, std::vector<std::int64_t> limit, std
   };
 }
 
+Body IntegerPow(std::int64_t y) {
+  return [y](ProgramBuilder& b, const std::vector<int>& x) { return b.emit("integer_pow", {x[0]}, {{"y", y}})[0]; };
+}
+
 // take with constant indices (integers: they get no cotangent, so they are not an input the check moves).
 Body Take(Array indices, std::optional<std::int64_t> axis) {
   return [=](ProgramBuilder& b, const std::vector<int>& x) {
@@ -80,9 +86,15 @@ std::vector<Case> Cases() {
        }},
       {"abs", {{5}}, Unary("abs")},
       {"relu", {{2, 4}}, Unary("relu")},
-      {"integer_pow 3", {{4}}, [](ProgramBuilder& b, const std::vector<int>& x) {
-         return b.emit("integer_pow", {x[0]}, {{"y", std::int64_t{3}}})[0];
-       }},
+      {"integer_pow 3", {{4}}, IntegerPow(3)},
+      {"integer_pow 0", {{4}}, IntegerPow(0)},
+      {"integer_pow -2", {{4}}, IntegerPow(-2), 0.5, 2.0},
+      {"power of a negative base to a constant integer exponent", {{2, 3}}, [](ProgramBuilder& b, const std::vector<int>& x) {
+         return b.emit("power", {x[0], b.constant(Array::from_vector<std::int32_t>({0, 1, 2}))})[0];
+       }, -2.0, -0.5},
+      {"power to constant float exponents", {{2, 3}}, [](ProgramBuilder& b, const std::vector<int>& x) {
+         return b.emit("power", {x[0], b.constant(Array::from_doubles({2.0, 0.5, -1.5}, {3}, DType::f64))})[0];
+       }, 0.5, 2.0},
       {"where", {{3, 4}, {3, 4}}, [](ProgramBuilder& b, const std::vector<int>& x) {
          const int c = b.emit("greater", {x[0], x[1]})[0];
          return b.emit("where", {c, x[0], b.emit("multiply", {x[1], x[1]})[0]})[0];
@@ -211,6 +223,112 @@ TEST(Autodiff, EveryOpsVjpMatchesCentralDifferencesInFloat64) {
       EXPECT_LE(worst / scale, 1e-7) << "input " << k << ": max error " << worst << " against max |grad| " << scale;
     }
   }
+}
+
+// ---- JAX's values at the singular points (issue 45 item 2) -----------------------------------------------------
+// Where a derivative's formula divides by an input or takes its log, the rule gives JAX's value (its lax.py
+// JVP rules): pow's d/dx = y x^(y-1), which an integer y of 0 makes 0, and d/dy = log(x, read as 1 where x is
+// 0) * x^y; integer_pow's 0 for y = 0; abs's +g where x >= 0 (-0 included); max / min ties shared equally;
+// sqrt, rsqrt, log, divide and logsumexp by their formulas (inf, or nan where JAX's is nan too: the norm
+// sqrt(sum(x * x)) at 0, a logsumexp over -inf only). These once gave nan at x = 0 for x ** 2.0, x ** 0 and
+// d/dy 0 ** y. Each row: f's float inputs, f (summed by the seed of ones), d sum(f) / d input.
+struct Singular {
+  const char* name;
+  std::vector<std::vector<double>> inputs;
+  Body body;
+  std::vector<std::vector<double>> want;
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<Singular> SingularCases() {
+  const auto reduce = [](const char* op) {
+    return [op](ProgramBuilder& b, const std::vector<int>& x) { return b.emit(op, {x[0]}, Axes({0}))[0]; };
+  };
+  return {
+      {"power: x ** y at x = 0 for y = 2, 0.5, 0, -1, 3, and 2 ** 3",
+       {{0, 0, 0, 0, 0, 2}, {2, 0.5, 0, -1, 3, 3}},
+       Binary("power"),
+       {{0, kInf, kNan, -kInf, 0, 12}, {0, 0, 0, kNan, 0, std::log(2.0) * 8}}},
+      {"power to integer exponents 0, 1, 2 at 0 and 0 at 2",
+       {{0, 0, 0, 2}},
+       [](ProgramBuilder& b, const std::vector<int>& x) {
+         return b.emit("power", {x[0], b.constant(Array::from_vector<std::int32_t>({0, 1, 2, 0}))})[0];
+       },
+       {{0, 1, 0, 0}}},
+      {"integer_pow 0", {{0, 2}}, IntegerPow(0), {{0, 0}}},
+      {"integer_pow 1", {{0, 2}}, IntegerPow(1), {{1, 1}}},
+      {"integer_pow 2", {{0, 2}}, IntegerPow(2), {{0, 4}}},
+      {"integer_pow -1", {{0, 2}}, IntegerPow(-1), {{-kInf, -0.25}}},
+      {"sqrt", {{0, 4}}, Unary("sqrt"), {{kInf, 0.25}}},
+      {"rsqrt", {{0, 4}}, Unary("rsqrt"), {{-kInf, -0.0625}}},
+      {"log", {{0, 4}}, Unary("log"), {{kInf, 0.25}}},
+      {"divide by 0", {{1, 0, 0}, {0, 0, 2}}, Binary("divide"), {{kInf, kInf, 0.5}, {-kInf, kNan, 0}}},
+      {"abs at 0 and -0", {{0, -0.0, -2, 3}}, Unary("abs"), {{1, 1, -1, 1}}},
+      {"relu at 0", {{0, 1, -1}}, Unary("relu"), {{0, 1, 0}}},
+      {"maximum ties", {{1, 2, 0}, {1, 1, 3}}, Binary("maximum"), {{0.5, 1, 0}, {0.5, 0, 1}}},
+      {"minimum ties", {{1, 2, 0}, {1, 1, 3}}, Binary("minimum"), {{0.5, 0, 1}, {0.5, 1, 0}}},
+      {"max over ties", {{1, 3, 3}}, reduce("max"), {{0, 0.5, 0.5}}},
+      {"min over ties", {{2, 2, 5}}, reduce("min"), {{0.5, 0.5, 0}}},
+      {"logsumexp with -inf", {{-kInf, 0, 0}}, [](ProgramBuilder& b, const std::vector<int>& x) {
+         return b.emit("logsumexp", {x[0]}, {{"axis", std::int64_t{0}}})[0];
+       }, {{0, 0.5, 0.5}}},
+      {"logsumexp over -inf only", {{-kInf, -kInf}}, [](ProgramBuilder& b, const std::vector<int>& x) {
+         return b.emit("logsumexp", {x[0]}, {{"axis", std::int64_t{0}}})[0];
+       }, {{kNan, kNan}}},
+      {"the norm sqrt(sum(x * x)) at 0", {{0, 0}}, [](ProgramBuilder& b, const std::vector<int>& x) {
+         return b.emit("sqrt", {b.emit("sum", {b.emit("multiply", {x[0], x[0]})[0]})[0]})[0];
+       }, {{kNan, kNan}}},
+  };
+}
+
+// nan matches nan, infinities match exactly, finite values to the dtype's precision.
+bool SameValue(double got, double want, DType dtype) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isinf(want) || std::isinf(got)) return got == want;
+  return std::abs(got - want) <= (dtype == DType::f32 ? 1e-6 : 1e-13) * std::max(1.0, std::abs(want));
+}
+
+TEST(Autodiff, SingularPointsGiveJaxsValues) {
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    for (const Singular& c : SingularCases()) {
+      SCOPED_TRACE(std::string(c.name) + " in " + std::string(dtype_name(dtype)));
+      ProgramBuilder b;
+      std::vector<int> ins;
+      std::vector<Array> args;
+      for (const std::vector<double>& v : c.inputs) {
+        const Shape shape{static_cast<std::int64_t>(v.size())};
+        ins.push_back(b.input({dtype, shape, {}}));
+        args.push_back(Array::from_doubles(v, shape, dtype));
+      }
+      b.set_outputs({c.body(b, ins)});
+      const Program f = b.build();
+      std::vector<int> wrt(ins.size());
+      for (std::size_t k = 0; k < wrt.size(); ++k) wrt[k] = static_cast<int>(k);
+      const ValueType out = f.output_types()[0];
+      args.push_back(Array::ones(out.shape, out.dtype));
+      const std::vector<Array> got = run_program(vjp_program(f, wrt), args);
+      for (std::size_t k = 0; k < c.want.size(); ++k) {
+        const std::vector<double> g = got[1 + k].to_doubles();
+        ASSERT_EQ(g.size(), c.want[k].size());
+        for (std::size_t i = 0; i < g.size(); ++i) {
+          EXPECT_TRUE(SameValue(g[i], c.want[k][i], dtype))
+              << "d/d input " << k << " at element " << i << ": got " << g[i] << ", JAX gives " << c.want[k][i];
+        }
+      }
+    }
+  }
+}
+
+// The same rules reached through weft::grad of C++ code (a ** 2.0 and a ** 0.5 at 0).
+TEST(Autodiff, GradOfPowerAtZeroThroughTheCppApi) {
+  const Array a = Array::from_doubles({0, 3}, {2}, DType::f32);
+  const std::vector<double> square = grad([](const Array& x) { return power(x, 2.0).sum(); })(a).to_doubles();
+  EXPECT_EQ(square, (std::vector<double>{0, 6}));
+  const std::vector<double> root = grad([](const Array& x) { return power(x, 0.5).sum(); })(a).to_doubles();
+  EXPECT_EQ(root[0], kInf);
+  EXPECT_NEAR(root[1], 0.5 / std::sqrt(3.0), 1e-6);
 }
 
 TEST(Autodiff, IntegerInputsGetZerosAndOpsWithoutARuleAreNamed) {

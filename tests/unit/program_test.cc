@@ -350,6 +350,34 @@ TEST(ProgramInference, BinaryOpsPromoteAsJax) {
   }
 }
 
+// negative, sign and subtract are for numbers (JAX's neg, sign and sub refuse bool; their kernels always did):
+// the rule says so when the program is built, naming the op. Bool with a number is that number's type.
+TEST(ProgramInference, NegationRefusesBoolOperands) {
+  const ValueType flag{DType::boolean, {2}, {}};
+  const ValueType count{DType::i32, {2}, {}};
+  struct Case {
+    const char* op;
+    std::vector<ValueType> ins;
+    const char* error;  // empty: accepted
+  };
+  const std::vector<Case> cases = {
+      {"negative", {flag}, "negative takes numbers, not bool operands (JAX's rule); for bools, bitwise_not (~)"},
+      {"sign", {flag}, "sign takes numbers, not bool operands (JAX's rule)"},
+      {"subtract", {flag, flag}, "subtract takes numbers, not bool operands (JAX's rule); for bools, bitwise_xor (^)"},
+      {"subtract", {flag, count}, ""},
+      {"negative", {count}, ""},
+  };
+  for (const Case& c : cases) {
+    std::string error;
+    try {
+      infer_result_types(c.op, c.ins, {}, mesh_i());
+    } catch (const RuleError& e) {
+      error = e.what();
+    }
+    EXPECT_EQ(error, c.error) << c.op;
+  }
+}
+
 TEST(ProgramInference, RegistryCoversTheOpFamilies) {
   for (const char* op : {"add", "subtract", "multiply", "divide", "exp", "tanh", "where", "astype", "sum", "mean",
                          "max", "min", "reshape", "transpose", "broadcast_to", "matmul", "psum", "pmean", "pmax",
