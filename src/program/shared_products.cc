@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iterator>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 #include "op_registry.hpp"
@@ -26,17 +27,27 @@ std::vector<int> class_each(std::int64_t size) {
   return out;
 }
 
-// The coarsest classes finer than both: coordinates in one class of each. Numbered in order of first
-// appearance, so that equal partitions compare equal.
-std::vector<int> meet(const std::vector<int>& a, const std::vector<int>& b) {
-  std::vector<std::pair<int, int>> seen;
-  std::vector<int> out(a.size());
-  for (std::size_t k = 0; k < a.size(); ++k) {
-    const std::pair<int, int> both{a[k], b[k]};
-    const auto it = std::find(seen.begin(), seen.end(), both);
-    out[k] = static_cast<int>(it - seen.begin());
-    if (it == seen.end()) seen.push_back(both);
+// Classes renumbered in order of first appearance, so that equal partitions compare equal.
+std::vector<int> canonical(const std::vector<int>& classes) {
+  std::vector<int> renumbered(classes.size() + 1, -1);  // class ids are below the axis size
+  std::vector<int> out(classes.size());
+  int next = 0;
+  for (std::size_t k = 0; k < classes.size(); ++k) {
+    int& id = renumbered[static_cast<std::size_t>(classes[k])];
+    if (id < 0) id = next++;
+    out[k] = id;
   }
+  return out;
+}
+
+// The coarsest classes finer than both: coordinates in one class of each (canonical). Linear in the axis size.
+std::vector<int> meet(const std::vector<int>& a, const std::vector<int>& b) {
+  const std::size_t n = a.size();
+  std::vector<std::int64_t> pairs(n);
+  for (std::size_t k = 0; k < n; ++k) pairs[k] = static_cast<std::int64_t>(a[k]) * static_cast<std::int64_t>(n) + b[k];
+  std::unordered_map<std::int64_t, int> seen;
+  std::vector<int> out(n);
+  for (std::size_t k = 0; k < n; ++k) out[k] = seen.emplace(pairs[k], static_cast<int>(seen.size())).first->second;
   return out;
 }
 
@@ -74,6 +85,7 @@ ReplicaClasses collective_classes(const Mesh& mesh, const Equation& eq, const Va
   for (std::size_t g = 0; g < lists->size(); ++g) {
     for (int member : (*lists)[g]) classes.per_axis[axis][static_cast<std::size_t>(member)] = static_cast<int>(g);
   }
+  classes.per_axis[axis] = canonical(classes.per_axis[axis]);
   for (std::size_t a = 0; a < classes.per_axis.size(); ++a) {
     if (a != axis && classes.varies_along(a)) classes.per_axis[a] = operand.per_axis[a];
   }
@@ -93,13 +105,16 @@ bool ReplicaClasses::varies_along(std::size_t axis) const {
   return std::any_of(c.begin(), c.end(), [&](int k) { return k != c.front(); });
 }
 
-int ReplicaClasses::key(const Mesh& mesh, int replica) const {
-  int key = 0;
+std::vector<int> ReplicaClasses::keys(const Mesh& mesh) const {
+  std::vector<int> out(static_cast<std::size_t>(mesh.size()), 0);
   for (std::size_t a = 0; a < per_axis.size(); ++a) {
     const int count = *std::max_element(per_axis[a].begin(), per_axis[a].end()) + 1;
-    key = key * count + per_axis[a][static_cast<std::size_t>(mesh.axis_index(replica, mesh.axes()[a].name))];
+    for (int r = 0; r < mesh.size(); ++r) {
+      int& key = out[static_cast<std::size_t>(r)];
+      key = key * count + per_axis[a][static_cast<std::size_t>(mesh.axis_index(r, mesh.axes()[a].name))];
+    }
   }
-  return key;
+  return out;
 }
 
 std::vector<ReplicaClasses> replica_classes(const Program& program, const std::vector<bool>& computes_locally) {

@@ -49,8 +49,9 @@ struct ReplicaClasses {
   std::vector<std::vector<int>> per_axis;
 
   bool varies_along(std::size_t axis) const;
-  // The replica's class along every axis, as one number (mixed radix of the classes; equal numbers, equal data).
-  int key(const Mesh& mesh, int replica) const;
+  // Per replica of `mesh`: its class along every axis as one number (mixed radix of the classes; equal numbers,
+  // equal data).
+  std::vector<int> keys(const Mesh& mesh) const;
   bool operator==(const ReplicaClasses&) const = default;
 };
 

@@ -29,9 +29,8 @@ std::optional<ReplicaClasses> run_classes(const Program& p, const Step& step, co
   }
   // A class per replica: the run differs on every replica, nobody to share it with (a data-parallel step's
   // backward runs over its own batch).
-  std::set<int> keys;
-  for (int r = 0; r < p.mesh.size(); ++r) keys.insert(out.key(p.mesh, r));
-  if (static_cast<int>(keys.size()) == p.mesh.size()) return std::nullopt;
+  const std::vector<int> keys = out.keys(p.mesh);
+  if (static_cast<int>(std::set<int>(keys.begin(), keys.end()).size()) == p.mesh.size()) return std::nullopt;
   return out;
 }
 
@@ -68,6 +67,7 @@ std::vector<SharedSegment> find_shared_segments(const Program& p, const std::vec
     SharedSegment seg;
     seg.first = s;
     seg.classes = *first_classes;
+    seg.group_of_replica = seg.classes.keys(p.mesh);
     std::vector<bool> shared_value(p.types.size(), false);  // results of the segment's shared runs
     std::size_t t = s;
     for (; t < steps.size(); ++t) {

@@ -90,7 +90,7 @@ void RunSharing::run_segment(int local, const void* program_id, std::size_t segm
                              const std::function<void(std::size_t)>& release, const transport::Describe& what) {
   const int replica = execution_.local_replicas[local];
   const Request request{program_id, segment_index,
-                        segment.classes.key(execution_.mesh, replica),
+                        segment.group_of_replica[static_cast<std::size_t>(replica)],
                         &program, &steps, &segment, &values};
   const std::shared_ptr<const Outcome> outcome = rendezvous_.arrive(
       local, request, [this](std::span<const Request* const> requests) { return complete(requests); }, what);
