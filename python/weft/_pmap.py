@@ -13,9 +13,9 @@ import threading
 
 import numpy as np
 
-from . import _tree, _weft
+from . import _dtypes, _tree, _weft
 from ._arrays import DeviceArray, ShardedArray, _Deleted
-from ._jit import leaf_type, trace_function
+from ._jit import leaf_type, leaf_value, trace_function
 from ._trace import current_trace
 
 
@@ -30,6 +30,7 @@ class _Pmapped:
         self._last = None  # (argument signature, engine, single leaf result?, result treedef) of the last call
         # The same for pytree arguments: (treedef, leaf types, engine, result treedef, donated positions).
         self._last_tree = None
+        self._x64 = _dtypes.x64_enabled()  # the x64 switch the two above were made under
         self._axis_name = axis_name
         self._in_axes = in_axes
         self._out_axes = out_axes
@@ -55,6 +56,9 @@ class _Pmapped:
     def __call__(self, *args, **kwargs):
         # The steady state of a traced pmap: plain numpy arguments with the signature of the last call go
         # straight to its engine (the checks below ran when that signature was first seen).
+        if self._x64 != _dtypes.x64_enabled():  # another switch: other dtypes inside the function
+            self._last = self._last_tree = None
+            self._x64 = _dtypes.x64_enabled()
         last = self._last
         if last is not None and not kwargs and len(args) == len(last[0]):
             signature = last[0]
@@ -92,6 +96,8 @@ class _Pmapped:
         else:
             leaves, treedef = _tree.flatten(tuple(args))
             leaf_axes = _tree.broadcast_prefix(in_axes, tuple(args), "pmap in_axes")
+        # 64-bit numpy arguments narrowed with x64 off, Python numbers of JAX's default types (weft/_dtypes.py)
+        leaves = [leaf_value(leaf) for leaf in leaves]
         impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf for leaf in leaves]
 
         if len(levels) == 1:
@@ -115,7 +121,7 @@ class _Pmapped:
             mesh = [(lv._axis_name if lv._axis_name is not None else f"_pmap_axis{k}", int(shape[k]))
                     for k, lv in enumerate(levels)]
         out_axes = self._out_axes
-        key = (treedef, tuple(leaf_axes), tuple(mesh))
+        key = (treedef, tuple(leaf_axes), tuple(mesh), _dtypes.x64_enabled())
         if not levels[0]._eager:
             positions = self._donated_positions(args)
             donate = _donated(positions, leaves)
@@ -127,7 +133,9 @@ class _Pmapped:
                 self._last_tree = (treedef, types, self._traced[(key, types)][0], out_def, positions)
             if results and treedef == _flat_treedef(len(args)) and all(type(a) is np.ndarray for a in args):
                 single = out_def == _tree.LEAF and self._out_axes == 0
-                self._last = (tuple((a.shape, a.dtype) for a in args), self._traced[(key, types)][0], single, out_def)
+                # (a 64-bit argument with x64 off never matches: the full path narrows it)
+                self._last = (tuple((a.shape, _dtypes.canonical(a.dtype)) for a in args), self._traced[(key, types)][0],
+                              single, out_def)
             if not results and out_def != _tree.LEAF:
                 return outs  # this process holds none of the program's devices
             return self._finish(outs, out_def, out_axes)
@@ -179,7 +187,7 @@ class _Pmapped:
                 return None  # the full path raises JAX's error for it
             if leaf_type(leaf, self._name) != want:
                 return None
-        impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf for leaf in leaves]
+        impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf_value(leaf) for leaf in leaves]
         results = _run_engine(engine, leaves, impl_leaves, _donated(positions, leaves))
         return self._finish([ShardedArray(r) for r in results], out_def, self._out_axes)
 

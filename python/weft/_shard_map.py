@@ -26,8 +26,8 @@ import functools
 
 import numpy as _np
 
-from . import _tree, _weft
-from ._jit import leaf_type, trace_function
+from . import _dtypes, _tree, _weft
+from ._jit import leaf_value, trace_function
 from ._pmap import _run_engine
 from ._trace import current_trace
 
@@ -435,14 +435,16 @@ class _ShardMapped:
                                         f"{len(args)} arguments")
         leaves, treedef = _tree.flatten(tuple(args))
         specs = _spec_leaves(tuple(in_specs), tuple(args), "in_specs", self._name)
-        arrays = [leaf if isinstance(leaf, (_np.ndarray, MeshArray)) else _np.asarray(leaf) for leaf in leaves]
+        # Host arguments as JAX holds them: 64-bit narrowed with x64 off, Python numbers of its default types
+        # (weft/_dtypes.py).
+        arrays = [leaf if isinstance(leaf, MeshArray) else _np.asarray(leaf_value(leaf)) for leaf in leaves]
         types, resident = [], []
         for index, (array, spec) in enumerate(zip(arrays, specs)):
             self._check_spec(spec, array.ndim, f"argument {index}")
             resident.append(self._resident(array, spec, index))
             dtype = array._block_dtype if resident[-1] else array.dtype
             types.append((dtype, self._block_shape(array.shape, spec, index)))
-        key = (treedef, tuple(types), tuple(specs))
+        key = (treedef, tuple(types), tuple(specs), _dtypes.x64_enabled())
         entry = self._traced.get(key)
         if entry is None:
             entry = self._trace(types, specs, treedef)
