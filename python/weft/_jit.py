@@ -45,10 +45,11 @@ def leaf_weak(leaf):
 
 
 def leaf_value(leaf):
-    """A leaf as the program takes it: a numpy array (64-bit narrowed with x64 off, as leaf_type says) or a
-    Python number as a numpy value of its type; anything else (a device array) as it is."""
-    if type(leaf) in (bool, int, float):
-        return _np.asarray(leaf, _dtypes.python_scalar_dtype(leaf))
+    """A leaf as the program takes it: a numpy array (64-bit narrowed with x64 off, as leaf_type says); a
+    Python number as it is (C++ takes it as JAX's 32-bit default, refusing an int outside int32) or, with x64
+    on, as a 64-bit numpy value; anything else (a device array) as it is."""
+    if type(leaf) in (int, float):
+        return _np.asarray(leaf, _dtypes.python_scalar_dtype(leaf)) if _dtypes.x64_enabled() else leaf
     if isinstance(leaf, _np.ndarray):
         return _dtypes.canonical_array(leaf)
     return leaf

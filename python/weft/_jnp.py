@@ -26,7 +26,7 @@ def _concrete(op, args, params=()):
     `args`: numpy arrays (or Python numbers), of the dtypes the op is to compute in."""
     values = [_canonical(a) for a in args]
     key = (op, tuple((n, k, tuple(v) if isinstance(v, list) else v) for n, k, v in params),
-           tuple((v.dtype.str, v.shape) for v in values), _dtypes.x64_enabled())
+           tuple((v.dtype.str, v.shape) for v in values))
     program = _CONCRETE.get(key)
     if program is None:
         builder = _weft.ProgramBuilder([])

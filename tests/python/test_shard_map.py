@@ -17,6 +17,9 @@ from weft import P, lax
 
 from conftest import PYTHON, assert_close, build_dir, numeric_grad, python_env
 
+# 64-bit types on (JAX's jax_enable_x64; conftest.py): float64 blocks compared bit for bit with numpy's float64.
+pytestmark = pytest.mark.usefixtures("jax_enable_x64")
+
 
 @pytest.fixture(scope="module", autouse=True)
 def runtime():
