@@ -131,7 +131,7 @@ class Trace:
     def emit(self, op, inputs, params, nout=1):
         if self.finished:
             raise _escaped(op, self, next((x for x in inputs if isinstance(x, Tracer) and x._trace is self), None))
-        ids, weak = [], bool(inputs)
+        ids, weak, first = [], bool(inputs), None
         for x in inputs:
             if not isinstance(x, Tracer):
                 x = self.constant(x)
@@ -145,13 +145,13 @@ class Trace:
                     "function was kept and used in another (return it instead)")
             ids.append(x._id)
             weak = weak and x._weak
+            first = x.dtype if first is None else first
         params = list(params)
         if self.region is not None:
             params.append(("checkpoint", "int", self.region))
         outs = self.builder.emit(op, ids, params, _weft.caller_source())
         # JAX's rule for weak types through an op: a result is weak when every operand is and the op kept
         # their dtype (not a comparison's bool, nor a cast's or an argmax's dtype of its own).
-        first = inputs[0].dtype if weak else None
         return [Tracer(self, ident, typ, weak and _np.dtype(typ[0]) == first and first != _np.bool_)
                 for ident, typ in outs]
 
