@@ -15,7 +15,7 @@ import threading
 import numpy as _np
 
 from . import _dtypes, _tree, _weft
-from ._trace import Trace, Tracer, current_trace, trace_of
+from ._trace import Trace, Tracer, current_trace, escaped, trace_of
 
 
 def leaf_type(leaf, what):
@@ -69,6 +69,8 @@ def trace_function(fun, in_types, treedef, mesh, name, captured=None, shard_map_
         for leaf in out_leaves:
             if not isinstance(leaf, Tracer):
                 leaf = trace.constant(leaf)
+            elif leaf._trace.finished:
+                raise escaped(f"{name}'s output", leaf._trace, leaf)
             elif leaf._trace is not trace and trace.encloses(leaf._trace):
                 leaf = trace.capture(leaf)
             elif leaf._trace is not trace:

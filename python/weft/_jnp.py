@@ -54,20 +54,32 @@ def _promote(xs, dtype=None):
     dtype = joined if dtype is None else dtype
     trace = (current_trace() or trace_of(xs)) if _any_tracer(*xs) else None
     if trace is None:
-        return [_np.asarray(x, dtype=dtype) if _dtypes.is_python_scalar(x) else _canonical(x).astype(dtype, copy=False)
+        return [_number(x, dtype) if _dtypes.is_python_scalar(x) else _canonical(x).astype(dtype, copy=False)
                 for x in xs], weak
     out = []
     for x in xs:
         if not isinstance(x, Tracer):
             x_weak = _dtypes.is_python_scalar(x) and not isinstance(x, bool)
             # (bfloat16 has no numpy values: the number goes in as float32 and is cast in the program)
-            value = _np.asarray(x, dtype=_np.float32 if dtype == _dtypes.BF16 else dtype) \
+            value = _number(x, _np.float32 if dtype == _dtypes.BF16 else dtype) \
                 if _dtypes.is_python_scalar(x) else _canonical(x)
             x = trace.constant(value, weak=x_weak)
         if x.dtype != dtype:
             x = bind("astype", [x], [("dtype", "dtype", dtype)])
         out.append(x)
     return out, weak
+
+
+def _number(x, dtype):
+    """A Python number as a 0-d array of `dtype`, the dtype weak typing gave it; an int it cannot hold is
+    JAX's OverflowError (numpy would wrap it around)."""
+    dtype = _np.dtype(dtype)
+    if dtype.kind in "iu" and not isinstance(x, bool):
+        info = _np.iinfo(dtype)
+        if not info.min <= x <= info.max:
+            raise OverflowError(f"Python int {x} too large to convert to {dtype.name} (the dtype of the array it "
+                                "meets: a Python number is weakly typed, as in JAX)")
+    return _np.asarray(x, dtype=dtype)
 
 
 def _traced(op, xs, params=(), dtype=None):

@@ -27,7 +27,8 @@ class UnexpectedTracerError(_weft.InvalidArgument):
     UnexpectedTracerError). Its program is finished; the op would have no program to go to."""
 
 
-def _escaped(op, trace, tracer=None):
+def escaped(op, trace, tracer=None):
+    """The UnexpectedTracerError for `tracer` (of `trace`, which has ended) met by `op`."""
     what = f"a tracer ({tracer!r})" if tracer is not None else "a tracer"
     return UnexpectedTracerError(
         f"{op}: {what} of {trace.name}'s trace was used after that trace ended: a value "
@@ -130,13 +131,13 @@ class Trace:
 
     def emit(self, op, inputs, params, nout=1):
         if self.finished:
-            raise _escaped(op, self, next((x for x in inputs if isinstance(x, Tracer) and x._trace is self), None))
+            raise escaped(op, self, next((x for x in inputs if isinstance(x, Tracer) and x._trace is self), None))
         ids, weak, first = [], bool(inputs), None
         for x in inputs:
             if not isinstance(x, Tracer):
                 x = self.constant(x)
             elif x._trace.finished:
-                raise _escaped(op, x._trace, x)
+                raise escaped(op, x._trace, x)
             elif x._trace is not self and self.encloses(x._trace):
                 x = self.capture(x)
             elif x._trace is not self:

@@ -158,6 +158,15 @@ def test_promotion_values_follow_the_dtype():
     assert out.dtype == np.int32 and np.array_equal(out, u8.astype(np.int64) + i8.astype(np.int64))
 
 
+def test_a_python_int_the_other_dtype_cannot_hold_overflows():
+    """int8 + 300: JAX's OverflowError (the weak int takes int8, which cannot hold it), not numpy's wrap."""
+    i8 = np.array([1, 2], np.int8)
+    for fn in (lambda: jnp.add(i8, 300), lambda: weft.jit(lambda x: x + 300)(i8)):
+        with pytest.raises(OverflowError, match="Python int 300 too large to convert to int8"):
+            fn()
+    assert np.array_equal(jnp.add(i8, 100), np.array([101, 102], np.int8))
+
+
 def test_where_of_python_floats_is_weak():
     """jnp.where(c, 1.0, 0.0) is weakly typed float (JAX): times a float16 array it stays float16, and with
     no other operand it is float32 (not float64, which then promoted all that followed)."""

@@ -310,6 +310,8 @@ def test_a_tracer_used_after_its_trace_ended_raises(use):
     assert "jit(leak)" in text and "after that trace ended" in text, text
     with pytest.raises(weft.errors.UnexpectedTracerError, match=r"jit\(leak\)"):
         weft.jit(lambda y: y + kept[0])(V)
+    with pytest.raises(weft.errors.UnexpectedTracerError, match=r"output.*jit\(leak\)"):
+        weft.jit(lambda y: (y, kept[0]))(V)
     assert str(jitted.lower(V)) == before
     np.testing.assert_allclose(jitted(V), V * 2)
 
