@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _dtypes, _tree, _weft
 from ._arrays import DeviceArray, ShardedArray, _Deleted
-from ._jit import leaf_type, leaf_value, trace_function
+from ._jit import leaf_type, leaf_value, leaf_weak, trace_function
 from ._trace import current_trace
 
 
@@ -96,7 +96,9 @@ class _Pmapped:
         else:
             leaves, treedef = _tree.flatten(tuple(args))
             leaf_axes = _tree.broadcast_prefix(in_axes, tuple(args), "pmap in_axes")
-        # 64-bit numpy arguments narrowed with x64 off, Python numbers of JAX's default types (weft/_dtypes.py)
+        # 64-bit numpy arguments narrowed with x64 off, Python numbers of JAX's default types, and weakly typed
+        # (weft/_dtypes.py)
+        weak = tuple(leaf_weak(leaf) for leaf in leaves)
         leaves = [leaf_value(leaf) for leaf in leaves]
         impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf for leaf in leaves]
 
@@ -125,9 +127,9 @@ class _Pmapped:
         if not levels[0]._eager:
             positions = self._donated_positions(args)
             donate = _donated(positions, leaves)
-            types = tuple(leaf_type(leaf, self._name) for leaf in leaves)  # before donation deletes leaves
-            results, out_def = self._call_traced(fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh,
-                                                 donate)
+            types = _types(leaves, weak, self._name)  # before donation deletes leaves
+            results, out_def = self._call_traced(fun, levels, key, types, leaves, impl_leaves, treedef, leaf_axes,
+                                                 axis, mesh, donate)
             outs = [ShardedArray(r) for r in results]
             if results:
                 self._last_tree = (treedef, types, self._traced[(key, types)][0], out_def, positions)
@@ -185,7 +187,7 @@ class _Pmapped:
         for leaf, want in zip(leaves, types):
             if isinstance(leaf, ShardedArray) and leaf.is_deleted():
                 return None  # the full path raises JAX's error for it
-            if leaf_type(leaf, self._name) != want:
+            if leaf_type(leaf, self._name) + (leaf_weak(leaf),) != want:
                 return None
         impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf_value(leaf) for leaf in leaves]
         results = _run_engine(engine, leaves, impl_leaves, _donated(positions, leaves))
@@ -203,10 +205,9 @@ class _Pmapped:
             positions.extend([k in donated_args] * n)
         return positions
 
-    def _call_traced(self, fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh, donate=()):
+    def _call_traced(self, fun, levels, key, types, leaves, impl_leaves, treedef, leaf_axes, axis, mesh, donate=()):
         """Runs the program traced from `fun` for this signature (tracing it on the first call); the donated
-        leaves' buffers go to the call (the arrays are deleted)."""
-        types = tuple(leaf_type(leaf, self._name) for leaf in leaves)
+        leaves' buffers go to the call (the arrays are deleted). `types`: each leaf's (dtype, shape, weak)."""
         full_key = (key, types)
         entry = self._traced.get(full_key)
         if entry is None:
@@ -229,10 +230,10 @@ class _Pmapped:
             mapped = [(t, ax) for t, ax in zip(types, leaf_axes) if ax is not None]
             if not mapped:
                 raise ValueError(f"{self._name}: pmap must have at least one non-None value in in_axes")
-            for index, ((_, shape), ax) in enumerate(zip(types, leaf_axes)):
+            for index, ((_, shape, _), ax) in enumerate(zip(types, leaf_axes)):
                 if ax is not None:
                     _check_in_axis(self._name, index, ax, shape)
-            (dtype, shape), ax = mapped[0]
+            (dtype, shape, _), ax = mapped[0]
             size = shape[ax]
             if self._devices is not None:
                 size = len(self._devices)
@@ -242,9 +243,9 @@ class _Pmapped:
             depth = 1
         names = sorted(name for name, _ in trace_mesh)
         in_types = []
-        for index, ((dtype, shape), ax) in enumerate(zip(types, leaf_axes)):
+        for index, ((dtype, shape, weak), ax) in enumerate(zip(types, leaf_axes)):
             if ax is None:
-                in_types.append((dtype, shape, ()))
+                in_types.append((dtype, shape, (), weak))
                 continue
             if depth > 1:
                 if len(shape) < depth:
@@ -258,6 +259,11 @@ class _Pmapped:
         program, out_def = trace_function(fun, in_types, treedef, trace_mesh, self._name)
         engine = _weft.ProgramPmap(program, axis, mesh, list(leaf_axes), [], self._devices or [], self._name)
         return engine, out_def
+
+
+def _types(leaves, weak, name):
+    """Each leaf's (dtype, shape, weak) as traced (weak: the leaf was a Python int or float)."""
+    return tuple(leaf_type(leaf, name) + (w,) for leaf, w in zip(leaves, weak))
 
 
 def _donated(positions, leaves):

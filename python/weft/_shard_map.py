@@ -27,7 +27,7 @@ import functools
 import numpy as _np
 
 from . import _dtypes, _tree, _weft
-from ._jit import leaf_value, trace_function
+from ._jit import leaf_value, leaf_weak, trace_function
 from ._pmap import _run_engine
 from ._trace import current_trace
 
@@ -443,7 +443,7 @@ class _ShardMapped:
             self._check_spec(spec, array.ndim, f"argument {index}")
             resident.append(self._resident(array, spec, index))
             dtype = array._block_dtype if resident[-1] else array.dtype
-            types.append((dtype, self._block_shape(array.shape, spec, index)))
+            types.append((dtype, self._block_shape(array.shape, spec, index), leaf_weak(leaves[index])))
         key = (treedef, tuple(types), tuple(specs), _dtypes.x64_enabled())
         entry = self._traced.get(key)
         if entry is None:
@@ -549,7 +549,7 @@ class _ShardMapped:
     # ---- the program -------------------------------------------------------------------------------------
     def _trace(self, types, specs, treedef):
         mesh = [(a, int(n)) for a, n in self._mesh.shape.items()]
-        in_types = [(dtype, shape, tuple(sorted(spec.axes()))) for (dtype, shape), spec in zip(types, specs)]
+        in_types = [(dtype, shape, tuple(sorted(spec.axes())), weak) for (dtype, shape, weak), spec in zip(types, specs)]
         program, out_def = trace_function(self._fun, in_types, treedef, mesh, self._name,
                                           shard_map_rules=self._check_vma)
         out_types = program.output_types

@@ -158,6 +158,20 @@ def test_promotion_values_follow_the_dtype():
     assert out.dtype == np.int32 and np.array_equal(out, u8.astype(np.int64) + i8.astype(np.int64))
 
 
+def test_python_number_arguments_are_weak_at_every_entry(x64):
+    """A Python float or int passed as an argument is weakly typed (JAX traces it so): times a float16 / int8
+    array it keeps the array's dtype, at jit, pmap (in_axes None) and shard_map (P()), x64 on or off."""
+    mesh = weft.Mesh(np.array(weft.devices()), ("i",))
+    for array, number in ((np.arange(8, dtype=np.float16), 1.5), (np.arange(8, dtype=np.int8), 3)):
+        want = (array.astype(np.float64) * number).astype(array.dtype)
+        outs = [weft.jit(lambda x, s: x * s)(array, number),
+                weft.pmap(lambda x, s: x * s, in_axes=(0, None))(array, number),
+                weft.shard_map(lambda x, s: x * s, mesh, in_specs=(P("i"), P()), out_specs=P("i"))(array, number)]
+        for entry, out in zip(("jit", "pmap", "shard_map"), outs):
+            assert np.asarray(out).dtype == array.dtype, (entry, np.asarray(out).dtype)
+            assert np.array_equal(np.asarray(out), want), entry
+
+
 def test_a_python_int_the_other_dtype_cannot_hold_overflows():
     """int8 + 300: JAX's OverflowError (the weak int takes int8, which cannot hold it), not numpy's wrap."""
     i8 = np.array([1, 2], np.int8)
