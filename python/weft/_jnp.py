@@ -61,8 +61,8 @@ def _promote(xs, dtype=None):
         if not isinstance(x, Tracer):
             x_weak = _dtypes.is_python_scalar(x) and not isinstance(x, bool)
             # (bfloat16 has no numpy values: the number goes in as float32 and is cast in the program)
-            value = _number(x, _np.float32 if dtype == _dtypes.BF16 else dtype) \
-                if _dtypes.is_python_scalar(x) else _canonical(x)
+            # (an array as it is: the trace narrows it, and knows it again by its identity and contents)
+            value = _number(x, _np.float32 if dtype == _dtypes.BF16 else dtype) if _dtypes.is_python_scalar(x) else x
             x = trace.constant(value, weak=x_weak)
         if x.dtype != dtype:
             x = bind("astype", [x], [("dtype", "dtype", dtype)])
