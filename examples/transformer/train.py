@@ -95,6 +95,10 @@ class Trainer:
         if self.data.vocab != config.vocab:
             raise ValueError(f"the text has {self.data.vocab} characters, the config says vocab {config.vocab}")
         self.dtype = DTYPES[dtype]
+        if self.dtype == np.float64:
+            # float64 needs 64-bit types on, as in JAX (jax.config.update("jax_enable_x64", True)): with them
+            # off, weft computes float64 parameters in float32 (docs/python.md, "dtypes and x64").
+            weft.config.update("jax_enable_x64", True)
         self.policy = weft.Policy(self.dtype, weft.bfloat16 if dtype == "bf16" else self.dtype, self.dtype)
         self.model = Model(config, layout, self.policy)
         params = corpus.init_params(config, seed, self.dtype)

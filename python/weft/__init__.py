@@ -26,7 +26,8 @@ from ._autodiff import checkpoint, grad, remat, value_and_grad, vjp
 from ._custom_vjp import custom_vjp
 from ._shard_map import BlockedArray, Mesh, MeshArray, P, PartitionSpec, make_mesh, shard_map
 from ._trace import TracerConversionError
-from . import lax, collectives, ops, nn, tree, tree_util
+from ._dtypes import config
+from . import errors, lax, collectives, ops, nn, tree, tree_util
 from . import numpy
 from ._session import Session, ReplicaGrouping, Variable, RemoteBuffer, HostStream
 from ._policy import Policy, get_policy
@@ -40,7 +41,7 @@ __all__ = [
     "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "tree", "tree_util", "Session",
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
-    "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "make_mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
+    "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError", "config", "errors", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "make_mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
     "numpy", "bfloat16", "Policy", "get_policy",
 ]
 
@@ -106,11 +107,12 @@ def process_count():
 def device_put(x, device=None):
     """A copy of `x` committed to `device` (default: the first local device), as a DeviceArray."""
     from ._tree import tree_map
+    from ._jit import leaf_value
     if device is None:
         device = local_devices()[0]
 
     def put(leaf):
-        data, _ = _weft.device_put(leaf, device)
+        data, _ = _weft.device_put(leaf_value(leaf), device)  # (64-bit narrowed with x64 off, as JAX's)
         return DeviceArray(data, device)
 
     return tree_map(put, x)
@@ -120,6 +122,7 @@ def device_put_sharded(shards, devices):
     """shards[i] on devices[i], stacked on a new leading axis: one ShardedArray per leaf when the shards are
     pytrees of the same structure (jax.device_put_sharded)."""
     from ._tree import flatten, unflatten, describe
+    from ._jit import leaf_value
     shards, devices = list(shards), list(devices)
     if not shards:
         raise InvalidArgument("weft.device_put_sharded: `shards` is empty; it needs one shard per device")
@@ -129,7 +132,7 @@ def device_put_sharded(shards, devices):
         if other != treedef:
             raise InvalidArgument(f"weft.device_put_sharded: shard {index} has structure {describe(other)} but "
                                   f"shard 0 has {describe(treedef)}; every shard must be the same pytree")
-    out = [ShardedArray(_weft.device_put_sharded([leaves[k] for leaves, _ in flat], devices))
+    out = [ShardedArray(_weft.device_put_sharded([leaf_value(leaves[k]) for leaves, _ in flat], devices))
            for k in range(len(leaves0))]
     return unflatten(treedef, out)
 
@@ -138,5 +141,6 @@ def device_put_replicated(x, devices):
     """One copy of x per device, stacked on a new leading axis; x may be a pytree (one ShardedArray per leaf),
     as jax.device_put_replicated."""
     from ._tree import tree_map
+    from ._jit import leaf_value
     devices = list(devices)
-    return tree_map(lambda leaf: ShardedArray(_weft.device_put_replicated(leaf, devices)), x)
+    return tree_map(lambda leaf: ShardedArray(_weft.device_put_replicated(leaf_value(leaf), devices)), x)

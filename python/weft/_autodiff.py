@@ -11,7 +11,7 @@ import functools
 import numpy as _np
 
 from . import _tree, _weft
-from ._jit import leaf_type, trace_function
+from ._jit import leaf_type, leaf_value, leaf_weak, trace_function
 from ._trace import Tracer, current_trace, trace_of
 
 
@@ -27,8 +27,8 @@ def _argnums(argnums, n, name):
 def _run(program, inputs, trace):
     """The program's outputs for these input leaves: inlined into `trace`, or run now."""
     if trace is None:
-        # Python numbers as traced: JAX's default types (float32, int32).
-        values = [x if isinstance(x, _np.ndarray) else _np.asarray(x, dtype=leaf_type(x, "grad")[0]) for x in inputs]
+        # As traced: Python numbers of JAX's default types, 64-bit arrays narrowed with x64 off.
+        values = [_np.asarray(leaf_value(x), dtype=leaf_type(x, "grad")[0]) for x in inputs]
         return list(_weft.run_program(program, values))
     ids = []
     for x in inputs:
@@ -46,7 +46,7 @@ def _trace(fun, args, name):
     types = []
     for leaf in leaves:
         dtype, shape = leaf_type(leaf, name)
-        types.append((dtype, shape, leaf._varying if isinstance(leaf, Tracer) else ()))
+        types.append((dtype, shape, leaf._varying if isinstance(leaf, Tracer) else (), leaf_weak(leaf)))
     captured = []
     program, out_def = trace_function(lambda *a: fun(*a), types, treedef, mesh, name, captured)
     return program, leaves, treedef, out_def, outer, captured

@@ -14,17 +14,15 @@ import threading
 
 import numpy as _np
 
-from . import _tree, _weft
-from ._trace import Trace, Tracer, current_trace, trace_of
-
-_PY_TYPES = {bool: _np.dtype(_np.bool_), int: _np.dtype(_np.int32), float: _np.dtype(_np.float32)}
+from . import _dtypes, _tree, _weft
+from ._trace import Trace, Tracer, current_trace, escaped, trace_of
 
 
 def leaf_type(leaf, what):
-    """(dtype, shape) a leaf is traced with: a Python number takes JAX's default type (float32, int32)."""
-    dtype = _PY_TYPES.get(type(leaf))
-    if dtype is not None:
-        return dtype, ()
+    """(dtype, shape) a leaf is traced with: a Python number takes JAX's default type (float32, int32; 64-bit
+    with x64 on), a 64-bit array its 32-bit stand-in with x64 off (weft/_dtypes.py; leaf_value converts it)."""
+    if type(leaf) in (bool, int, float):
+        return _dtypes.python_scalar_dtype(leaf), ()
     if isinstance(leaf, Tracer):
         return leaf.dtype, leaf.shape
     if getattr(leaf, "is_fully_addressable", True) is False:
@@ -32,28 +30,47 @@ def leaf_type(leaf, what):
             f"{what}: {leaf!r} is not fully addressable (its blocks are on other processes); it goes only back "
             f"into a shard_map over its mesh with its spec")
     try:
-        return _np.dtype(leaf.dtype), tuple(leaf.shape)
+        return _dtypes.canonical(leaf.dtype), tuple(leaf.shape)
     except AttributeError:
         array = _np.asarray(leaf)
         if array.dtype == object:
             raise _weft.InvalidArgument(f"{what}: {type(leaf).__name__} is not an array") from None
-        return array.dtype, array.shape
+        return _dtypes.canonical(array.dtype), array.shape
+
+
+def leaf_weak(leaf):
+    """Whether a leaf is traced weakly typed: a Python int or float (JAX's weak-typed arguments), or a weak
+    tracer."""
+    return isinstance(leaf, Tracer) and leaf.weak_type or type(leaf) in (int, float)
+
+
+def leaf_value(leaf):
+    """A leaf as the program takes it: a numpy array (64-bit narrowed with x64 off, as leaf_type says); a
+    Python number as it is (C++ takes it as JAX's 32-bit default, refusing an int outside int32) or, with x64
+    on, as a 64-bit numpy value; anything else (a device array) as it is."""
+    if type(leaf) in (int, float):
+        return _np.asarray(leaf, _dtypes.python_scalar_dtype(leaf)) if _dtypes.x64_enabled() else leaf
+    if isinstance(leaf, _np.ndarray):
+        return _dtypes.canonical_array(leaf)
+    return leaf
 
 
 def trace_function(fun, in_types, treedef, mesh, name, captured=None, shard_map_rules=None):
-    """Traces fun(*unflatten(treedef, tracers)) with one input per (dtype, shape, varying) of `in_types`:
+    """Traces fun(*unflatten(treedef, tracers)) with one input per (dtype, shape, varying[, weak]) of `in_types`:
     (the built weft._weft.Program, the result's treedef). Tracers of enclosing traces the function uses
     become further inputs, after those; `captured` (a list) receives them, in order (else they are an error).
     `shard_map_rules`: the collectives' rule set (None: that of the trace around this one, else pmap's)."""
     trace = Trace(mesh, name, shard_map_rules)
     with trace:
-        tracers = [trace.input(dtype, shape, varying) for dtype, shape, varying in in_types]
+        tracers = [trace.input(*typ) for typ in in_types]
         out = fun(*_tree.unflatten(treedef, tracers))
         out_leaves, out_def = _tree.flatten(out)
         ids = []
         for leaf in out_leaves:
             if not isinstance(leaf, Tracer):
                 leaf = trace.constant(leaf)
+            elif leaf._trace.finished:
+                raise escaped(f"{name}'s output", leaf._trace, leaf)
             elif leaf._trace is not trace and trace.encloses(leaf._trace):
                 leaf = trace.capture(leaf)
             elif leaf._trace is not trace:
@@ -137,17 +154,18 @@ class _Jitted:
     def _signature(self, args):
         static, values, dynamic = _split_static(args, self._static_argnums, self._name)
         leaves, treedef = _tree.flatten(dynamic)
-        types = tuple(leaf_type(leaf, self._name) for leaf in leaves)
+        types = tuple(leaf_type(leaf, self._name) + (leaf_weak(leaf),) for leaf in leaves)
         return static, values, leaves, treedef, types
 
     def _program(self, args, axis_env=()):
         static, values, leaves, treedef, types = self._signature(args)
-        key = (static, values, treedef, types, tuple(axis_env))
+        # (the x64 switch decides the dtypes of the Python numbers and arrays the function makes)
+        key = (static, values, treedef, types, tuple(axis_env), _dtypes.x64_enabled())
         with self._lock:
             entry = self._cache.get(key)
         if entry is None:
             fun = _with_static(self._fun, static, values, len(args))
-            entry = trace_function(fun, [(d, s, ()) for d, s in types], treedef, list(axis_env), self._name)
+            entry = trace_function(fun, [(d, s, (), w) for d, s, w in types], treedef, list(axis_env), self._name)
             with self._lock:
                 self._cache[key] = entry
         return entry, leaves
@@ -158,7 +176,7 @@ class _Jitted:
         if current_trace() is not None or trace_of(_tree.flatten(args)[0]) is not None:
             return self._fun(*args)  # inlined into the trace running
         (program, out_def), leaves = self._program(args)
-        outs = _weft.run_program(program, leaves)
+        outs = _weft.run_program(program, [leaf_value(leaf) for leaf in leaves])
         return _tree.unflatten(out_def, outs)
 
     def lower(self, *args):

@@ -1,9 +1,10 @@
 """weft.numpy's functions (JAX's jnp): on tracers they record program equations (weft/_trace.py); on
 concrete values the arithmetic, elementwise math, reductions, where, matmul and concatenate run the same op
 through weft's kernels (a one-equation program, cached per op and signature), so they give what the traced
-program gives: JAX's dtypes (float32 stays float32, a Python number is weakly typed, integer true division
-gives float32, int32 + float32 is float32) and read-only results. Shape-only functions (reshape, transpose,
-...) are numpy's on concrete arrays. Shapes broadcast as numpy's.
+program gives: JAX's dtypes (weft/_dtypes.py: JAX's promotion lattice, a Python number weakly typed, integer
+true division float, 64-bit inputs narrowed to 32 with x64 off) and read-only results. Shape-only functions
+(reshape, transpose, ...) are numpy's on concrete arrays, after the same narrowing. Shapes broadcast as
+numpy's.
 """
 import builtins
 import math
@@ -11,24 +12,20 @@ import operator
 
 import numpy as _np
 
-from . import _weft
-from ._trace import Tracer, bind, bind_many, is_tracer, trace_of, weak_constant
+from . import _dtypes, _weft
+from ._trace import Tracer, bind, bind_many, current_trace, is_tracer, trace_of
 
 _pyslice = builtins.slice
+_canonical = _dtypes.canonical_array
 
 
 _CONCRETE = {}  # (op, params, input signature) -> the one-equation program
 
 
 def _concrete(op, args, params=()):
-    """op[params](args) on concrete values through weft's kernels: the equation a trace would record, run."""
-    like = next((_np.asarray(a).dtype for a in args if not isinstance(a, (bool, int, float, complex))), None)
-    if like is None:  # only Python numbers: JAX's default types
-        like = next((_np.dtype(_np.float32) for a in args if isinstance(a, float)), _np.dtype(_np.int32))
-        if all(isinstance(a, bool) for a in args):
-            like = _np.dtype(_np.bool_)
-    values = [_np.asarray(weak_constant(a, like)) if isinstance(a, (bool, int, float, complex)) else _np.asarray(a)
-              for a in args]
+    """op[params](args) on concrete values through weft's kernels: the equation a trace would record, run.
+    `args`: numpy arrays (or Python numbers), of the dtypes the op is to compute in."""
+    values = [_canonical(a) for a in args]
     key = (op, tuple((n, k, tuple(v) if isinstance(v, list) else v) for n, k, v in params),
            tuple((v.dtype.str, v.shape) for v in values))
     program = _CONCRETE.get(key)
@@ -49,10 +46,47 @@ def _any_tracer(*xs):
     return any(isinstance(x, Tracer) for x in xs)
 
 
-def _operands(*xs):
-    """The operands of an op with a tracer among them: Python numbers typed weakly after the tracers'."""
-    like = next(x for x in xs if isinstance(x, Tracer)).dtype
-    return [weak_constant(x, like) if isinstance(x, (bool, int, float, complex)) else x for x in xs]
+def _promote(xs, dtype=None):
+    """The operands of an elementwise op in the dtype JAX computes it in (their join on the promotion
+    lattice; `dtype` to override it), and whether the result is weakly typed. With a tracer among them, every
+    operand becomes a value of its trace (a Python number a weak constant), cast where its dtype differs;
+    without, numpy arrays."""
+    joined, weak = _dtypes.result_type(*xs)
+    dtype = joined if dtype is None else dtype
+    trace = (current_trace() or trace_of(xs)) if _any_tracer(*xs) else None
+    if trace is None:
+        return [_number(x, dtype) if _dtypes.is_python_scalar(x) else _canonical(x).astype(dtype, copy=False)
+                for x in xs], weak
+    out = []
+    for x in xs:
+        if not isinstance(x, Tracer):
+            x_weak = _dtypes.is_python_scalar(x) and not isinstance(x, bool)
+            # (bfloat16 has no numpy values: the number goes in as float32 and is cast in the program)
+            # (an array as it is: the trace narrows it, and knows it again by its identity and contents)
+            value = _number(x, _np.float32 if dtype == _dtypes.BF16 else dtype) if _dtypes.is_python_scalar(x) else x
+            x = trace.constant(value, weak=x_weak)
+        if x.dtype != dtype:
+            x = bind("astype", [x], [("dtype", "dtype", dtype)])
+        out.append(x)
+    return out, weak
+
+
+def _number(x, dtype):
+    """A Python number as a 0-d array of `dtype`, the dtype weak typing gave it; an int it cannot hold is
+    JAX's OverflowError (numpy would wrap it around)."""
+    dtype = _np.dtype(dtype)
+    if dtype.kind in "iu" and not isinstance(x, bool):
+        info = _np.iinfo(dtype)
+        if not info.min <= x <= info.max:
+            raise OverflowError(f"Python int {x} too large to convert to {dtype.name} (the dtype of the array it "
+                                "meets: a Python number is weakly typed, as in JAX)")
+    return _np.asarray(x, dtype=dtype)
+
+
+def _traced(op, xs, params=(), dtype=None):
+    """op[params](xs) recorded with xs promoted: its result, weak as the promotion says."""
+    values, weak = _promote(xs, dtype)
+    return bind(op, values, params).weakly(weak)
 
 
 def _norm_axis(axis, ndim, what):
@@ -79,11 +113,18 @@ def _unary(op, np_fn):
     return fn
 
 
-def _binary(op, np_fn):
+def _inexact(xs):
+    """The dtype JAX's true division computes in: the operands' join, or the default float for integers."""
+    dtype, _ = _dtypes.result_type(*xs)
+    return dtype if dtype.kind == "f" or dtype == _dtypes.BF16 else _dtypes.default_float()
+
+
+def _binary(op, np_fn, inexact=False):
     def fn(a, b):
+        dtype = _inexact((a, b)) if inexact else None
         if _any_tracer(a, b):
-            return bind(op, _operands(a, b))
-        return _concrete(op, [a, b])
+            return _traced(op, (a, b), dtype=dtype)
+        return _concrete(op, _promote((a, b), dtype)[0])
     fn.__name__ = op
     return fn
 
@@ -103,7 +144,7 @@ invert = bitwise_not
 add = _binary("add", _np.add)
 subtract = _binary("subtract", _np.subtract)
 multiply = _binary("multiply", _np.multiply)
-divide = _binary("divide", _np.true_divide)
+divide = _binary("divide", _np.true_divide, inexact=True)
 true_divide = divide
 maximum = _binary("maximum", _np.maximum)
 minimum = _binary("minimum", _np.minimum)
@@ -124,10 +165,10 @@ def power(a, b):
     if isinstance(a, Tracer) and isinstance(b, int) and not isinstance(b, bool):
         return bind("integer_pow", [a], [("y", "int", b)])
     if _any_tracer(a, b):
-        return bind("power", _operands(a, b))
+        return _traced("power", (a, b))
     if isinstance(b, int) and not isinstance(b, bool):
         return _concrete("integer_pow", [a], [("y", "int", b)])
-    return _concrete("power", [a, b])
+    return _concrete("power", _promote((a, b))[0])
 
 
 def matmul(a, b):
@@ -137,6 +178,7 @@ def matmul(a, b):
 def dot(a, b):
     """numpy.dot for operands of rank <= 2 (matmul; a scalar operand multiplies)."""
     if not _any_tracer(a, b):
+        a, b = _promote((a, b))[0]
         return _np.dot(a, b)
     a_nd, b_nd = _np.ndim(a) if not isinstance(a, Tracer) else a.ndim, _np.ndim(b) if not isinstance(b, Tracer) else b.ndim
     if a_nd == 0 or b_nd == 0:
@@ -148,19 +190,20 @@ def dot(a, b):
 
 
 def where(condition, x, y):
+    # The result's dtype and weak type are x's and y's (the condition's are not part of it), as JAX's.
     if _any_tracer(condition, x, y):
         c = condition
         if not (isinstance(c, Tracer) and c.dtype == _np.bool_):
             c = not_equal(c, 0) if isinstance(c, Tracer) else _np.asarray(c).astype(bool)
-        x, y = _operands(x, y) if _any_tracer(x, y) else (_np.asarray(x), _np.asarray(y))
-        return bind("where", [c, x, y])
+        (x, y), weak = _promote((x, y))
+        return bind("where", [c, x, y]).weakly(weak)
     c = _np.asarray(condition)
-    return _concrete("where", [c if c.dtype == _np.bool_ else c != 0, x, y])
+    return _concrete("where", [c if c.dtype == _np.bool_ else c != 0] + _promote((x, y))[0])
 
 
 def clip(a, a_min=None, a_max=None):
     if not isinstance(a, Tracer):
-        return _np.clip(a, a_min, a_max)
+        return _np.clip(_canonical(a), a_min, a_max)
     if a_min is not None:
         a = maximum(a, a_min)
     if a_max is not None:
@@ -168,25 +211,50 @@ def clip(a, a_min=None, a_max=None):
     return a
 
 
-def asarray(a, dtype=None):
+def asarray(a, dtype=None, what="asarray"):
+    """jnp.asarray: `a` as weft's JAX API holds it (64-bit narrowed with x64 off); `dtype`, asked for by name,
+    with JAX's warning when x64 is off and it is 64-bit. A named dtype makes a weak value strong."""
+    if dtype is not None:
+        dtype = _dtypes.requested(dtype, what)
     if isinstance(a, Tracer):
-        if dtype is None or _np.dtype(dtype) == a.dtype:
+        if dtype is None:
             return a
-        return bind("astype", [a], [("dtype", "dtype", _np.dtype(dtype))])
-    return _np.asarray(a, dtype=dtype)
+        if dtype == a.dtype:
+            return a.weakly(False)
+        return bind("astype", [a], [("dtype", "dtype", dtype)])
+    if dtype is None:
+        return _canonical(a)
+    return _np.asarray(_canonical(a), dtype=dtype)
 
 
-array = asarray
+def array(a, dtype=None):
+    out = asarray(a, dtype, "array")
+    return out if isinstance(out, Tracer) or out is not a else _np.array(out)  # a copy, as jnp.array's
 
 
 # ---- reductions ---------------------------------------------------------------------------------------
+def _x64_accumulation(op, a):
+    """With x64 on, JAX sums bool and integers in the default int (int64) and takes the mean of integers in
+    the default float (float64); weft's kernels give JAX's x64-off dtypes (int32 sums, float32 means), so the
+    operand is widened first. Unsigned sums, uint64 in JAX, are int64 here (weft has no uint64)."""
+    if not _dtypes.x64_enabled() or a.dtype.kind not in "biu":
+        return a
+    if op == "sum" and a.dtype != _np.int64:
+        return asarray(a, _np.int64, op)
+    if op == "mean":
+        return asarray(a, _np.float64, op)
+    return a
+
+
 def _reduction(op, np_fn):
     def fn(a, axis=None, dtype=None, keepdims=False):
         concrete = not isinstance(a, Tracer)
         if concrete:
-            a = _np.asarray(a)
+            a = _canonical(a)
         if dtype is not None:  # JAX's: converted first, so the reduction accumulates in `dtype`
-            a = asarray(a, dtype)
+            a = asarray(a, dtype, op)
+        else:
+            a = _x64_accumulation(op, a)
         params = [("keepdims", "bool", bool(keepdims))]
         axes = _axes_tuple(axis, a.ndim, op)
         if axes is not None:
@@ -207,11 +275,13 @@ def _arg_reduction(op, np_fn):
     def fn(a, axis=None, keepdims=False):
         concrete = not isinstance(a, Tracer)
         if concrete:
-            a = _np.asarray(a)
+            a = _canonical(a)
         params = [("keepdims", "bool", bool(keepdims))]
         if axis is not None:
             params.append(("axis", "int", _norm_axis(int(axis), a.ndim, op)))
-        return _concrete(op, [a], params) if concrete else bind(op, [a], params)
+        out = _concrete(op, [a], params) if concrete else bind(op, [a], params)
+        # JAX's index dtype is the default int: int64 with x64 on (weft's kernels give int32).
+        return asarray(out, _np.int64, op) if _dtypes.x64_enabled() else out
     fn.__name__ = op
     return fn
 
@@ -223,7 +293,7 @@ argmin = _arg_reduction("argmin", _np.argmin)
 # ---- shapes -------------------------------------------------------------------------------------------
 def reshape(a, newshape, order="C"):
     if not isinstance(a, Tracer):
-        return _np.reshape(a, newshape, order=order)
+        return _np.reshape(_canonical(a), newshape, order=order)
     if order != "C":
         raise _weft.InvalidArgument("weft.numpy.reshape: only order='C' on tracers")
     if isinstance(newshape, int):
@@ -233,14 +303,14 @@ def reshape(a, newshape, order="C"):
 
 def transpose(a, axes=None):
     if not isinstance(a, Tracer):
-        return _np.transpose(a, axes)
+        return _np.transpose(_canonical(a), axes)
     params = [] if axes is None else [("perm", "ints", [_norm_axis(int(x), a.ndim, "transpose") for x in axes])]
     return bind("transpose", [a], params)
 
 
 def swapaxes(a, axis1, axis2):
     if not isinstance(a, Tracer):
-        return _np.swapaxes(a, axis1, axis2)
+        return _np.swapaxes(_canonical(a), axis1, axis2)
     perm = list(range(a.ndim))
     i, j = _norm_axis(axis1, a.ndim, "swapaxes"), _norm_axis(axis2, a.ndim, "swapaxes")
     perm[i], perm[j] = perm[j], perm[i]
@@ -249,7 +319,7 @@ def swapaxes(a, axis1, axis2):
 
 def moveaxis(a, source, destination):
     if not isinstance(a, Tracer):
-        return _np.moveaxis(a, source, destination)
+        return _np.moveaxis(_canonical(a), source, destination)
     perm = [d for d in range(a.ndim) if d != _norm_axis(source, a.ndim, "moveaxis")]
     perm.insert(_norm_axis(destination, a.ndim, "moveaxis"), _norm_axis(source, a.ndim, "moveaxis"))
     return transpose(a, perm)
@@ -257,7 +327,7 @@ def moveaxis(a, source, destination):
 
 def expand_dims(a, axis):
     if not isinstance(a, Tracer):
-        return _np.expand_dims(a, axis)
+        return _np.expand_dims(_canonical(a), axis)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     rank = a.ndim + len(axes)
     shape = list(a.shape)
@@ -268,7 +338,7 @@ def expand_dims(a, axis):
 
 def squeeze(a, axis=None):
     if not isinstance(a, Tracer):
-        return _np.squeeze(a, axis)
+        return _np.squeeze(_canonical(a), axis)
     axes = _axes_tuple(axis, a.ndim, "squeeze")
     if axes is None:
         axes = tuple(i for i, d in enumerate(a.shape) if d == 1)
@@ -281,25 +351,25 @@ def squeeze(a, axis=None):
 
 def broadcast_to(a, shape):
     if not isinstance(a, Tracer):
-        return _np.broadcast_to(a, shape)
+        return _np.broadcast_to(_canonical(a), shape)
     return bind("broadcast_to", [a], [("shape", "ints", [int(d) for d in shape])])
 
 
 def concatenate(arrays, axis=0):
     arrays = list(arrays)
+    if not arrays:
+        raise _weft.InvalidArgument("weft.numpy.concatenate: need at least one array to concatenate")
     if not _any_tracer(*arrays):
-        arrays = [_np.asarray(a) for a in arrays]
-        if not arrays:
-            raise _weft.InvalidArgument("weft.numpy.concatenate: need at least one array to concatenate")
+        arrays = _promote([_np.asarray(a) for a in arrays])[0]
         return _concrete("concatenate", arrays, [("axis", "int", _norm_axis(axis, arrays[0].ndim, "concatenate"))])
     ndim = next(x for x in arrays if isinstance(x, Tracer)).ndim
-    return bind("concatenate", arrays, [("axis", "int", _norm_axis(axis, ndim, "concatenate"))])
+    return _traced("concatenate", arrays, [("axis", "int", _norm_axis(axis, ndim, "concatenate"))])
 
 
 def stack(arrays, axis=0):
     arrays = list(arrays)
     if not _any_tracer(*arrays):
-        return _np.stack(arrays, axis=axis)
+        return _np.stack(_promote([_np.asarray(a) for a in arrays])[0], axis=axis)
     ndim = next(x for x in arrays if isinstance(x, Tracer)).ndim
     axis = _norm_axis(axis, ndim + 1, "stack")
     return concatenate([expand_dims(x if isinstance(x, Tracer) else _np.asarray(x), axis) for x in arrays], axis)
@@ -307,7 +377,7 @@ def stack(arrays, axis=0):
 
 def split(ary, indices_or_sections, axis=0):
     if not isinstance(ary, Tracer):
-        return _np.split(ary, indices_or_sections, axis=axis)
+        return _np.split(_canonical(ary), indices_or_sections, axis=axis)
     axis = _norm_axis(axis, ary.ndim, "split")
     n = ary.shape[axis]
     if isinstance(indices_or_sections, int):
@@ -327,7 +397,7 @@ def split(ary, indices_or_sections, axis=0):
 
 def take(a, indices, axis=None):
     if not _any_tracer(a, indices):
-        return _np.take(a, indices, axis=axis)
+        return _np.take(_canonical(a), indices, axis=axis)
     params = [] if axis is None else [("axis", "int", _norm_axis(axis, a.ndim, "take"))]
     if axis is None and isinstance(a, Tracer):
         a = reshape(a, (-1,))
@@ -416,13 +486,13 @@ def _getitem(x, index):
 # ---- einsum (two operands), lowered to transpose, reshape and matmul -----------------------------------
 def einsum(subscripts, *operands):
     if not _any_tracer(*operands):
-        return _np.einsum(subscripts, *operands)
+        return _np.einsum(subscripts, *_promote([_np.asarray(x) for x in operands])[0])
     if len(operands) != 2 or "->" not in subscripts or "." in subscripts:
         raise _weft.InvalidArgument("weft.numpy.einsum on tracers takes two operands and explicit output subscripts "
                                     "('ij,jk->ik'), without '...'")
     lhs, out = subscripts.replace(" ", "").split("->")
     sa, sb = lhs.split(",")
-    a, b = (x if isinstance(x, Tracer) else _np.asarray(x) for x in operands)
+    a, b = _promote(operands)[0]
     # An index in one operand only and not in the output is summed away first.
     gone = [k for k, c in enumerate(sa) if c not in out and c not in sb]
     if gone:
@@ -449,52 +519,54 @@ def einsum(subscripts, *operands):
 
 
 # ---- creation: concrete arrays (as jnp's, these are constants of a trace) -----------------------------
-def _creation(np_fn, default_dtype, dtype_position):
-    """np_fn with jnp's default dtype; dtype may come by name or at numpy's position (zeros(shape, dtype))."""
+def _dtype_or(dtype, default, what):
+    """A dtype asked for by name (JAX's warning when it is 64-bit with x64 off), else `default()`."""
+    return _dtypes.requested(dtype, what) if dtype is not None else default()
+
+
+def _creation(np_fn, dtype_position):
+    """np_fn with jnp's default dtype (the default float); dtype may come by name or at numpy's position
+    (zeros(shape, dtype))."""
     def fn(*args, dtype=None, **kwargs):
         if len(args) > dtype_position:
             if dtype is not None:
                 raise TypeError(f"{np_fn.__name__}() got dtype by name and by position")
             dtype, args = args[dtype_position], args[:dtype_position] + args[dtype_position + 1:]
-        return np_fn(*args, dtype=_np.dtype(dtype or default_dtype), **kwargs)
+        return np_fn(*args, dtype=_dtype_or(dtype, _dtypes.default_float, np_fn.__name__), **kwargs)
     fn.__name__ = np_fn.__name__
     return fn
 
 
-zeros = _creation(_np.zeros, _np.float32, 1)
-ones = _creation(_np.ones, _np.float32, 1)
-eye = _creation(_np.eye, _np.float32, 3)
+zeros = _creation(_np.zeros, 1)
+ones = _creation(_np.ones, 1)
+eye = _creation(_np.eye, 3)
 
 
 def full(shape, fill_value, dtype=None):
     if isinstance(fill_value, Tracer):
-        v = fill_value if dtype is None else asarray(fill_value, dtype)
+        v = fill_value if dtype is None else asarray(fill_value, dtype, "full")
         return broadcast_to(v, (shape,) if isinstance(shape, int) else tuple(shape))
-    if dtype is None:
-        dtype = _np.asarray(fill_value).dtype
-        dtype = {_np.dtype(_np.float64): _np.float32, _np.dtype(_np.int64): _np.int32}.get(dtype, dtype) \
-            if not isinstance(fill_value, _np.ndarray) else dtype
+    dtype = _dtype_or(dtype, lambda: _dtypes.dtype_and_weak(fill_value)[0], "full")
     return _np.full(shape, fill_value, dtype=dtype)
 
 
 def zeros_like(a, dtype=None):
     if isinstance(a, Tracer):
-        return broadcast_to(_np.zeros((), dtype or a.dtype), a.shape)
-    return _np.zeros_like(a, dtype=dtype)
+        return broadcast_to(_np.zeros((), _dtype_or(dtype, lambda: a.dtype, "zeros_like")), a.shape)
+    return _np.zeros_like(_canonical(a), dtype=_dtype_or(dtype, lambda: None, "zeros_like"))
 
 
 def ones_like(a, dtype=None):
     if isinstance(a, Tracer):
-        return broadcast_to(_np.ones((), dtype or a.dtype), a.shape)
-    return _np.ones_like(a, dtype=dtype)
+        return broadcast_to(_np.ones((), _dtype_or(dtype, lambda: a.dtype, "ones_like")), a.shape)
+    return _np.ones_like(_canonical(a), dtype=_dtype_or(dtype, lambda: None, "ones_like"))
 
 
 def arange(start, stop=None, step=None, dtype=None):
     if _any_tracer(start, stop, step):
         raise _weft.InvalidArgument("weft.numpy.arange needs concrete bounds (its size is the program's shape)")
-    if dtype is None:
-        floats = builtins.any(isinstance(v, float) for v in (start, stop, step))
-        dtype = _np.float32 if floats else _np.int32
+    floats = builtins.any(isinstance(v, float) for v in (start, stop, step))
+    dtype = _dtype_or(dtype, _dtypes.default_float if floats else _dtypes.default_int, "arange")
     args = [v for v in (start, stop, step) if v is not None]
     return _np.arange(*args, dtype=dtype)
 
@@ -537,4 +609,4 @@ def stop_gradient(x):
 
 # weft.numpy's names: not the helpers weft.nn uses (*_traced, integer_cube) nor this module's imports.
 __all__ = [n for n in dir() if not n.startswith("_") and not n.endswith("_traced") and n not in (
-    "builtins", "math", "Tracer", "bind", "bind_many", "is_tracer", "trace_of", "weak_constant", "integer_cube")]
+    "builtins", "math", "Tracer", "bind", "bind_many", "current_trace", "is_tracer", "trace_of", "integer_cube")]

@@ -13,9 +13,9 @@ import threading
 
 import numpy as np
 
-from . import _tree, _weft
+from . import _dtypes, _tree, _weft
 from ._arrays import DeviceArray, ShardedArray, _Deleted
-from ._jit import leaf_type, trace_function
+from ._jit import leaf_type, leaf_value, leaf_weak, trace_function
 from ._trace import current_trace
 
 
@@ -30,6 +30,7 @@ class _Pmapped:
         self._last = None  # (argument signature, engine, single leaf result?, result treedef) of the last call
         # The same for pytree arguments: (treedef, leaf types, engine, result treedef, donated positions).
         self._last_tree = None
+        self._x64 = _dtypes.x64_enabled()  # the x64 switch the two above were made under
         self._axis_name = axis_name
         self._in_axes = in_axes
         self._out_axes = out_axes
@@ -55,6 +56,9 @@ class _Pmapped:
     def __call__(self, *args, **kwargs):
         # The steady state of a traced pmap: plain numpy arguments with the signature of the last call go
         # straight to its engine (the checks below ran when that signature was first seen).
+        if self._x64 != _dtypes.x64_enabled():  # another switch: other dtypes inside the function
+            self._last = self._last_tree = None
+            self._x64 = _dtypes.x64_enabled()
         last = self._last
         if last is not None and not kwargs and len(args) == len(last[0]):
             signature = last[0]
@@ -100,6 +104,10 @@ class _Pmapped:
         else:
             leaves, treedef = _tree.flatten(tuple(args))
             leaf_axes = _tree.broadcast_prefix(in_axes, tuple(args), "pmap in_axes")
+        # 64-bit numpy arguments narrowed with x64 off, Python numbers of JAX's default types, and weakly typed
+        # (weft/_dtypes.py)
+        weak = tuple(leaf_weak(leaf) for leaf in leaves)
+        leaves = [leaf_value(leaf) for leaf in leaves]
         impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf for leaf in leaves]
 
         if len(levels) == 1:
@@ -123,19 +131,21 @@ class _Pmapped:
             mesh = [(lv._axis_name if lv._axis_name is not None else f"_pmap_axis{k}", int(shape[k]))
                     for k, lv in enumerate(levels)]
         out_axes = self._out_axes
-        key = (treedef, tuple(leaf_axes), tuple(mesh))
+        key = (treedef, tuple(leaf_axes), tuple(mesh), _dtypes.x64_enabled())
         if not levels[0]._eager:
             positions = self._donated_positions(args)
             donate = _donated(positions, leaves)
-            types = tuple(leaf_type(leaf, self._name) for leaf in leaves)  # before donation deletes leaves
-            results, out_def = self._call_traced(fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh,
-                                                 donate)
+            types = _types(leaves, weak, self._name)  # before donation deletes leaves
+            results, out_def = self._call_traced(fun, levels, key, types, leaves, impl_leaves, treedef, leaf_axes,
+                                                 axis, mesh, donate)
             outs = [ShardedArray(r) for r in results]
             if results:
                 self._last_tree = (treedef, types, self._traced[(key, types)][0], out_def, positions)
             if results and treedef == _tree.flat_tuple(len(args)) and all(type(a) is np.ndarray for a in args):
                 single = out_def == _tree.LEAF and self._out_axes == 0
-                self._last = (tuple((a.shape, a.dtype) for a in args), self._traced[(key, types)][0], single, out_def)
+                # (a 64-bit argument with x64 off never matches: the full path narrows it)
+                self._last = (tuple((a.shape, _dtypes.canonical(a.dtype)) for a in args), self._traced[(key, types)][0],
+                              single, out_def)
             if not results and out_def != _tree.LEAF:
                 return outs  # this process holds none of the program's devices
             return self._finish(outs, out_def, out_axes)
@@ -185,9 +195,9 @@ class _Pmapped:
         for leaf, want in zip(leaves, types):
             if isinstance(leaf, ShardedArray) and leaf.is_deleted():
                 return None  # the full path raises JAX's error for it
-            if leaf_type(leaf, self._name) != want:
+            if leaf_type(leaf, self._name) + (leaf_weak(leaf),) != want:
                 return None
-        impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf for leaf in leaves]
+        impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf_value(leaf) for leaf in leaves]
         results = _run_engine(engine, leaves, impl_leaves, _donated(positions, leaves))
         return self._finish([ShardedArray(r) for r in results], out_def, self._out_axes)
 
@@ -203,10 +213,9 @@ class _Pmapped:
             positions.extend([k in donated_args] * n)
         return positions
 
-    def _call_traced(self, fun, levels, key, leaves, impl_leaves, treedef, leaf_axes, axis, mesh, donate=()):
+    def _call_traced(self, fun, levels, key, types, leaves, impl_leaves, treedef, leaf_axes, axis, mesh, donate=()):
         """Runs the program traced from `fun` for this signature (tracing it on the first call); the donated
-        leaves' buffers go to the call (the arrays are deleted)."""
-        types = tuple(leaf_type(leaf, self._name) for leaf in leaves)
+        leaves' buffers go to the call (the arrays are deleted). `types`: each leaf's (dtype, shape, weak)."""
         full_key = (key, types)
         entry = self._traced.get(full_key)
         if entry is None:
@@ -229,10 +238,10 @@ class _Pmapped:
             mapped = [(t, ax) for t, ax in zip(types, leaf_axes) if ax is not None]
             if not mapped:
                 raise ValueError(f"{self._name}: pmap must have at least one non-None value in in_axes")
-            for index, ((_, shape), ax) in enumerate(zip(types, leaf_axes)):
+            for index, ((_, shape, _), ax) in enumerate(zip(types, leaf_axes)):
                 if ax is not None:
                     _check_in_axis(self._name, index, ax, shape)
-            (dtype, shape), ax = mapped[0]
+            (dtype, shape, _), ax = mapped[0]
             size = shape[ax]
             if self._devices is not None:
                 size = len(self._devices)
@@ -242,9 +251,9 @@ class _Pmapped:
             depth = 1
         names = sorted(name for name, _ in trace_mesh)
         in_types = []
-        for index, ((dtype, shape), ax) in enumerate(zip(types, leaf_axes)):
+        for index, ((dtype, shape, weak), ax) in enumerate(zip(types, leaf_axes)):
             if ax is None:
-                in_types.append((dtype, shape, ()))
+                in_types.append((dtype, shape, (), weak))
                 continue
             if depth > 1:
                 if len(shape) < depth:
@@ -258,6 +267,11 @@ class _Pmapped:
         program, out_def = trace_function(fun, in_types, treedef, trace_mesh, self._name)
         engine = _weft.ProgramPmap(program, axis, mesh, list(leaf_axes), [], self._devices or [], self._name)
         return engine, out_def
+
+
+def _types(leaves, weak, name):
+    """Each leaf's (dtype, shape, weak) as traced (weak: the leaf was a Python int or float)."""
+    return tuple(leaf_type(leaf, name) + (w,) for leaf, w in zip(leaves, weak))
 
 
 def _donated(positions, leaves):

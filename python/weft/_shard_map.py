@@ -27,8 +27,8 @@ import math
 
 import numpy as _np
 
-from . import _tree, _weft
-from ._jit import leaf_type, trace_function
+from . import _dtypes, _tree, _weft
+from ._jit import leaf_value, leaf_weak, trace_function
 from ._pmap import _run_engine
 from ._trace import current_trace
 
@@ -472,14 +472,16 @@ class _ShardMapped:
                                         f"{len(args)} arguments")
         leaves, treedef = _tree.flatten(tuple(args))
         specs = _spec_leaves(tuple(in_specs), tuple(args), "in_specs", self._name)
-        arrays = [leaf if isinstance(leaf, (_np.ndarray, MeshArray)) else _np.asarray(leaf) for leaf in leaves]
+        # Host arguments as JAX holds them: 64-bit narrowed with x64 off, Python numbers of its default types
+        # (weft/_dtypes.py).
+        arrays = [leaf if isinstance(leaf, MeshArray) else _np.asarray(leaf_value(leaf)) for leaf in leaves]
         types, resident = [], []
         for index, (array, spec) in enumerate(zip(arrays, specs)):
             self._check_spec(spec, array.ndim, f"argument {index}")
             resident.append(self._resident(array, spec, index))
             dtype = array._block_dtype if resident[-1] else array.dtype
-            types.append((dtype, self._block_shape(array.shape, spec, index)))
-        key = (treedef, tuple(types), tuple(specs))
+            types.append((dtype, self._block_shape(array.shape, spec, index), leaf_weak(leaves[index])))
+        key = (treedef, tuple(types), tuple(specs), _dtypes.x64_enabled())
         entry = self._traced.get(key)
         if entry is None:
             entry = self._trace(types, specs, treedef)
@@ -584,7 +586,7 @@ class _ShardMapped:
     # ---- the program -------------------------------------------------------------------------------------
     def _trace(self, types, specs, treedef):
         mesh = [(a, int(n)) for a, n in self._mesh.shape.items()]
-        in_types = [(dtype, shape, tuple(sorted(spec.axes()))) for (dtype, shape), spec in zip(types, specs)]
+        in_types = [(dtype, shape, tuple(sorted(spec.axes())), weak) for (dtype, shape, weak), spec in zip(types, specs)]
         program, out_def = trace_function(self._fun, in_types, treedef, mesh, self._name,
                                           shard_map_rules=self._check_vma)
         out_types = program.output_types

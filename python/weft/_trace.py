@@ -3,20 +3,37 @@ weft.jit and weft.pmap then run in C++, every replica at once, without Python or
 
 A Tracer stands for an array while a trace runs: it has a shape and a dtype (static, usable in Python
 control flow) but no values. Every operation on it (its operators and methods, weft.numpy, weft.nn,
-weft.lax) becomes an equation of the program. numpy arrays and Python numbers it meets become constants;
-Python numbers are weakly typed as in JAX (x * 2 keeps x's dtype). Handing a tracer to numpy, float() or
-`if` raises TracerConversionError, as JAX's TracerArrayConversionError does.
+weft.lax) becomes an equation of the program. numpy arrays and Python numbers it meets become constants,
+with the values they have when the op records them (as JAX's); Python numbers are weakly typed as in JAX (x *
+2 keeps x's dtype: weft/_dtypes.py). Handing a tracer to numpy, float() or `if` raises
+TracerConversionError, as JAX's TracerArrayConversionError does; a tracer used after its trace ended (kept in
+a global or a closure) raises UnexpectedTracerError, as JAX's does.
 """
 import threading
 
 import numpy as _np
 
-from . import _weft
+from . import _dtypes, _weft
 
 
 class TracerConversionError(TypeError):
     """A tracer (a value being traced, with no data yet) was handed to something that needs its values:
     numpy, float(), bool(), int(), .item(). JAX's TracerArrayConversionError / ConcretizationTypeError."""
+
+
+class UnexpectedTracerError(_weft.InvalidArgument):
+    """A tracer was used after the trace it belongs to ended: a value computed inside a traced function
+    escaped it (stored in a global, a closure or a container) and an op met it later (jax.errors'
+    UnexpectedTracerError). Its program is finished; the op would have no program to go to."""
+
+
+def escaped(op, trace, tracer=None):
+    """The UnexpectedTracerError for `tracer` (of `trace`, which has ended) met by `op`."""
+    what = f"a tracer ({tracer!r})" if tracer is not None else "a tracer"
+    return UnexpectedTracerError(
+        f"{op}: {what} of {trace.name}'s trace was used after that trace ended: a value "
+        f"computed inside a traced function escaped it (kept in a global, a closure or a container) and has no "
+        "data. Return it from the traced function instead, and use the result")
 
 
 _local = threading.local()
@@ -42,8 +59,8 @@ class Trace:
             shard_map_rules = outer is not None and outer.shard_map_rules
         self.shard_map_rules = bool(shard_map_rules)
         self.builder = _weft.ProgramBuilder(self.mesh, self.shard_map_rules)
-        # id(numpy array) -> (array, tracer): one constant per captured array; (dtype, bytes) -> (None, tracer)
-        # for scalars
+        # id(numpy array) -> (array, its value when captured, tracer): one constant per captured array while
+        # its value stays the same; (dtype, bytes) -> (None, None, tracer) for scalars
         self._constants = {}
         # Tracers of enclosing traces this one used (a closure inside weft.grad): each became an input of this
         # program, (outer tracer, inner input tracer), in order; the caller passes them in (JAX's closure
@@ -52,12 +69,14 @@ class Trace:
         self._captured_ids = {}
         # The checkpoint region (an int, weft.checkpoint) the equations recorded now belong to, or None.
         self.region = None
+        # Set when the trace ends: its program is finished, and its tracers take no more ops.
+        self.finished = False
 
     def capture(self, outer):
         """The input of this trace standing for `outer`, a tracer of an enclosing trace."""
         inner = self._captured_ids.get(id(outer))
         if inner is None:
-            inner = self.input(outer.dtype, outer.shape, outer._varying)
+            inner = self.input(outer.dtype, outer.shape, outer._varying, outer._weak)
             self.captured.append((outer, inner))
             self._captured_ids[id(outer)] = inner
         return inner
@@ -76,41 +95,49 @@ class Trace:
 
     def __exit__(self, *exc):
         _local.stack.pop()
+        self.finished = True
         return False
 
-    def input(self, dtype, shape, varying):
+    def input(self, dtype, shape, varying, weak=False):
         ident = self.builder.input(_np.dtype(dtype), list(shape), list(varying))
-        return Tracer(self, ident, (_np.dtype(dtype), tuple(shape), tuple(varying)))
+        return Tracer(self, ident, (_np.dtype(dtype), tuple(shape), tuple(varying)), weak)
 
-    def constant(self, value):
+    def constant(self, value, weak=None):
+        """`value` (a numpy array, a Python number, a MeshArray, ...) as a constant of the program, with the
+        value it has now: an array captured again keeps its constant only while its contents are the same (a
+        buffer refilled between two uses gives two constants, as JAX, which copies it at each use). 64-bit
+        values are narrowed with x64 off (weft/_dtypes.py); a Python number is weak unless `weak` says."""
+        if weak is None:
+            weak = _dtypes.is_python_scalar(value) and not isinstance(value, bool)
         if isinstance(value, _np.ndarray) and value.ndim > 0:
             known = self._constants.get(id(value))
-            if known is not None and known[0] is value:
-                return known[1]
-        # Python floats and numpy scalars are weak (float32 here, as JAX's); a float64 array keeps its dtype:
-        # numpy's, or a shard_map result (a weft.MeshArray, known by its class's is_fully_addressable).
-        array = _np.asarray(value)
-        is_array = isinstance(value, _np.ndarray) or hasattr(type(value), "is_fully_addressable")
-        if array.dtype == _np.float64 and not is_array:
-            array = array.astype(_np.float32)
+            if known is not None and known[0] is value and _same_contents(known[1], value):
+                return known[2]
+        array = _dtypes.canonical_array(value)
         if array.ndim == 0:  # scalars (x * 2, x + 0.5): one constant per value and dtype
             key = (array.dtype.str, array.tobytes())
             known = self._constants.get(key)
             if known is not None:
-                return known[1]
-        ident, typ = self.builder.constant(_np.array(array, order="C"))  # (ascontiguousarray makes 0-d 1-d)
+                return known[2].weakly(weak)
+        snapshot = _np.array(array, order="C")  # (ascontiguousarray makes 0-d 1-d); a copy: the value now
+        ident, typ = self.builder.constant(snapshot)
         tracer = Tracer(self, ident, typ)
         if array.ndim == 0:
-            self._constants[(array.dtype.str, array.tobytes())] = (None, tracer)
+            self._constants[(array.dtype.str, array.tobytes())] = (None, None, tracer)
         elif isinstance(value, _np.ndarray):
-            self._constants[id(value)] = (value, tracer)
-        return tracer
+            # (compared with `value` at its next use: its own dtype, before any narrowing)
+            self._constants[id(value)] = (value, snapshot if array.dtype == value.dtype else value.copy(), tracer)
+        return tracer.weakly(weak)
 
     def emit(self, op, inputs, params, nout=1):
-        ids = []
+        if self.finished:
+            raise escaped(op, self, next((x for x in inputs if isinstance(x, Tracer) and x._trace is self), None))
+        ids, weak, first = [], bool(inputs), None
         for x in inputs:
             if not isinstance(x, Tracer):
                 x = self.constant(x)
+            elif x._trace.finished:
+                raise escaped(op, x._trace, x)
             elif x._trace is not self and self.encloses(x._trace):
                 x = self.capture(x)
             elif x._trace is not self:
@@ -118,11 +145,24 @@ class Trace:
                     f"{op}: a tracer of another trace ({x._trace.name}) reached {self.name}: a value from one traced "
                     "function was kept and used in another (return it instead)")
             ids.append(x._id)
+            weak = weak and x._weak
+            first = x.dtype if first is None else first
         params = list(params)
         if self.region is not None:
             params.append(("checkpoint", "int", self.region))
         outs = self.builder.emit(op, ids, params, _weft.caller_source())
-        return [Tracer(self, ident, typ) for ident, typ in outs]
+        # JAX's rule for weak types through an op: a result is weak when every operand is and the op kept
+        # their dtype (not a comparison's bool, nor a cast's or an argmax's dtype of its own).
+        return [Tracer(self, ident, typ, weak and _np.dtype(typ[0]) == first and first != _np.bool_)
+                for ident, typ in outs]
+
+
+def _same_contents(a, b):
+    """Whether two arrays hold the same bytes (the same values, NaNs included)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return _np.array_equal(_np.ascontiguousarray(a).reshape(-1).view(_np.uint8),
+                           _np.ascontiguousarray(b).reshape(-1).view(_np.uint8))
 
 
 def is_tracer(x):
@@ -149,30 +189,6 @@ def bind_many(op, inputs, params=(), trace=None):
     return trace.emit(op, inputs, params)
 
 
-def weak_constant(value, like_dtype):
-    """A Python number next to an array of `like_dtype`, typed as JAX types weak scalars: it takes the
-    array's dtype unless it is of a higher kind (a float with an integer array gives float32, an int with a
-    bool array int32)."""
-    kind = _np.dtype(like_dtype).kind
-    if kind == "V" and isinstance(value, (int, float)) and not isinstance(value, bool):
-        # weft.bfloat16 (a stand-in dtype: numpy cannot hold its values): the number as float32, so the op
-        # computes in float32 (JAX would keep bfloat16; cast back with .astype(weft.bfloat16)).
-        return _np.asarray(value, dtype=_np.float32)
-    if isinstance(value, bool):
-        return _np.asarray(value, dtype=like_dtype)
-    if isinstance(value, int):
-        if kind == "b":
-            return _np.asarray(value, dtype=_np.int32)
-        return _np.asarray(value, dtype=like_dtype)
-    if isinstance(value, float):
-        if kind in "biu":
-            return _np.asarray(value, dtype=_np.float32)
-        return _np.asarray(value, dtype=like_dtype)
-    if isinstance(value, complex):
-        raise _weft.InvalidArgument("weft has no complex dtypes")
-    return value
-
-
 def _conversion_error(what):
     return TracerConversionError(
         f"{what} was given a traced value (a Tracer of a function being traced by weft.jit / weft.pmap): it has "
@@ -191,13 +207,24 @@ _UFUNCS = {"add": "add", "subtract": "subtract", "multiply": "multiply", "true_d
 class Tracer:
     """A traced array: shape and dtype known, values not. Behaves as a JAX array under trace."""
 
-    __slots__ = ("_trace", "_id", "dtype", "shape", "_varying")
+    __slots__ = ("_trace", "_id", "dtype", "shape", "_varying", "_weak")
     __array_priority__ = 1000
 
-    def __init__(self, trace, ident, typ):
+    def __init__(self, trace, ident, typ, weak=False):
         self._trace = trace
         self._id = ident
         self.dtype, self.shape, self._varying = _np.dtype(typ[0]), tuple(typ[1]), tuple(typ[2])
+        self._weak = bool(weak)  # weakly typed (JAX's weak_type: from Python numbers only; weft/_dtypes.py)
+
+    @property
+    def weak_type(self):
+        return self._weak
+
+    def weakly(self, weak):
+        """This value with weak type `weak` (the same program value: only promotion reads the flag)."""
+        if bool(weak) == self._weak:
+            return self
+        return Tracer(self._trace, self._id, (self.dtype, self.shape, self._varying), weak)
 
     @property
     def ndim(self):
@@ -212,7 +239,8 @@ class Tracer:
         return _jnp().transpose(self)
 
     def __repr__(self):
-        return f"Traced<{self.dtype.name}[{','.join(map(str, self.shape))}]>"
+        name = "bfloat16" if self.dtype == _dtypes.BF16 else self.dtype.name
+        return f"Traced<{name}[{','.join(map(str, self.shape))}]{', weak_type=True' if self._weak else ''}>"
 
     def __len__(self):
         if not self.shape:
@@ -305,7 +333,7 @@ class Tracer:
     def min(self, axis=None, keepdims=False): return _jnp().min(self, axis=axis, keepdims=keepdims)
     def argmax(self, axis=None, keepdims=False): return _jnp().argmax(self, axis=axis, keepdims=keepdims)
     def argmin(self, axis=None, keepdims=False): return _jnp().argmin(self, axis=axis, keepdims=keepdims)
-    def astype(self, dtype): return _jnp().asarray(self, dtype=dtype)
+    def astype(self, dtype): return _jnp().asarray(self, dtype=dtype, what="astype")
     def squeeze(self, axis=None): return _jnp().squeeze(self, axis)
     def swapaxes(self, a, b): return _jnp().swapaxes(self, a, b)
     def ravel(self): return _jnp().reshape(self, (-1,))

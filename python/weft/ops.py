@@ -75,7 +75,7 @@ def _traced_matmul(a, b, transpose_a=False, transpose_b=False):
         return _jnp.matmul(a, b)
     params = [("transpose_a", "bool", True)] if transpose_a else []
     params += [("transpose_b", "bool", True)] if transpose_b else []
-    return _jnp.bind("matmul", _jnp._operands(a, b), params)
+    return _jnp._traced("matmul", (a, b), params)
 
 
 matmul = _traceable(_array_ops.matmul, _traced_matmul)

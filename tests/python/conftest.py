@@ -13,6 +13,7 @@ import subprocess
 import time
 
 import numpy as np
+import pytest
 
 TESTS = pathlib.Path(__file__).resolve().parent.parent
 DATA = TESTS / "data"
@@ -110,3 +111,15 @@ def assert_close(got, want, rtol=1e-7):
     """Max absolute error within rtol of the largest |want|."""
     scale = max(np.abs(want).max(), 1e-30)
     assert np.abs(np.asarray(got) - want).max() <= rtol * scale, (got, want)
+
+
+@pytest.fixture(scope="module")
+def jax_enable_x64():
+    """64-bit types on (JAX's jax_enable_x64) for a test module whose expectations are float64 / int64 (numpy
+    float64 references, central differences, JAX cases computed with x64), restored after. A module asks for
+    it with `pytestmark = pytest.mark.usefixtures("jax_enable_x64")`; test_dtypes.py tests the default."""
+    import weft
+    before = weft.config.read("jax_enable_x64")
+    weft.config.update("jax_enable_x64", True)
+    yield
+    weft.config.update("jax_enable_x64", before)

@@ -12,6 +12,9 @@ from weft import lax
 
 from conftest import assert_close, numeric_grad
 
+# 64-bit types on (JAX's jax_enable_x64; conftest.py): float64 parameters against float64 central differences.
+pytestmark = pytest.mark.usefixtures("jax_enable_x64")
+
 
 @pytest.fixture(scope="module", autouse=True)
 def runtime():

@@ -14,6 +14,9 @@ import weft
 import weft.numpy as jnp
 from weft import lax
 
+# 64-bit types on (JAX's jax_enable_x64; conftest.py): float64 results compared with numpy's float64 to a few ulps.
+pytestmark = pytest.mark.usefixtures("jax_enable_x64")
+
 
 @pytest.fixture(scope="module", autouse=True)
 def runtime():

@@ -13,6 +13,9 @@ import weft
 import weft.numpy as jnp
 from weft import lax
 
+# 64-bit types on (JAX's jax_enable_x64; conftest.py): float64 gradients compared with numpy's to 1e-12.
+pytestmark = pytest.mark.usefixtures("jax_enable_x64")
+
 
 @pytest.fixture(scope="module", autouse=True)
 def runtime():

@@ -9,6 +9,9 @@ import pytest
 import weft
 from weft import lax
 
+# 64-bit types on (JAX's jax_enable_x64; conftest.py): float64 denormals are part of the matrix.
+pytestmark = pytest.mark.usefixtures("jax_enable_x64")
+
 TINY = {np.float32: np.finfo(np.float32).tiny, np.float64: np.finfo(np.float64).tiny}
 
 

@@ -16,6 +16,9 @@ from weft import lax
 
 from conftest import compare, json_array, load_json
 
+# 64-bit types on (JAX's jax_enable_x64; conftest.py): JAX computed these cases with them on (jax-cases.json's meta).
+pytestmark = pytest.mark.usefixtures("jax_enable_x64")
+
 CASES = load_json("jax-cases.json")["cases"]
 
 

@@ -266,5 +266,55 @@ def test_eager_keeps_arbitrary_python_per_replica():
     assert all(np.all(np.diff(np.asarray(s)) <= 0) for s in out.shards)
 
 
+def test_a_refilled_numpy_buffer_is_captured_with_its_value_at_each_use():
+    """Issue 45 item 3: a buffer refilled in a loop and added each time adds each row once (JAX copies a
+    numpy constant where it is used), not the first row three times; an unchanged array used twice is one
+    constant."""
+    rows = RNG.standard_normal((3, 6)).astype(np.float32)
+
+    def f(x):
+        buf = np.empty(6, np.float32)
+        for row in rows:
+            buf[:] = row
+            x = x + buf
+        return x
+
+    np.testing.assert_allclose(weft.jit(f)(V), V + rows[0] + rows[1] + rows[2], rtol=1e-6)
+    # (constants print before the ';')
+    assert str(weft.make_program(f)(V)).split(";")[0].count("f32[6]") == 3
+    assert str(weft.make_program(lambda x: x + V + V)(V)).split(";")[0].count("f32[6]") == 1
+
+
+@pytest.mark.parametrize("use", [
+    ("an operator", lambda t: t + 1),
+    ("a weft.numpy function", lambda t: jnp.tanh(t)),
+    ("a weft.nn function", lambda t: weft.nn.relu(t)),
+    ("a method", lambda t: t.sum()),
+], ids=lambda u: u[0] if isinstance(u, tuple) else None)
+def test_a_tracer_used_after_its_trace_ended_raises(use):
+    """Issue 45 item 11: a tracer kept past its trace (a global) refuses ops, naming the trace it came from
+    (JAX's UnexpectedTracerError), outside any trace and inside another one; the finished program is
+    unchanged."""
+    kept = []
+
+    def leak(x):
+        kept.append(x)
+        return x * 2
+
+    jitted = weft.jit(leak)
+    before = str(jitted.lower(V))
+    _, action = use
+    with pytest.raises(weft.errors.UnexpectedTracerError) as error:
+        action(kept[0])
+    text = str(error.value)
+    assert "jit(leak)" in text and "after that trace ended" in text, text
+    with pytest.raises(weft.errors.UnexpectedTracerError, match=r"jit\(leak\)"):
+        weft.jit(lambda y: y + kept[0])(V)
+    with pytest.raises(weft.errors.UnexpectedTracerError, match=r"output.*jit\(leak\)"):
+        weft.jit(lambda y: (y, kept[0]))(V)
+    assert str(jitted.lower(V)) == before
+    np.testing.assert_allclose(jitted(V), V * 2)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

@@ -17,6 +17,9 @@ from weft import P, lax
 
 from conftest import PYTHON, assert_close, build_dir, numeric_grad, python_env
 
+# 64-bit types on (JAX's jax_enable_x64; conftest.py): float64 blocks compared bit for bit with numpy's float64.
+pytestmark = pytest.mark.usefixtures("jax_enable_x64")
+
 
 @pytest.fixture(scope="module", autouse=True)
 def runtime():
@@ -438,7 +441,8 @@ def test_blocked_results_across_instances():
     if "WEFT_BUILD_DIR" not in os.environ:
         pytest.skip("run by ctest (python_shard_map): needs the build's weftrun")
     done = subprocess.run([str(build_dir() / "bin" / "weftrun"), "--num-instances", "2", "--num-replicas", "8",
-                           PYTHON, __file__], capture_output=True, text=True, timeout=120, env=python_env())
+                           PYTHON, __file__], capture_output=True, text=True, timeout=120,
+                          env=python_env(WEFT_ENABLE_X64=1))  # (this module's float64 blocks, as pytestmark's)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for process in (0, 1):
         assert f"blocked round trip ok on process {process}" in done.stdout, done.stdout[-3000:]

@@ -13,6 +13,9 @@ from weft import P
 
 from conftest import assert_close
 
+# 64-bit types on (JAX's jax_enable_x64; conftest.py): float64 updates compared with numpy's float64 to 1e-9.
+pytestmark = pytest.mark.usefixtures("jax_enable_x64")
+
 RNG = np.random.default_rng(77)
 # float64, so that numpy's update is a sharp reference (Adam's m / sqrt(v) amplifies float32 rounding).
 W0 = RNG.standard_normal((256, 384))

@@ -29,6 +29,9 @@ import corpus  # noqa: E402
 from layout import Layout  # noqa: E402
 import train  # noqa: E402
 
+# 64-bit types on (JAX's jax_enable_x64; conftest.py): the float64 trainer against numpy's float64 loss.
+pytestmark = pytest.mark.usefixtures("jax_enable_x64")
+
 STEPS = 20
 SMALL = dict(layers=4, d_model=32, heads=4, context=16)
 BATCH = 8
