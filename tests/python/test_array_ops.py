@@ -159,3 +159,22 @@ def test_sum_with_a_dtype_accumulates_in_that_dtype():
     # In float32 2^24 + 1 rounds back to 2^24 (twice); summed in int32 and then converted it would be 2^24 + 2.
     assert float(jnp.sum(x, dtype=np.float32)) == 2.0 ** 24
     assert int(jnp.sum(np.full(100, 100, np.int8), dtype=np.int32)) == 10000
+
+
+@pytest.mark.usefixtures("jax_enable_x64")
+@pytest.mark.parametrize("entry", ["eager", "jit"])
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int32"])
+def test_with_x64_integer_sums_are_int64_means_float64_and_indices_int64(entry, dtype):
+    # JAX with jax_enable_x64: the default int and float are 64-bit, and reductions accumulate in them.
+    x = np.full(70000, 1 if dtype == "bool" else 100, dtype=dtype)
+    if dtype == "int32":
+        x[:] = 2 ** 30  # 70000 of them overflow int32
+    want = x.astype(np.int64).sum()
+
+    def f(v):
+        return jnp.sum(v), jnp.mean(v), jnp.argmax(v)
+
+    total, mean, index = weft.jit(f)(x) if entry == "jit" else f(x)
+    assert np.asarray(total).dtype == np.int64 and int(total) == want, (entry, dtype, total)
+    assert np.asarray(mean).dtype == np.float64 and float(mean) == want / x.size
+    assert np.asarray(index).dtype == np.int64 and int(index) == 0
