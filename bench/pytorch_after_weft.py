@@ -9,10 +9,12 @@
 #   /usr/bin/python3 bench/pytorch_after_weft.py                        # PYTHONPATH=build/python
 #   WEFT_MALLOC_TUNING=1 /usr/bin/python3 bench/pytorch_after_weft.py   # the tuning weft used to make itself
 #
-# Prints one JSON line: the median step time (ms) of each phase, and their ratio. Debian's python3-torch
+# Prints one JSON line: the median step time (ms) of each phase, their ratio, and the minor page faults a step
+# (which a shared machine's load does not change). Debian's python3-torch
 # (a benchmark's dependency only: apt-get install python3-torch).
 import json
 import os
+import resource
 import statistics
 import time
 
@@ -37,29 +39,33 @@ def make_step():
     return step
 
 
-def median_ms(step):
+def measure(step):
+    """(median ms a step, minor page faults a step): the faults do not depend on a shared machine's load."""
     for _ in range(WARMUP):
         step()
     times = []
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(STEPS):
         start = time.perf_counter()
         step()
         times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    return statistics.median(times), faults / STEPS
 
 
 def main():
     torch.set_num_threads(1)
     step = make_step()
-    before = median_ms(step)
+    before, faults_before = measure(step)
     import weft
     n = weft.device_count()
     weft.pmap(lambda v: v * 2)(np.ones((n, 64 * 1024), np.float32))   # one pmap of 256 KiB rows
-    after = median_ms(step)
+    after, faults_after = measure(step)
     print(json.dumps({"torch_threads": torch.get_num_threads(), "steps": STEPS,
                       "WEFT_MALLOC_TUNING": os.environ.get("WEFT_MALLOC_TUNING", ""),
                       "before_weft_ms": round(before, 3), "after_weft_ms": round(after, 3),
-                      "after_over_before": round(after / before, 3)}))
+                      "after_over_before": round(after / before, 3),
+                      "faults_per_step_before": round(faults_before, 1), "faults_per_step_after": round(faults_after, 1)}))
 
 
 if __name__ == "__main__":
