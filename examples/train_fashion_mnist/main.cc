@@ -48,6 +48,7 @@ nlohmann::json summary_json(const mnist::TrainResult& r, const mnist::TrainConfi
 }  // namespace
 
 int main(int argc, char** argv) {
+  weft::tune_process_malloc();  // the trainer owns its process: weft's measured malloc tuning (weft/memory.hpp)
   CLI::App app{"Trains an MLP 784-512-512-10 on Fashion-MNIST with weft (data, model and ZeRO parallel)"};
   mnist::TrainConfig config;
   std::string data_dir = mnist::kDefaultDataDir;

@@ -9,6 +9,14 @@
 
 namespace weft {
 
+// Tunes glibc's malloc for weft's small array blocks (below its pool's 128 KiB): a fixed mmap threshold of
+// 128 KiB and a trim threshold of 64 MiB, so that freed blocks stay warm on the heap. It is process-wide, so
+// weft never does it by itself: a program that owns its process calls it once at start (weft's tools and
+// examples do; WEFT_MALLOC_TUNING=1 asks for it at Runtime construction). Returns false, changing nothing,
+// without glibc or when the environment tunes malloc itself (GLIBC_TUNABLES' glibc.malloc.*,
+// MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_). docs/settings.md, "The process's malloc".
+bool tune_process_malloc();
+
 class MemoryAccount {
  public:
   // capacity 0 = unlimited.

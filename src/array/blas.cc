@@ -8,12 +8,14 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <mutex>
 #include <semaphore>
 #include <string>
 #include <vector>
 
 #include "array/isa.hpp"
 #include "array/onednn.hpp"
+#include "core/settings.hpp"
 #include "weft/error.hpp"
 
 namespace weft::blas {
@@ -38,13 +40,32 @@ const char* isa_name(Isa isa) {
 // single-threaded calls from many threads are safe and which starts no OpenMP runtime), else whichever
 // flavour the system's alternatives point the soname at.
 std::vector<std::string> candidates() {
-  if (const char* path = std::getenv("WEFT_OPENBLAS"); path && *path) return {path};
+  if (const char* path = settings::value(settings::Setting::openblas)) return {path};
   std::vector<std::string> out;
 #if defined(WEFT_OPENBLAS_DIR)
   out.push_back(std::string(WEFT_OPENBLAS_DIR) + "/openblas-pthread/libopenblas.so.0");
 #endif
   out.push_back("libopenblas.so.0");
   return out;
+}
+
+// OpenBLAS's thread count is the library's, shared with every other user of the same file in the process
+// (numpy and PyTorch load Debian's libblas.so.3, which is this library): weft's calls run on one thread each
+// (its workers own the cores), so the count is 1 while any weft call is in flight and back to what it was
+// when the last one returns (issue 45, item 15: weft used to set 1 for good, and numpy's products after a
+// weft matmul ran on one core).
+using SetThreadsFn = void (*)(int);
+using GetThreadsFn = int (*)();
+struct OpenBlasThreads {
+  SetThreadsFn set = nullptr;
+  GetThreadsFn get = nullptr;
+  std::mutex mutex;
+  int in_flight = 0;
+  int found = 1;  // the count before the first call in flight
+};
+OpenBlasThreads& openblas_threads() {
+  static OpenBlasThreads* threads = new OpenBlasThreads();  // never destroyed: calls may run at exit
+  return *threads;
 }
 
 std::counting_semaphore<CallSlot::kMaxCallsInFlight>& call_slots() {
@@ -69,21 +90,29 @@ OpenBlas load_openblas(Mode mode) {
     const char* why = ::dlerror();
     tried += (tried.empty() ? "" : "; ") + (why ? std::string(why) : path);
   }
+  // A library the user named is one they meant: not loading it is an error, never a quiet fall back to Eigen.
+  const char* named = settings::value(settings::Setting::openblas);
   if (!handle) {
+    if (named) throw InvalidArgument(std::string("WEFT_OPENBLAS=") + named + " is not " +
+                                     std::string(settings::spec(settings::Setting::openblas).accepted) +
+                                     " that can be loaded: " + tried);
     if (mode == Mode::openblas) throw InvalidArgument("WEFT_GEMM=openblas: cannot load OpenBLAS: " + tried);
     out.why = "no OpenBLAS: " + tried;
     return out;
   }
   using CharFn = char* (*)();
-  using SetThreadsFn = void (*)(int);
   auto corename_fn = reinterpret_cast<CharFn>(::dlsym(handle, "openblas_get_corename"));
   auto config_fn = reinterpret_cast<CharFn>(::dlsym(handle, "openblas_get_config"));
   auto set_threads = reinterpret_cast<SetThreadsFn>(::dlsym(handle, "openblas_set_num_threads"));
+  auto get_threads = reinterpret_cast<GetThreadsFn>(::dlsym(handle, "openblas_get_num_threads"));
   auto sgemm = reinterpret_cast<Sgemm>(::dlsym(handle, "sgemm_"));
   auto dgemm = reinterpret_cast<Dgemm>(::dlsym(handle, "dgemm_"));
-  if (!corename_fn || !config_fn || !set_threads || !sgemm || !dgemm) {
+  if (!corename_fn || !config_fn || !set_threads || !get_threads || !sgemm || !dgemm) {
     // Not OpenBLAS (a reference BLAS under that name would also skip zero terms, losing NaN * 0 = NaN).
     ::dlclose(handle);  // no OpenBLAS threads to outlive it
+    if (named) throw InvalidArgument(std::string("WEFT_OPENBLAS=") + named + " is not " +
+                                     std::string(settings::spec(settings::Setting::openblas).accepted) +
+                                     ": it lacks OpenBLAS's entry points");
     if (mode == Mode::openblas) throw InvalidArgument("WEFT_GEMM=openblas: the library loaded is not OpenBLAS");
     out.why = "the library loaded as OpenBLAS lacks its entry points";
     return out;
@@ -104,7 +133,8 @@ OpenBlas load_openblas(Mode mode) {
               (core == cpu ? "below AVX2 Eigen's kernels are as good" : "OPENBLAS_CORETYPE names the ones for this CPU");
     return out;
   }
-  set_threads(1);  // every call on the caller's thread: weft's workers own the cores
+  openblas_threads().set = set_threads;  // one thread per call, while weft's calls run (CallSlot)
+  openblas_threads().get = get_threads;
   out.sgemm = sgemm;
   out.dgemm = dgemm;
   out.description =
@@ -174,12 +204,8 @@ Isa cpu_isa(const std::function<bool(std::string_view)>& supported) {
 
 Mode parse_mode(const char* value) {
   if (value == nullptr || *value == '\0') return Mode::automatic;  // empty means unset, as every WEFT_* variable
-  const std::string v = value;
-  if (v == "auto") return Mode::automatic;
-  if (v == "eigen") return Mode::eigen;
-  if (v == "openblas") return Mode::openblas;
-  if (v == "onednn") return Mode::onednn;
-  throw InvalidArgument("WEFT_GEMM=" + v + ": expected auto, eigen, openblas or onednn");
+  // The settings table lists WEFT_GEMM's values in Mode's order.
+  return static_cast<Mode>(settings::choice_of(settings::Setting::gemm, value));
 }
 
 bool use_openblas(Mode mode, Isa core, Isa cpu) {
@@ -213,11 +239,24 @@ CallSlot::CallSlot() {
     throw Error("matmul: waited " + std::to_string(kDeadline.count()) + " s for one of the " +
                 std::to_string(kMaxCallsInFlight) + " OpenBLAS call slots; the calls holding them do not return");
   }
+  OpenBlasThreads& t = openblas_threads();
+  if (!t.set) return;
+  std::lock_guard lock(t.mutex);
+  if (t.in_flight++ > 0) return;
+  t.found = t.get();
+  if (t.found != 1) t.set(1);
 }
-CallSlot::~CallSlot() { call_slots().release(); }
+CallSlot::~CallSlot() {
+  OpenBlasThreads& t = openblas_threads();
+  if (t.set) {
+    std::lock_guard lock(t.mutex);
+    if (--t.in_flight == 0 && t.found != 1) t.set(t.found);
+  }
+  call_slots().release();
+}
 
 const Backend& backend() {
-  static const Backend chosen = load(parse_mode(std::getenv("WEFT_GEMM")));
+  static const Backend chosen = load(parse_mode(settings::value(settings::Setting::gemm)));
   return chosen;
 }
 

@@ -2,6 +2,8 @@
 // buffer_pool.hpp).
 #include "array/buffer_pool.hpp"
 
+#include "weft/memory.hpp"
+
 #include <algorithm>
 #include <iterator>
 #include <map>
@@ -53,30 +55,46 @@ std::byte* allocate(std::size_t bytes) {
   return p;
 }
 
+}  // namespace
+}  // namespace weft::detail
+
+namespace weft {
+
 // Blocks below kMinPooled come from malloc. glibc's defaults hand each one over 128 KiB back to the system
 // when freed (an mmap'ed chunk, or the top of a worker thread's heap trimmed away), so the next one faults
 // in every page again: a loop of 8-replica all_gathers of 64 KiB (512 KiB results) spent most of its time in
-// page faults (89 us a call against 9 us; all_to_all 64 KiB 142-238 us against 16 us). Blocks below the
-// pool therefore come from the heap, and up to 64 MiB of free heap stays with the process. A user who tunes
-// malloc (GLIBC_TUNABLES, MALLOC_*_) keeps their settings.
-void keep_small_blocks_warm() {
+// page faults (89 us a call against 9 us; all_to_all 64 KiB 142-238 us against 16 us). The tuning serves them
+// from the heap and keeps up to 64 MiB of free heap with the process. It is process-wide (it fixes the mmap
+// threshold that glibc would otherwise raise for every other library's large blocks too: a one-thread
+// PyTorch step in the same process went from 5.8 to 19.8 ms), so weft never makes it on its own: weft's
+// executables call this, an embedder may (issue 45, item 15). A user who tunes malloc (GLIBC_TUNABLES,
+// MALLOC_*_) keeps their settings.
+bool tune_process_malloc() {
 #if defined(__GLIBC__)
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   if ((tunables && std::strstr(tunables, "glibc.malloc.")) || std::getenv("MALLOC_MMAP_THRESHOLD_") ||
       std::getenv("MALLOC_TRIM_THRESHOLD_"))
-    return;
-  ::mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMinPooled));
-  ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    return false;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    ::mallopt(M_MMAP_THRESHOLD, static_cast<int>(detail::kMinPooled));
+    ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  });
+  return true;
+#else
+  return false;
 #endif
 }
+
+}  // namespace weft
+
+namespace weft::detail {
+namespace {
 
 class BlockPool {
  public:
   static BlockPool& instance() {
-    static BlockPool* pool = [] {
-      keep_small_blocks_warm();
-      return new BlockPool();  // never destroyed: buffers may die during static destruction
-    }();
+    static BlockPool* pool = new BlockPool();  // never destroyed: buffers may die during static destruction
     return *pool;
   }
   std::byte* acquire(std::size_t bytes, const void* owner) {

@@ -12,8 +12,9 @@
 //    memory its own worker thread wrote last, in that core's caches. Handed to the other core, every store
 //    first fetches the line from here: an all_to_all-shaped copy (2 threads, 4 x 1 MiB outputs each) took
 //    88 us when each thread kept its outputs and 130-146 us when the outputs changed threads every call;
-//  - smaller blocks come from malloc, set (glibc, on first use, unless the user tuned it) to serve them
-//    from the heap and keep freed heap memory, instead of returning freed blocks to the system.
+//  - smaller blocks come from malloc, which a program that owns its process may tune to serve them from the
+//    heap and keep freed heap memory (weft::tune_process_malloc, weft/memory.hpp); weft alone leaves the
+//    process's malloc as it found it.
 // Device memory accounting is separate (MemoryAccount charges live buffers only).
 #pragma once
 #include <cstddef>

@@ -179,7 +179,6 @@ namespace {
 struct ThreadState {
   const Library* library = nullptr;
   dnnl_stream_t stream = nullptr;
-  int omp_threads = 1;  // what this thread's OpenMP ICV says now (1 between products)
   std::vector<unsigned char> scratch;
   ~ThreadState() {
     if (stream) library->api.stream_destroy(stream);
@@ -189,7 +188,6 @@ struct ThreadState {
 ThreadState& thread_state(const Library& library) {
   thread_local ThreadState state;
   if (!state.stream) {
-    library.api.omp_set_num_threads(1);  // this thread's OpenMP ICV: oneDNN's parallel loops run inline
     check(library.api.stream_create(&state.stream, library.engine, dnnl_stream_default_flags), "stream_create");
     state.library = &library;
   }
@@ -270,25 +268,23 @@ namespace {
 
 void run(const Library& library, const void* a, const void* b, float* c, std::int64_t m, std::int64_t k,
          std::int64_t n, bool transpose_a, bool transpose_b, bool bf16) {
-  // The thread's ICV first: a primitive is made for the threads it says (a widened product's, or one).
   ThreadState& state = thread_state(library);
-  // Back to one thread after a widened product, however it ends: the thread's other OpenMP users (a later
-  // probe, another library) get the ICV weft sets for its threads, not a widened product's.
-  struct Narrow {
+  // The thread's OpenMP ICV says how many threads oneDNN's parallel loops use (1: inline), and a primitive is
+  // made for that count: set for this product, and put back as it was however the product ends, since the
+  // thread may be the embedder's and its other OpenMP users (PyTorch, OpenBLAS's OpenMP build) read the same
+  // ICV: weft leaves it as it found it (issue 45, item 15).
+  const int threads = kernels::gemm_threads();
+  struct Restore {
     const Library& library;
-    ThreadState& state;
-    ~Narrow() {
-      if (state.omp_threads == 1) return;
-      library.api.omp_set_num_threads(1);
-      state.omp_threads = 1;
+    int had;
+    int set;
+    ~Restore() {
+      if (set != had) library.api.omp_set_num_threads(had);
     }
-  } narrow{library, state};
-  if (const int threads = kernels::gemm_threads(); threads != state.omp_threads) {
-    library.api.omp_set_num_threads(threads);
-    state.omp_threads = threads;
-  }
+  } restore{library, library.api.omp_get_max_threads(), threads};
+  if (threads != restore.had) library.api.omp_set_num_threads(threads);
   const std::shared_ptr<const Primitive> kept =
-      library.primitive(m, k, n, transpose_a, transpose_b, bf16, state.omp_threads);
+      library.primitive(m, k, n, transpose_a, transpose_b, bf16, threads);
   const Primitive& p = *kept;
   if (state.scratch.size() < p.scratch_bytes) state.scratch.resize(p.scratch_bytes);
   const Api& api = library.api;

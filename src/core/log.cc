@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/settings.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
@@ -25,15 +26,8 @@ std::atomic<unsigned> g_subsystems{kAllLogSubsystems};
 std::atomic<int> g_fd{2};
 std::atomic<int> g_process{0};
 thread_local int t_replica = -1;
-constexpr const char* kNames[] = {"error", "warn", "info", "debug"};
-constexpr const char* kDebugNames[] = {"OFF", "WARN", "INFO", "TRACE"};
 constexpr const char* kSubsysNames[] = {"init", "coll", "mem", "launch"};
 
-std::string upper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // "2026-12-01T05:00:01.123456Z ": UTC, so that files of several hosts sort together.
 void append_time(std::string& line) {
@@ -48,22 +42,22 @@ void append_time(std::string& line) {
 }
 }  // namespace
 
+// The levels' spellings are the settings table's (core/settings.cc), in LogLevel's order.
 LogLevel parse_log_level(std::string_view text) {
-  for (int i = 0; i < 4; ++i)
-    if (text == kNames[i]) return static_cast<LogLevel>(i);
-  throw InvalidArgument("WEFT_LOG=" + std::string(text) + " is not a log level; use error, warn, info or debug");
+  return static_cast<LogLevel>(settings::choice_of(settings::Setting::log, text));
 }
 
-std::string_view log_level_name(LogLevel level) { return kNames[static_cast<int>(level)]; }
+std::string_view log_level_name(LogLevel level) {
+  return settings::spec(settings::Setting::log).choices[static_cast<std::size_t>(level)];
+}
 
 LogLevel parse_debug_level(std::string_view text) {
-  const std::string u = upper(text);
-  for (int i = 0; i < 4; ++i)
-    if (u == kDebugNames[i]) return static_cast<LogLevel>(i);
-  throw InvalidArgument("WEFT_DEBUG=" + std::string(text) + " is not a debug level; use OFF, WARN, INFO or TRACE");
+  return static_cast<LogLevel>(settings::choice_of(settings::Setting::debug, text));
 }
 
-std::string_view debug_level_name(LogLevel level) { return kDebugNames[static_cast<int>(level)]; }
+std::string_view debug_level_name(LogLevel level) {
+  return settings::spec(settings::Setting::debug).choices[static_cast<std::size_t>(level)];
+}
 
 unsigned parse_log_subsystems(std::string_view text) {
   unsigned mask = 0;
@@ -189,7 +183,7 @@ void log(LogLevel level, LogSubsys subsys, std::string_view message) {
     head += "] ";
   }
   head += "weft: ";
-  head += kNames[static_cast<int>(level)];
+  head += log_level_name(level);
   head += ": ";
   if (tagged && subsys != LogSubsys::general) {
     for (int i = 0; i < 4; ++i)

@@ -16,6 +16,7 @@
 #include "array/isa.hpp"
 #include "array/sole_reference.hpp"
 #include "array/widened_matmul.hpp"
+#include "core/settings.hpp"
 #include "op_registry.hpp"
 #include "weft/error.hpp"
 
@@ -60,10 +61,8 @@ constexpr std::int64_t kBlock = std::int64_t{1} << 14;
 constexpr std::int64_t kLoopBlock = 2048;
 
 bool fusion_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("WEFT_FUSION");
-    return !(v && (std::string_view(v) == "off" || std::string_view(v) == "0"));
-  }();
+  // WEFT_FUSION's choices are auto (0), off and 0; anything else is refused naming the setting.
+  static const bool enabled = settings::choice(settings::Setting::fusion, 0) == 0;
   return enabled;
 }
 

@@ -11,15 +11,15 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "core/settings.hpp"
 #include "runtime/internal.hpp"
 
 namespace weft {
 namespace {
 
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return (v && *v) ? v : nullptr;
-}
+using settings::Setting;
+
+const char* env(Setting s) { return settings::value(s); }
 
 std::string number(double v) {
   std::ostringstream os;
@@ -28,7 +28,7 @@ std::string number(double v) {
 }
 
 // "(RuntimeOptions::field)", "(environment)" or "(default)".
-std::string source(bool field_set, const char* variable, const char* field) {
+std::string source(bool field_set, Setting variable, const char* field) {
   if (field_set) return std::string("(RuntimeOptions::") + field + ")";
   if (env(variable)) return "(environment)";
   return "(default)";
@@ -42,52 +42,56 @@ void log_configuration(const RuntimeOptions& given, const Runtime::Impl& rt) {
     return;
   const RuntimeOptions& o = rt.options;
   std::vector<std::string> lines;
-  auto add = [&](const char* variable, const std::string& value, const std::string& from) {
-    lines.push_back(std::string("config: ") + variable + "=" + value + " " + from);
+  auto add = [&](Setting variable, const std::string& value, const std::string& from) {
+    lines.push_back("config: " + std::string(settings::spec(variable).variable) + "=" + value + " " + from);
   };
-  add("WEFT_DEVICE_COUNT", std::to_string(o.device_count), source(given.device_count > 0, "WEFT_DEVICE_COUNT", "device_count"));
-  add("WEFT_DEVICE_MEMORY", o.device_memory == 0 ? "0 (unlimited)" : std::to_string(o.device_memory) + " bytes",
-      source(given.device_memory >= 0, "WEFT_DEVICE_MEMORY", "device_memory"));
-  add("WEFT_COLLECTIVE_WARN", number(o.collective_warn_s) + " s",
-      source(given.collective_warn_s >= 0, "WEFT_COLLECTIVE_WARN", "collective_warn_s"));
-  add("WEFT_COLLECTIVE_TIMEOUT", number(o.collective_timeout_s) + " s" + (o.collective_timeout_s == 0 ? " (never)" : ""),
-      source(given.collective_timeout_s >= 0, "WEFT_COLLECTIVE_TIMEOUT", "collective_timeout_s"));
-  add("WEFT_LOG", o.log_level,
+  add(Setting::device_count, std::to_string(o.device_count), source(given.device_count > 0, Setting::device_count, "device_count"));
+  add(Setting::device_memory, o.device_memory == 0 ? "0 (unlimited)" : std::to_string(o.device_memory) + " bytes",
+      source(given.device_memory >= 0, Setting::device_memory, "device_memory"));
+  add(Setting::collective_warn, number(o.collective_warn_s) + " s",
+      source(given.collective_warn_s >= 0, Setting::collective_warn, "collective_warn_s"));
+  add(Setting::collective_timeout, number(o.collective_timeout_s) + " s" + (o.collective_timeout_s == 0 ? " (never)" : ""),
+      source(given.collective_timeout_s >= 0, Setting::collective_timeout, "collective_timeout_s"));
+  add(Setting::log, o.log_level,
       !given.log_level.empty() ? "(RuntimeOptions::log_level)"
-      : env("WEFT_LOG")        ? "(environment)"
+      : env(Setting::log)        ? "(environment)"
       : !o.debug.empty()       ? "(from WEFT_DEBUG)"
                                : "(default)");
-  add("WEFT_DEBUG", o.debug.empty() ? "unset" : o.debug, source(!given.debug.empty(), "WEFT_DEBUG", "debug"));
-  add("WEFT_DEBUG_SUBSYS", o.debug_subsys.empty() ? "init,coll,mem,launch (all)" : o.debug_subsys,
-      source(!given.debug_subsys.empty(), "WEFT_DEBUG_SUBSYS", "debug_subsys"));
-  add("WEFT_DEBUG_FILE", o.debug_file.empty() ? "unset (stderr)" : o.debug_file,
-      source(!given.debug_file.empty(), "WEFT_DEBUG_FILE", "debug_file"));
-  add("WEFT_TRACE", o.trace_path.empty() ? "off" : o.trace_path, source(!given.trace_path.empty(), "WEFT_TRACE", "trace_path"));
-  add("WEFT_TRACE_EVENTS", std::to_string(o.trace_events), source(given.trace_events > 0, "WEFT_TRACE_EVENTS", "trace_events"));
-  add("WEFT_FAULT", o.fault.empty() ? "none" : o.fault, source(!given.fault.empty(), "WEFT_FAULT", "fault"));
-  add("WEFT_FLIGHT_RECORDER", std::to_string(o.flight_recorder) + (o.flight_recorder == 0 ? " (off)" : " collectives"),
-      source(given.flight_recorder >= 0, "WEFT_FLIGHT_RECORDER", "flight_recorder"));
-  add("WEFT_DUMP", o.dump_dir.empty() ? "none" : o.dump_dir, source(!given.dump_dir.empty(), "WEFT_DUMP", "dump_dir"));
-  add("WEFT_SCHEDULER", o.scheduler, source(!given.scheduler.empty(), "WEFT_SCHEDULER", "scheduler"));
-  add("WEFT_FIBER_STACK", std::to_string(o.fiber_stack_bytes) + " bytes",
-      source(given.fiber_stack_bytes >= 0, "WEFT_FIBER_STACK", "fiber_stack_bytes"));
-  add("WEFT_SPLIT_BYTES", std::to_string(o.split_bytes) + " bytes", source(given.split_bytes >= 0, "WEFT_SPLIT_BYTES", "split_bytes"));
-  add("WEFT_RING_BYTES", std::to_string(o.ring_bytes) + " bytes", source(given.ring_bytes >= 0, "WEFT_RING_BYTES", "ring_bytes"));
-  add("WEFT_VERIFY", o.verify ? "1 (on)" : "0 (off)", source(given.verify >= 0, "WEFT_VERIFY", "verify"));
-  add("WEFT_SHARED_PRODUCTS",
+  add(Setting::debug, o.debug.empty() ? "unset" : o.debug, source(!given.debug.empty(), Setting::debug, "debug"));
+  add(Setting::debug_subsys, o.debug_subsys.empty() ? "init,coll,mem,launch (all)" : o.debug_subsys,
+      source(!given.debug_subsys.empty(), Setting::debug_subsys, "debug_subsys"));
+  add(Setting::debug_file, o.debug_file.empty() ? "unset (stderr)" : o.debug_file,
+      source(!given.debug_file.empty(), Setting::debug_file, "debug_file"));
+  add(Setting::trace, o.trace_path.empty() ? "off" : o.trace_path, source(!given.trace_path.empty(), Setting::trace, "trace_path"));
+  add(Setting::trace_events, std::to_string(o.trace_events), source(given.trace_events > 0, Setting::trace_events, "trace_events"));
+  add(Setting::fault, o.fault.empty() ? "none" : o.fault, source(!given.fault.empty(), Setting::fault, "fault"));
+  add(Setting::flight_recorder, std::to_string(o.flight_recorder) + (o.flight_recorder == 0 ? " (off)" : " collectives"),
+      source(given.flight_recorder >= 0, Setting::flight_recorder, "flight_recorder"));
+  add(Setting::dump, o.dump_dir.empty() ? "none" : o.dump_dir, source(!given.dump_dir.empty(), Setting::dump, "dump_dir"));
+  add(Setting::scheduler, o.scheduler, source(!given.scheduler.empty(), Setting::scheduler, "scheduler"));
+  add(Setting::fiber_stack, std::to_string(o.fiber_stack_bytes) + " bytes",
+      source(given.fiber_stack_bytes >= 0, Setting::fiber_stack, "fiber_stack_bytes"));
+  add(Setting::split_bytes, std::to_string(o.split_bytes) + " bytes", source(given.split_bytes >= 0, Setting::split_bytes, "split_bytes"));
+  add(Setting::ring_bytes, std::to_string(o.ring_bytes) + " bytes", source(given.ring_bytes >= 0, Setting::ring_bytes, "ring_bytes"));
+  add(Setting::verify, o.verify ? "1 (on)" : "0 (off)", source(given.verify >= 0, Setting::verify, "verify"));
+  add(Setting::shared_products,
       o.shared_products == 0 ? "0 (off)" : o.shared_products == 1 ? "1 (on)" : "2 (on, weights checked)",
-      source(given.shared_products >= 0, "WEFT_SHARED_PRODUCTS", "shared_products"));
-  add("WEFT_SHARED_RUNS", o.shared_runs == 0 ? "0 (off)" : o.shared_runs == 1 ? "1 (on)" : "2 (on, inputs checked)",
-      source(given.shared_runs >= 0, "WEFT_SHARED_RUNS", "shared_runs"));
-  add("WEFT_FLUSH_DENORMALS", o.flush_denormals ? "1 (denormals flushed to zero, as JAX on a CPU)" : "0 (IEEE gradual underflow)",
-      source(given.flush_denormals >= 0, "WEFT_FLUSH_DENORMALS", "flush_denormals"));
+      source(given.shared_products >= 0, Setting::shared_products, "shared_products"));
+  add(Setting::shared_runs, o.shared_runs == 0 ? "0 (off)" : o.shared_runs == 1 ? "1 (on)" : "2 (on, inputs checked)",
+      source(given.shared_runs >= 0, Setting::shared_runs, "shared_runs"));
+  add(Setting::flush_denormals, o.flush_denormals ? "1 (denormals flushed to zero, as JAX on a CPU)" : "0 (IEEE gradual underflow)",
+      source(given.flush_denormals >= 0, Setting::flush_denormals, "flush_denormals"));
   // matmul's library: read by the array core itself, from the environment only (arrays compute without a
   // Runtime); weft::matmul_backend() says what it chose.
-  add("WEFT_GEMM", env("WEFT_GEMM") ? env("WEFT_GEMM") : "auto", env("WEFT_GEMM") ? "(environment)" : "(default)");
-  add("WEFT_OPENBLAS", env("WEFT_OPENBLAS") ? env("WEFT_OPENBLAS") : "unset (Debian's openblas-pthread, then libopenblas.so.0)",
-      env("WEFT_OPENBLAS") ? "(environment)" : "(default)");
+  add(Setting::gemm, env(Setting::gemm) ? env(Setting::gemm) : "auto", env(Setting::gemm) ? "(environment)" : "(default)");
+  add(Setting::openblas, env(Setting::openblas) ? env(Setting::openblas) : "unset (Debian's openblas-pthread, then libopenblas.so.0)",
+      env(Setting::openblas) ? "(environment)" : "(default)");
+  add(Setting::fusion, env(Setting::fusion) ? env(Setting::fusion) : "auto",
+      env(Setting::fusion) ? "(environment)" : "(default)");
+  add(Setting::malloc_tuning, env(Setting::malloc_tuning) ? env(Setting::malloc_tuning) : "0 (malloc as the process set it)",
+      env(Setting::malloc_tuning) ? "(environment)" : "(default)");
   // Set by the launcher (docs/settings.md), read from the environment only.
-  for (const char* variable : {"WEFT_NUM_INSTANCES", "WEFT_NUM_REPLICAS", "WEFT_JOB_DIR"})
+  for (Setting variable : {Setting::num_instances, Setting::num_replicas, Setting::job_dir})
     add(variable, env(variable) ? env(variable) : "unset", env(variable) ? "(environment, set by weftrun)" : "(not launched by weftrun)");
 
   std::string text;

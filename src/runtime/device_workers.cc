@@ -35,7 +35,7 @@ void DeviceWorker::submit(std::function<void()> task) {
 void DeviceWorker::loop() {
   // Arrays computed on this thread are charged to this device; an overflow of its stack names the replica.
   ScopedMemoryAccount on_device(account_);
-  detail::prepare_overflow_reports();
+  const detail::ReplicaSignalStack signal_stack;  // a device thread is weft's: it keeps one for good
   detail::enter_own_thread_stack();
   for (;;) {
     std::function<void()> task;

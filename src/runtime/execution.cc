@@ -15,6 +15,7 @@
 #include "runtime/launcher_records.hpp"
 #include "runtime/shared_products.hpp"
 #include "runtime/shared_runs.hpp"
+#include "runtime/stack_guard.hpp"
 #include "weft/error.hpp"
 
 namespace weft::detail {
@@ -116,6 +117,8 @@ void Execution::run(const std::function<void(Replica&)>& body) {
   const int n = static_cast<int>(local_replicas.size());
   if (n == 0) return;  // none of this program's devices belongs to this process
   Admitted admitted(runtime, name);
+  // A replica's stack overflow is reported while the execution runs, and SIGSEGV is the host's again after.
+  const detail::OverflowReportsInstalled overflow_reports;
   if (log_enabled(LogLevel::debug, LogSubsys::coll))
     log(LogLevel::debug, LogSubsys::coll,
         name + " #" + std::to_string(serial) + ": starts on " + std::to_string(n) + " local replica" + (n == 1 ? "" : "s") +

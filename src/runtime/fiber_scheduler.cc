@@ -183,7 +183,7 @@ class Worker final : public transport::FiberSuspender {
     base_ = base;
     done_ = done;
     state_.tid.store(static_cast<int>(::gettid()), std::memory_order_relaxed);
-    prepare_overflow_reports();
+    const ReplicaSignalStack signal_stack;  // for this run only: the thread may be the caller's
     stats_ = {};
     fibers_.clear();
     fibers_.resize(count);

@@ -9,6 +9,7 @@
 
 #include "collectives/host_exchange.hpp"
 #include "core/launcher_protocol.hpp"
+#include "core/settings.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/job.hpp"
 #include "runtime/launcher_records.hpp"
@@ -23,7 +24,7 @@ namespace {
 // variable then sent users looking for a setting they never made (issue 10).
 std::string device_count_source(const RuntimeOptions& given, int count) {
   if (given.device_count > 0) return "RuntimeOptions::device_count = " + std::to_string(count) + " in the program";
-  if (const char* v = std::getenv("WEFT_DEVICE_COUNT")) return std::string("WEFT_DEVICE_COUNT=") + v;
+  if (const char* v = settings::value(settings::Setting::device_count)) return std::string("WEFT_DEVICE_COUNT=") + v;
   return "the default of " + std::to_string(count) + " (WEFT_DEVICE_COUNT unset)";
 }
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "array/isa.hpp"
 #include "core/log.hpp"
+#include "core/settings.hpp"
 #include "runtime/device_workers.hpp"
 #include "runtime/internal.hpp"
 #include "runtime/job.hpp"
@@ -51,6 +52,8 @@ void start_trace(Runtime::Impl& rt) {
 Runtime::Runtime(RuntimeOptions options) : impl_((isa::check_cpu(), std::make_unique<Impl>())) {
   Impl& rt = *impl_;
   rt.options = options.resolved();
+  // A process-wide change, so only on request: WEFT_MALLOC_TUNING=1 (weft::tune_process_malloc).
+  if (settings::choice(settings::Setting::malloc_tuning, 0) == 1) tune_process_malloc();
   set_log_level(parse_log_level(rt.options.log_level));
   detail::join_job(rt);
   configure_process_log(rt.options, rt.process_index);

@@ -101,35 +101,59 @@ void on_fault(int signal, siginfo_t* info, void* context) {
   ::signal(signal, SIG_DFL);
 }
 
+// The handler is installed while any OverflowReportsInstalled lives (an execution runs) and the one found
+// before is put back when the last ends: SIGSEGV's disposition is the process's, which a library leaves as it
+// found it (issue 45, item 15). A handler someone else installed meanwhile is theirs, and stays.
+std::mutex g_install_mutex;
+int g_installed = 0;
+
+void install_handler() {
+  std::lock_guard lock(g_install_mutex);
+  if (g_installed++ > 0) return;
+  struct sigaction action {};
+  action.sa_sigaction = on_fault;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigaction(SIGSEGV, &action, &g_previous);
+}
+
+void uninstall_handler() {
+  std::lock_guard lock(g_install_mutex);
+  if (--g_installed > 0) return;
+  struct sigaction current {};
+  if (sigaction(SIGSEGV, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_fault)
+    sigaction(SIGSEGV, &g_previous, nullptr);
+}
+
 }  // namespace
 
-void prepare_overflow_reports() {
-  static std::once_flag installed;
-  std::call_once(installed, [] {
-    struct sigaction action {};
-    action.sa_sigaction = on_fault;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigaction(SIGSEGV, &action, &g_previous);
-  });
-  thread_local bool has_signal_stack = false;
-  if (has_signal_stack) return;
+OverflowReportsInstalled::OverflowReportsInstalled() { install_handler(); }
+OverflowReportsInstalled::~OverflowReportsInstalled() { uninstall_handler(); }
+
+ReplicaSignalStack::ReplicaSignalStack() {
   stack_t current{};
   if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE)) {
-    has_signal_stack = true;  // the thread has one already (the embedder's)
-    return;
+    own_ = false;  // the thread has one already (the embedder's, or an enclosing scope's)
+  } else {
+    // One of a few static signal stacks, dealt round-robin: a thread allocates nothing (a thread's first
+    // malloc reserves a 64 MiB arena, which a process near its address-space limit, with thousands of device
+    // threads, does not have). Two threads share a stack only if they overflow at the same moment, among
+    // kSignalStacks or more.
+    static std::atomic<unsigned> next{0};
+    stack_t stack{};
+    stack.ss_sp = g_signal_stacks[next.fetch_add(1, std::memory_order_relaxed) % kSignalStacks];
+    stack.ss_size = kSignalStack;
+    own_ = sigaltstack(&stack, nullptr) == 0;
   }
-  // One of a few static signal stacks, dealt round-robin: a thread allocates nothing (a thread's first
-  // malloc reserves a 64 MiB arena, which a process near its address-space limit, with thousands of device
-  // threads, does not have). Two threads share a stack only if they overflow at the same moment, among
-  // kSignalStacks or more.
-  static std::atomic<unsigned> next{0};
-  stack_t stack{};
-  stack.ss_sp = g_signal_stacks[next.fetch_add(1, std::memory_order_relaxed) % kSignalStacks];
-  stack.ss_size = kSignalStack;
-  if (sigaltstack(&stack, nullptr) == 0) has_signal_stack = true;
-  t_stack = {};  // touched now, not first in the handler
+  [[maybe_unused]] volatile std::size_t touched = t_stack.bytes;  // touched now, not first in the handler
   (void)log_replica();
+}
+
+ReplicaSignalStack::~ReplicaSignalStack() {
+  if (!own_) return;
+  stack_t none{};
+  none.ss_flags = SS_DISABLE;
+  sigaltstack(&none, nullptr);
 }
 
 void enter_replica_stack(const void* guard_begin, const void* guard_end, std::size_t bytes, bool fiber) {
@@ -152,7 +176,10 @@ void enter_own_thread_stack() {
 
 #else  // the sanitizers' runtimes handle SIGSEGV and report overflows themselves
 
-void prepare_overflow_reports() {}
+OverflowReportsInstalled::OverflowReportsInstalled() {}
+OverflowReportsInstalled::~OverflowReportsInstalled() {}
+ReplicaSignalStack::ReplicaSignalStack() {}
+ReplicaSignalStack::~ReplicaSignalStack() {}
 void enter_replica_stack(const void*, const void*, std::size_t, bool) {}
 void leave_replica_stack() {}
 void enter_own_thread_stack() {}

@@ -11,9 +11,30 @@
 
 namespace weft::detail {
 
-// On each thread that runs replicas, before it does: installs the handler (once per process) and this
-// thread's signal stack.
-void prepare_overflow_reports();
+// While any of these lives (Execution::run holds one for its execution, on the calling thread), SIGSEGV goes
+// to the overflow report first; when the last ends the handler found before is back (one installed meanwhile
+// by someone else stays). weft leaves SIGSEGV's disposition as it found it.
+class OverflowReportsInstalled {
+ public:
+  OverflowReportsInstalled();
+  ~OverflowReportsInstalled();
+  OverflowReportsInstalled(const OverflowReportsInstalled&) = delete;
+  OverflowReportsInstalled& operator=(const OverflowReportsInstalled&) = delete;
+};
+
+// On each thread that runs replicas, for as long as it does: a signal stack for the report if the thread has
+// none, removed again when this ends (the thread may be the embedder's: a pmap's caller runs replicas too).
+class ReplicaSignalStack {
+ public:
+  ReplicaSignalStack();
+  ~ReplicaSignalStack();
+  ReplicaSignalStack(const ReplicaSignalStack&) = delete;
+  ReplicaSignalStack& operator=(const ReplicaSignalStack&) = delete;
+
+ private:
+  [[maybe_unused]] bool own_ = false;
+};
+
 // The stack this thread runs a replica on now: its guard region [guard_begin, guard_end) (a fault there, or
 // just below it, is an overflow), its size, and whether it is a fiber's (WEFT_FIBER_STACK) or the thread's own
 // (ulimit -s). The replica is the log's (set_log_replica), read when the fault comes.

@@ -110,10 +110,12 @@ TEST(R22DebugLevels, EachLevelShowsItsLinesAndNoMore) {
                         "[init] config: WEFT_SHARED_RUNS=1 (on) (default)",
                         "[init] config: WEFT_FLUSH_DENORMALS=0 (IEEE gradual underflow) (default)",
                         "[init] config: WEFT_GEMM=auto (default)",
+                        "[init] config: WEFT_FUSION=auto (default)",
+                        "[init] config: WEFT_MALLOC_TUNING=0 (malloc as the process set it) (default)",
                         "[init] config: WEFT_NUM_INSTANCES=unset (not launched by weftrun)",
                         "[proc 0] weft: info: [launch] a single process (no launcher), pid " + std::to_string(::getpid()),
                         "weft: info: [mem] 2 devices of unlimited memory each (WEFT_DEVICE_MEMORY)"});
-  EXPECT_EQ(CountOccurrences(info, "weft: info: [init] config: "), 26) << info;
+  EXPECT_EQ(CountOccurrences(info, "weft: info: [init] config: "), 28) << info;  // every setting (core/settings.cc)
   EXPECT_FALSE(Contains(info, "weft: debug:")) << info;
   ExpectEveryLineTagged(info);
 
@@ -190,7 +192,7 @@ TEST(R22DebugLevels, SettingsAreValidatedNamingTheVariables) {
   EXPECT_EQ(o.type, "InvalidArgument");
   EXPECT_EQ(o.message, "WEFT_DEBUG=INFO and WEFT_LOG=warn disagree: WEFT_DEBUG=INFO means WEFT_LOG=info; set only one of them");
   EXPECT_FALSE(error_of({{"WEFT_DEBUG", "TRACE"}, {"WEFT_LOG", "debug"}}).threw) << "agreeing settings are fine";
-  EXPECT_EQ(error_of({{"WEFT_DEBUG", "LOUD"}}).message, "WEFT_DEBUG=LOUD is not a debug level; use OFF, WARN, INFO or TRACE");
+  EXPECT_EQ(error_of({{"WEFT_DEBUG", "LOUD"}}).message, "WEFT_DEBUG=LOUD is not a debug level: use OFF, WARN, INFO or TRACE (any case) (docs/settings.md, \"Settings\")");
   EXPECT_EQ(error_of({{"WEFT_DEBUG_SUBSYS", "init,gpu"}}).message,
             "WEFT_DEBUG_SUBSYS=init,gpu: \"gpu\" is not a subsystem; use a comma-separated list of init, coll, mem, launch");
   EXPECT_EQ(error_of({{"WEFT_DEBUG_FILE", "/tmp/w.%q"}}).message,

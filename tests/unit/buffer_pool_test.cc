@@ -11,6 +11,7 @@
 
 #include "../support/replica_faults.hpp"
 #include "array/buffer_pool.hpp"
+#include "weft/memory.hpp"
 
 namespace weft::detail {
 namespace {
@@ -95,13 +96,15 @@ std::int64_t minor_faults_of_this_thread() {
 // Eight 96 KiB blocks (below the pool's 128 KiB: from malloc) allocated, written and freed in a loop on a
 // thread other than main, as fiber workers do. With glibc's defaults freed blocks went back to the system
 // (trimmed from the top of the thread's heap, or munmap'ed) and the next round faulted all their pages in
-// again: most of such a loop's time (at 512 KiB, before the pool took those, ~1000 faults a round). The pool
-// sets malloc up to keep them (unless GLIBC_TUNABLES or MALLOC_*_ tune it; then this test skips, as under
-// sanitizers).
+// again: most of such a loop's time (at 512 KiB, before the pool took those, ~1000 faults a round).
+// weft::tune_process_malloc() sets malloc up to keep them, for a program that owns its process (weft's tools
+// call it; weft alone leaves malloc as it found it: tests/inproc/process_state_test.cc). Unless GLIBC_TUNABLES
+// or MALLOC_*_ tune it; then this test skips, as under sanitizers.
 TEST(BufferPool, SmallBlocksFreedOnAWorkerThreadDoNotFaultTheirPagesInAgain) {
   if (WEFT_TEST_UNDER_SANITIZER) GTEST_SKIP() << "a sanitizer's allocator quarantines freed blocks";
   if (std::getenv("GLIBC_TUNABLES") || std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_"))
     GTEST_SKIP() << "malloc is tuned by the environment";
+  ASSERT_TRUE(tune_process_malloc());
   constexpr std::size_t kBytes = std::size_t{96} << 10;
   constexpr int kBlocks = 8, kRounds = 50;
   std::int64_t faults = -1;

@@ -94,7 +94,8 @@ TEST(MatmulBackend, SettingParsesOrNamesTheRule) {
   EXPECT_EQ(blas::parse_mode("openblas"), Mode::openblas);
   EXPECT_EQ(blas::parse_mode("onednn"), Mode::onednn);
   EXPECT_EQ(ErrorOf<InvalidArgument>([] { blas::parse_mode("OpenBLAS"); }),
-            "WEFT_GEMM=OpenBLAS: expected auto, eigen, openblas or onednn");
+            "WEFT_GEMM=OpenBLAS is not a matmul library: use auto, eigen, openblas or onednn (docs/settings.md, "
+            "\"matmul's library\")");
   // Empty means unset, as for every WEFT_* variable (issue 21, item 14).
   EXPECT_EQ(blas::parse_mode(""), Mode::automatic);
 }

@@ -329,6 +329,7 @@ int run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  weft::tune_process_malloc();  // the tool owns its process (weft/memory.hpp)
   CLI::App app{"rts_check: the reference PopXL test_multi_instance_vs_rts program (run_model_and_test) on weft"};
   Options opt;
   app.add_flag("--remote", opt.remote, "remote variable (else on-chip)");

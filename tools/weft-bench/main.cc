@@ -692,6 +692,7 @@ std::int64_t run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  weft::tune_process_malloc();  // a benchmark owns its process: weft's measured malloc tuning (weft/memory.hpp)
   CLI::App app{"weft-bench: nccl-tests style collective benchmarks on weft's in-process devices"};
   Options opt;
   std::string op = "allreduce";

@@ -52,6 +52,7 @@ int run(int argc, char** argv);
 
 // Every error the run can raise ends here as one clear line and exit status 2, never as std::terminate.
 int main(int argc, char** argv) {
+  weft::tune_process_malloc();  // the tool owns its process (weft/memory.hpp)
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
