@@ -6,6 +6,7 @@
 // program runs on fibers, and the executions that run Python frames (eager pmaps, sessions) ask for a thread
 // per replica (PmapOptions::replica_threads, python/src/pmap.cc and session.cc).
 #include "bindings.hpp"
+#include "weft/settings.hpp"
 
 PYBIND11_MODULE(_weft, m) {
   m.doc() = "weft's C++ runtime (pmap over virtual CPU devices, collectives, sessions); use the weft package";
@@ -18,4 +19,7 @@ PYBIND11_MODULE(_weft, m) {
   weft::python::init_session(m);
   weft::python::init_array_ops(m);
   weft::python::init_program(m);
+  m.def("setting_choice", &weft::setting_choice, pybind11::arg("variable"),
+        "A WEFT_* setting's value through weft's one parser of them ('' = unset); a value it does not know raises "
+        "InvalidArgument naming the variable and what it accepts.");
 }

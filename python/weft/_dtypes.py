@@ -12,7 +12,6 @@ array argument of jit / pmap / shard_map, a constant a trace captures, a weft.nu
 JAX's UserWarning. weft.config.update("jax_enable_x64", True) or WEFT_ENABLE_X64=1 keeps 64 bits. PopXL
 (weft.popxl) and C++ keep what the user wrote: neither is JAX.
 """
-import os
 import warnings
 
 import numpy as _np
@@ -57,13 +56,9 @@ class _Config:
     WEFT_ENABLE_X64, else off). weft.config.update("jax_enable_x64", True) as jax.config.update."""
 
     def __init__(self):
-        # docs/settings.md's rules: empty is unset, whitespace around the value ignored, anything but the
-        # values the table names an error naming the variable.
-        text = os.environ.get("WEFT_ENABLE_X64", "").strip().lower()
-        if text not in ("", "0", "1", "false", "true"):
-            raise _weft.InvalidArgument(f"WEFT_ENABLE_X64={os.environ['WEFT_ENABLE_X64']!r} is not 0, 1, false or "
-                                        "true (JAX's jax_enable_x64 for weft's Python API)")
-        self.jax_enable_x64 = text in ("1", "true")
+        # Read through weft's one parser of WEFT_* settings (src/core/settings.hpp): empty is unset, anything but
+        # 0 or 1 an InvalidArgument naming the variable and what it accepts.
+        self.jax_enable_x64 = _weft.setting_choice("WEFT_ENABLE_X64") == "1"
 
     def update(self, name, value):
         if name != "jax_enable_x64":

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "weft/error.hpp"
+#include "weft/settings.hpp"
 
 namespace weft::settings {
 namespace {
@@ -23,7 +24,8 @@ constexpr std::string_view kGemm[] = {"auto"sv, "eigen"sv, "openblas"sv, "onednn
 // WEFT_FUSION's: "0" is another spelling of "off".
 constexpr std::string_view kFusion[] = {"auto"sv, "off"sv, "0"sv};
 
-constexpr std::string_view kRuntime = "Settings", kMatmul = "matmul's library", kLauncher = "Set by the launcher";
+constexpr std::string_view kRuntime = "Settings", kMatmul = "matmul's library", kLauncher = "Set by the launcher",
+                           kPython = "The Python module's dtypes";
 
 constexpr Spec kTable[] = {
     {Setting::device_count, "WEFT_DEVICE_COUNT", Kind::count, "a device count between 1 and 4096", {}, false, kRuntime},
@@ -61,6 +63,8 @@ constexpr Spec kTable[] = {
     {Setting::gemm, "WEFT_GEMM", Kind::choice, "a matmul library", kGemm, false, kMatmul},
     {Setting::fusion, "WEFT_FUSION", Kind::choice, "a fusion mode", kFusion, false, kMatmul},
     {Setting::openblas, "WEFT_OPENBLAS", Kind::path, "an OpenBLAS library file", {}, false, kMatmul},
+    {Setting::enable_x64, "WEFT_ENABLE_X64", Kind::choice, "0 (64-bit types off, JAX's default) or 1 (on)", kOffOn,
+     false, kPython},
     {Setting::num_instances, "WEFT_NUM_INSTANCES", Kind::count, "a number of instances (a whole number >= 1)", {},
      false, kLauncher},
     {Setting::num_replicas, "WEFT_NUM_REPLICAS", Kind::count, "a number of replicas (a whole number >= 1)", {}, false,
@@ -166,3 +170,19 @@ long long parse_count(std::string_view name, const char* given, long long low, l
 }
 
 }  // namespace weft::settings
+
+namespace weft {
+
+std::string setting_choice(std::string_view variable) {
+  for (const settings::Spec& s : settings::table()) {
+    if (s.variable != variable) continue;
+    if (s.kind != settings::Kind::choice) {
+      throw InvalidArgument(std::string(variable) + " takes " + std::string(s.accepted) + ", not a choice of values");
+    }
+    const std::size_t index = settings::choice(s.setting, s.choices.size());
+    return index == s.choices.size() ? std::string() : std::string(s.choices[index]);
+  }
+  throw InvalidArgument(std::string(variable) + " is not a weft setting (docs/settings.md lists them)");
+}
+
+}  // namespace weft

@@ -3,7 +3,7 @@
 // variable is unset, and a value the setting does not know is an InvalidArgument naming the variable and what
 // it accepts, never a silent default (issue 45, item 13: WEFT_FUSION=OFF once left fusion on). In core, the
 // lowest layer, because its readers span every layer: the runtime's options, the matmul library (array),
-// fusion (program), the launcher protocol, the Python module (which lists the table for its test).
+// fusion (program), the launcher protocol, the Python module (weft/settings.hpp: WEFT_ENABLE_X64).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +20,8 @@ enum class Setting {
   shared_runs, flush_denormals, fault, malloc_tuning,
   // matmul's library and fusion ("matmul's library").
   gemm, fusion, openblas,
+  // The Python module's (read by `import weft` through weft::setting_choice).
+  enable_x64,
   // Set by weftrun ("Set by the launcher").
   num_instances, num_replicas, job_dir,
 };

@@ -40,7 +40,7 @@ def documented():
         if line.startswith("| variable |"):
             header = [c.strip() for c in line.strip("|").split("|")]
             column = next((i for i, c in enumerate(header) if c in ("unit", "values")), None)
-        m = re.match(r"\| `(WEFT_[A-Z_]+)` \|", line)
+        m = re.match(r"\| `(WEFT_[A-Z0-9_]+)` \|", line)
         if m:
             cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
             rows.setdefault(m.group(1), cells[column] if column is not None else "")

@@ -34,7 +34,7 @@ std::multimap<std::string, DocRow> documented() {
   std::multimap<std::string, DocRow> rows;
   std::string line, section = "Settings";
   int values_column = -1;
-  const std::regex row_name(R"(^\| `(WEFT_[A-Z_]+)` \|)");
+  const std::regex row_name(R"(^\| `(WEFT_[A-Z0-9_]+)` \|)");
   while (std::getline(file, line)) {
     if (line.rfind("## ", 0) == 0) section = line.substr(3);
     if (line.rfind("| variable |", 0) == 0) {
