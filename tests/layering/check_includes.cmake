@@ -18,7 +18,7 @@ if(NOT DEFINED MIN_FILES)
 endif()
 
 # Public headers of the core layer: values and pure functions, no arrays, no runtime.
-set(core_public call_site dtype error groups program_params reduce_op)
+set(core_public call_site dtype error groups program_params reduce_op settings)
 # Public headers of the array library: arrays, their memory accounting, operations, random numbers, npy.
 set(array_public array memory npy ops random)
 set(core_allowed "core/")
