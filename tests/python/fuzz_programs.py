@@ -684,7 +684,7 @@ class Gen:
     def __init__(self, seed, vjp_op=None):
         self.rng = np.random.default_rng(seed)
         self.p = Program(seed)
-        self.vjp = vjp_op is not None
+        self.vjp, self.vjp_op = vjp_op is not None, vjp_op
 
     # -- values
     def add(self, step, ref):
@@ -700,8 +700,9 @@ class Gen:
     def input_values(self, dt, shape):
         rng = self.rng
         full = (N,) + tuple(shape)
-        if self.vjp:
-            return rng.uniform(-2, 2, full).astype(np.float64)
+        if self.vjp:  # away from the op's singular points: positive where its domain asks
+            lo = 0.4 if self.vjp_op in DOMAIN or self.vjp_op == "power" else -2.0
+            return rng.uniform(lo, 2.5, full).astype(np.float64)
         if dt == "bool":
             return rng.random(full) < 0.5
         if dt in INTS:
@@ -838,7 +839,8 @@ def make_binary(op):
         dev = _apply_deviation(g, operands, out)
         if dev is not None:
             out = ref_binary(op, *dev)
-        if g.vjp and op in ("maximum", "minimum") and np.any(np.abs(refs[0].v - refs[1].v) < 0.1):
+        (av, _), (bv, _) = _aligned(refs)
+        if g.vjp and op in ("maximum", "minimum") and np.any(np.abs(av - bv) < 0.1):
             return None
         if op == "divide" and g.vjp and np.any(np.abs(refs[1].v) < 0.2):
             return None
@@ -1370,6 +1372,18 @@ def _generate(seed):
     main_dt = "float32" if large and rng.random() < 0.7 else g.dtype()
     for _ in range(int(rng.integers(1, 3))):
         g.new_input(main_dt if rng.random() < 0.7 else g.dtype(), g.broadcast_partner(g.base))
+    if large and p.spmd:
+        # An all-reduce of a large value, then plain arithmetic on it (what shared runs split among the replicas
+        # the types prove equal): with groups, only a group's replicas hold equal values.
+        if p.groups is None and rng.random() < 0.5:
+            p.groups = GROUPINGS[int(rng.integers(len(GROUPINGS)))]
+        a = g.new_input(str(rng.choice(["float32", "float64", "int32"])), g.base)
+        op = str(rng.choice(["psum", "pmax", "pmin", "pmean"] if g.p.refs[a].dt in FLOATS else ["psum", "pmax"]))
+        v = g.add((op, [("v", a)], {"groups": p.groups}), ref_all_reduce(op, g.p.refs[a], p.groups))
+        for _ in range(int(rng.integers(1, 4))):
+            op = str(rng.choice(["add", "multiply", "subtract", "maximum", "minimum"]))
+            b = ("py", g.scalar_for(g.p.refs[v])) if rng.random() < 0.6 else ("v", v)
+            v = g.add((op, [("v", v), b], {}), ref_binary(op, g.p.refs[v], g.ref(b)))
     names = [n for n, op in OPS.items() if (p.spmd or not op.spmd) and (op.large or not large)]
     weights = np.array([OPS[n].weight for n in names])
     n_ops = int(rng.integers(2, 9))
@@ -1377,9 +1391,7 @@ def _generate(seed):
     first = len(p.steps)
     while made < n_ops and tries < 80:
         tries += 1
-        # Large SPMD programs start with an all-reduce: what shared runs must not take as equal everywhere.
-        name = str(rng.choice(names, p=weights / weights.sum())) if not (large and p.spmd and made == 0) \
-            else str(rng.choice(["psum", "pmax", "pmean", "pmin"]))
+        name = str(rng.choice(names, p=weights / weights.sum()))
         res = OPS[name].make(g)
         if res is None:
             continue
@@ -1675,7 +1687,7 @@ VJP_OPS = sorted(n for n, op in OPS.items() if op.vjp is not None)
 
 
 def vjp_case(seed):
-    """(op, problem or None): weft.grad of sum(op(x) * w) in float64 against central differences of the
+    """(op, checked, problem or None): weft.grad of sum(op(x) * w) in float64 against central differences of the
     reference, at a random point away from the op's singular points."""
     rng = np.random.default_rng(seed)
     name = VJP_OPS[seed % len(VJP_OPS)]
@@ -1687,13 +1699,13 @@ def vjp_case(seed):
         if res is not None:
             break
     else:
-        return name, None
+        return name, False, None
     operands, params, ref = res
     if ref.dt != "float64" or not np.all(np.isfinite(ref.v)):
-        return name, None
+        return name, False, None
     api = Api()
     inputs = [k for k, o in enumerate(operands) if o[0] == "v"]
-    x0 = [g.p.refs[o[1]].v[0].copy() if o[0] == "v" else o[1] for o in operands]
+    x0 = [np.array(g.p.refs[o[1]].v[0], dtype=np.float64) if o[0] == "v" else o[1] for o in operands]
     w = rng.standard_normal(ref.v.shape[1:])
 
     def loss_ref(xs):
@@ -1710,7 +1722,7 @@ def vjp_case(seed):
     try:
         grads = api.weft.grad(loss, argnums=tuple(range(len(inputs))))(*[x0[k] for k in inputs])
     except Exception as error:  # noqa: BLE001
-        return name, f"weft.grad failed: {type(error).__name__}: {error}"
+        return name, True, f"weft.grad failed: {type(error).__name__}: {error}"
     for gk, k in zip(grads, inputs):
         gk = np.asarray(gk, dtype=np.float64)
         cd = np.zeros_like(x0[k])
@@ -1724,9 +1736,9 @@ def vjp_case(seed):
             cd[idx] = (loss_ref(xs_p) - loss_ref(xs_m)) / (2 * h)
         scale = max(1.0, float(np.abs(cd).max()))
         if gk.shape != cd.shape or not np.all(np.abs(gk - cd) <= 1e-5 * scale):
-            return name, (f"d/d operand {k}: weft.grad {gk.ravel()[:6].tolist()} vs central differences "
-                          f"{cd.ravel()[:6].tolist()} (params {params}, at {np.ravel(x0[k])[:6].tolist()})")
-    return name, None
+            return name, True, (f"d/d operand {k}: weft.grad {gk.ravel()[:6].tolist()} vs central differences "
+                                f"{cd.ravel()[:6].tolist()} (params {params}, at {np.ravel(x0[k])[:6].tolist()})")
+    return name, True, None
 
 
 def _child(config, path, seeds):

@@ -103,10 +103,10 @@ VJP_CASES = max(len(fz.VJP_OPS) * 3, COUNT // 4)
 def test_vjps_match_central_differences():
     problems, ran = [], {}
     for seed in range(FIRST, FIRST + VJP_CASES):
-        name, problem = fz.vjp_case(seed)
-        ran[name] = ran.get(name, 0) + (problem is not None or 1)
+        name, checked, problem = fz.vjp_case(seed)
+        ran[name] = ran.get(name, 0) + checked
         if problem:
             problems.append(f"seed {seed} ({name}): {problem}")
     print(f"\nVJPs checked: {ran}")
-    assert set(ran) == set(fz.VJP_OPS)
+    assert not [n for n in fz.VJP_OPS if not ran.get(n)], f"differentiable ops never checked: {ran}"
     assert not problems, "\n".join(problems[:20])
