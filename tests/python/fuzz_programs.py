@@ -733,6 +733,10 @@ class Gen:
     def ref(self, o):
         if o[0] == "v":
             return self.p.refs[o[1]]
+        if o[0] == "c":  # a numpy array the program captures: a constant of the trace, the same on every replica
+            a = o[1]
+            full = np.broadcast_to(a, (N,) + a.shape)
+            return R(full.astype(np.float64) if a.dtype.kind == "f" else full, a.dtype.name)
         return scalar_ref(o[1])
 
     def pick(self, pred=lambda r: True, fresh=None):
@@ -789,6 +793,8 @@ class Gen:
                 return False
             return r.dt in kinds and int(np.prod(shape, dtype=np.int64)) <= max(ra.size, r.size, 1)
         dt = ra.dt if ra.dt in kinds and ra.dt in INPUT_DTYPES and rng.random() < 0.6 else self.dtype(kinds)
+        if not self.vjp and rng.random() < 0.12:  # a captured numpy array (its dtype is strong, as JAX's)
+            return ("c", self.input_values(dt, self.broadcast_partner(ra.shape))[0])
         return ("v", self.pick(ok, fresh=(dt, self.broadcast_partner(ra.shape))))
 
 
@@ -1360,10 +1366,10 @@ def generate(seed):
 def _generate(seed):
     g = Gen(seed)
     rng, p = g.rng, g.p
-    p.spmd = bool(rng.random() < 0.5)
+    large = bool(rng.random() < LARGE_FRACTION)
+    p.spmd = bool(rng.random() < (0.75 if large else 0.5))
     if p.spmd and rng.random() < 0.5:
         p.groups = GROUPINGS[int(rng.integers(len(GROUPINGS)))]
-    large = bool(rng.random() < LARGE_FRACTION)
     if large:
         g.base = (int(rng.integers(LARGE, 100001)),) if rng.random() < 0.6 else \
             (int(rng.integers(256, 330)), int(rng.integers(256, 330)))
@@ -1375,7 +1381,7 @@ def _generate(seed):
     if large and p.spmd:
         # An all-reduce of a large value, then plain arithmetic on it (what shared runs split among the replicas
         # the types prove equal): with groups, only a group's replicas hold equal values.
-        if p.groups is None and rng.random() < 0.5:
+        if p.groups is None and rng.random() < 0.6:
             p.groups = GROUPINGS[int(rng.integers(len(GROUPINGS)))]
         a = g.new_input(str(rng.choice(["float32", "float64", "int32"])), g.base)
         op = str(rng.choice(["psum", "pmax", "pmin", "pmean"] if g.p.refs[a].dt in FLOATS else ["psum", "pmax"]))
