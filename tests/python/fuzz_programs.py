@@ -122,8 +122,9 @@ def rnd(dt, v):
     if dt == "bfloat16":
         with np.errstate(over="ignore", invalid="ignore"):
             f = v.astype(np.float32)
-        bits = f.view(np.uint32).astype(np.uint64)
-        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+        bits = np.atleast_1d(f).view(np.uint32).astype(np.uint64)  # (uint64 constants: no float promotion)
+        u = np.uint64
+        rounded = ((bits + u(0x7FFF) + ((bits >> u(16)) & u(1))) & u(0xFFFF0000)).astype(np.uint32).reshape(f.shape)
         out = rounded.view(np.float32).astype(np.float64)
         return np.where(np.isnan(f), f.astype(np.float64), out)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -886,6 +887,10 @@ def make_where(g):
                                     fresh=(g.dtype(), g.broadcast_partner(rc.shape)))))
     operands = [("v", c)] + ops
     refs = [g.ref(o) for o in operands]
+    try:
+        np.broadcast_shapes(*[r.shape for r in refs])
+    except ValueError:
+        return None  # x and y each broadcast with the condition, not with each other
     if any(r.dt == "uint8" for r in refs[1:]) and any(r.weak and r.dt != "float32" and r.v.min() < 0 for r in refs[1:]):
         return None  # a negative Python int does not fit uint8: JAX refuses it (OverflowError)
     out = ref_where(*refs)
@@ -1344,6 +1349,8 @@ def covered_ops():
 
 # ---- programs -----------------------------------------------------------------------------------------------
 LARGE_FRACTION = 0.07
+HUGE = 1 << 20  # elements: fusion's block-by-block runs
+HUGE_FRACTION = 0.1  # of the large programs
 
 
 def _shape_method(self, min_rank=0, min_last=1):
@@ -1372,7 +1379,10 @@ def _generate(seed):
     p.spmd = bool(rng.random() < (0.75 if large else 0.5))
     if p.spmd and rng.random() < 0.5:
         p.groups = GROUPINGS[int(rng.integers(len(GROUPINGS)))]
-    if large:
+    huge = large and bool(rng.random() < HUGE_FRACTION)
+    if huge:  # past the 1 Mi elements from which fusion runs a chain block by block (docs/programs.md)
+        g.base = (int(rng.integers(HUGE, HUGE + 4097)),)
+    elif large:
         g.base = (int(rng.integers(LARGE, 100001)),) if rng.random() < 0.6 else \
             (int(rng.integers(256, 330)), int(rng.integers(256, 330)))
     else:
@@ -1394,7 +1404,7 @@ def _generate(seed):
             v = g.add((op, [("v", v), b], {}), ref_binary(op, g.p.refs[v], g.ref(b)))
     names = [n for n, op in OPS.items() if (p.spmd or not op.spmd) and (op.large or not large)]
     weights = np.array([OPS[n].weight for n in names])
-    n_ops = int(rng.integers(2, 9))
+    n_ops = int(rng.integers(2, 9)) if not huge else int(rng.integers(2, 5))
     made, tries = 0, 0
     first = len(p.steps)
     while made < n_ops and tries < 80:
