@@ -659,14 +659,19 @@ class Program:
 
     @property
     def large(self):
-        return any(r.size >= LARGE for r in self.refs)
+        return any(int(np.prod(t[2], dtype=np.int64)) >= LARGE for t in self.types)
+
+    def compact(self):
+        """Keeps each value's type and the references of the outputs only (the others are large and done with)."""
+        self.types = [(r.dt, r.weak, r.shape) for r in self.refs]
+        self.refs = {k: self.refs[k] for k in self.outputs}
 
     def text(self):
         lines = [f"# seed {self.seed}: {'SPMD' if self.spmd else 'local'} program over {N} replicas"
                  + (f", groups {self.groups}" if self.groups else "")]
         for k, step in enumerate(self.steps):
-            r = self.refs[k]
-            typ = f"{r.dt}{'(weak)' if r.weak else ''}{list(r.shape)}"
+            dt, weak, shape = self.types[k]
+            typ = f"{dt}{'(weak)' if weak else ''}{list(shape)}"
             if step[0] == "input":
                 a = self.inputs[step[1]]
                 lines.append(f"v{k} = input{step[1]}  # {typ}" if isinstance(a, np.ndarray) else
@@ -1398,10 +1403,11 @@ def _generate(seed):
         a = g.new_input(str(rng.choice(["float32", "float64", "int32"])), g.base)
         op = str(rng.choice(["psum", "pmax", "pmin", "pmean"] if g.p.refs[a].dt in FLOATS else ["psum", "pmax"]))
         v = g.add((op, [("v", a)], {"groups": p.groups}), ref_all_reduce(op, g.p.refs[a], p.groups))
-        for _ in range(int(rng.integers(1, 4))):
+        for _ in range(int(rng.integers(2, 5))):  # a fused run is two or more consecutive equations
             op = str(rng.choice(["add", "multiply", "subtract", "maximum", "minimum"]))
             b = ("py", g.scalar_for(g.p.refs[v])) if rng.random() < 0.6 else ("v", v)
             v = g.add((op, [("v", v), b], {}), ref_binary(op, g.p.refs[v], g.ref(b)))
+        chain_end = v  # an output: dead code would be dropped before any run is shared
     names = [n for n, op in OPS.items() if (p.spmd or not op.spmd) and (op.large or not large)]
     weights = np.array([OPS[n].weight for n in names])
     n_ops = int(rng.integers(2, 9)) if not huge else int(rng.integers(2, 5))
@@ -1422,9 +1428,12 @@ def _generate(seed):
         g.add(("negative" if res and len(res[0]) == 1 else "add",) + tuple(res[:2]), res[2])
         ops_at = [len(p.steps) - 1]
     outs = {ops_at[-1]}
+    if large and p.spmd:
+        outs.add(chain_end)
     for _ in range(int(rng.integers(0, 3))):
         outs.add(int(rng.choice(ops_at)))
     p.outputs = sorted(outs)
+    p.compact()
     return p
 
 
@@ -1672,24 +1681,38 @@ def _mode_name(k):
     return f"{mode} [{config}, WEFT_SHARED_RUNS={shared}]"
 
 
+CHUNK = 150  # programs run together: their references and outputs are in memory at once
+
+
 def run_programs(first_seed, count, child_timeout=600):
-    """(programs, {seed: problems}) of seeds first_seed .. first_seed + count - 1 in every configuration."""
-    seeds = list(range(first_seed, first_seed + count))
-    children = start_children(seeds)
-    programs = [generate(s) for s in seeds]
-    results = {("main",) + k: v for k, v in run_config(programs, "main").items()}
-    child_results, child_problems = collect(children, child_timeout)
-    results.update(child_results)
-    failures = {}
-    by_seed = {}
-    for key, value in results.items():
-        by_seed.setdefault(key[1], {})[key] = value
-    for p in programs:
-        with np.errstate(all="ignore"):  # inf - inf and the like are compared as values, not warned about
-            problems = check_program(p, by_seed.get(p.seed, {}))
-        if problems:
-            failures[p.seed] = problems
-    return programs, failures, child_problems
+    """Seeds first_seed .. first_seed + count - 1 in every configuration, CHUNK programs at a time:
+    (statistics, {seed: the failing program's report}, problems of the child processes)."""
+    stats = {"programs": 0, "large": 0, "huge": 0, "groups": 0, "ops": {}}
+    failures, child_problems = {}, []
+    for start in range(first_seed, first_seed + count, CHUNK):
+        seeds = list(range(start, min(start + CHUNK, first_seed + count)))
+        children = start_children(seeds)
+        programs = [generate(s) for s in seeds]
+        results = {("main",) + k: v for k, v in run_config(programs, "main").items()}
+        child_results, problems = collect(children, child_timeout)
+        child_problems += problems
+        results.update(child_results)
+        by_seed = {}
+        for key, value in results.items():
+            by_seed.setdefault(key[1], {})[key] = value
+        for p in programs:
+            with np.errstate(all="ignore"):  # inf - inf and the like are compared as values, not warned about
+                found = check_program(p, by_seed.get(p.seed, {}))
+            if found:
+                failures[p.seed] = report(p, found)
+            stats["programs"] += 1
+            stats["large"] += p.large
+            stats["huge"] += any(int(np.prod(t[2], dtype=np.int64)) >= HUGE for t in p.types)
+            stats["groups"] += p.groups is not None
+            for step in p.steps:
+                if step[0] != "input":
+                    stats["ops"][step[0]] = stats["ops"].get(step[0], 0) + 1
+    return stats, failures, child_problems
 
 
 def report(p, problems, limit=12):
