@@ -661,6 +661,13 @@ class Program:
     def large(self):
         return any(int(np.prod(t[2], dtype=np.int64)) >= LARGE for t in self.types)
 
+    def without_refs(self):
+        """A copy to run elsewhere (a child process): the steps, inputs and types, no references."""
+        p = Program(self.seed)
+        p.__dict__.update({k: v for k, v in self.__dict__.items() if k != "refs"})
+        p.refs = {}
+        return p
+
     def compact(self):
         """Keeps each value's type and the references of the outputs only (the others are large and done with)."""
         self.types = [(r.dt, r.weak, r.shape) for r in self.refs]
@@ -1560,18 +1567,21 @@ def run_config(programs, config):
     return out
 
 
-def start_children(seeds, configs=("fusion_off", "fibers")):
+def start_children(programs, configs=("fusion_off", "fibers")):
     """Child processes running the traced modes under other settings read once per process (WEFT_FUSION,
-    WEFT_SCHEDULER); collect() gathers their results."""
+    WEFT_SCHEDULER), given the programs (without their references); collect() gathers their results."""
+    fd, programs_path = tempfile.mkstemp(prefix="weft-fuzz-programs-", suffix=".pkl")
+    with os.fdopen(fd, "wb") as fh:
+        pickle.dump([p.without_refs() for p in programs], fh)
     children = []
     for config in configs:
         fd, path = tempfile.mkstemp(prefix=f"weft-fuzz-{config}-", suffix=".pkl")
         os.close(fd)
         env = dict(os.environ, **CONFIG_ENV[config])
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", config, path, ",".join(map(str, seeds))]
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", config, path, programs_path]
         children.append((config, path, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                                         stderr=subprocess.STDOUT)))
-    return children
+    return children, programs_path
 
 
 def collect(children, timeout):
@@ -1691,10 +1701,11 @@ def run_programs(first_seed, count, child_timeout=600):
     failures, child_problems = {}, []
     for start in range(first_seed, first_seed + count, CHUNK):
         seeds = list(range(start, min(start + CHUNK, first_seed + count)))
-        children = start_children(seeds)
         programs = [generate(s) for s in seeds]
+        children, programs_path = start_children(programs)
         results = {("main",) + k: v for k, v in run_config(programs, "main").items()}
         child_results, problems = collect(children, child_timeout)
+        os.unlink(programs_path)
         child_problems += problems
         results.update(child_results)
         by_seed = {}
@@ -1783,8 +1794,9 @@ def vjp_case(seed):
     return name, True, None
 
 
-def _child(config, path, seeds):
-    programs = [generate(int(s)) for s in seeds.split(",") if s]
+def _child(config, path, programs_path):
+    with open(programs_path, "rb") as fh:
+        programs = pickle.load(fh)
     with open(path, "wb") as fh:
         pickle.dump(run_config(programs, config), fh)
 
