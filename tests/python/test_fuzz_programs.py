@@ -1,0 +1,105 @@
+"""The differential fuzzer (fuzz_programs.py; docs/testing.md, "Differential fuzzer"): random typed programs
+in every mode (eager, jit, traced pmap with and without groups, shard_map; WEFT_SHARED_RUNS 0/1/2; WEFT_FUSION
+auto/off; threads and fibers) against each other bitwise and against numpy in float64 with JAX's dtypes; every
+differentiable op's VJP against central differences; and the fuzzer's coverage of the C++ op registry.
+
+WEFT_FUZZ_SEED (default 1) and WEFT_FUZZ_COUNT (default 300) choose the programs; a failure prints each
+failing program with the line that replays it alone (WEFT_FUZZ_SEED=<seed> WEFT_FUZZ_COUNT=1).
+"""
+import os
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import fuzz_programs as fz
+
+FIRST = int(os.environ.get("WEFT_FUZZ_SEED", "1"))
+COUNT = int(os.environ.get("WEFT_FUZZ_COUNT", "300"))
+SHOWN = 8  # failing programs printed in full
+
+
+def registry_ops():
+    path = os.environ.get("WEFT_REGISTRY_OPS") or os.path.join(os.environ.get("WEFT_BUILD_DIR", "build"), "bin",
+                                                               "weft_registry_ops")
+    if not os.path.exists(path):
+        pytest.fail(f"{path} is missing: build the target weft_registry_ops (tests/python/CMakeLists.txt)")
+    return subprocess.run([path], check=True, capture_output=True, text=True).stdout.split()
+
+
+def test_every_registry_op_is_generated_or_excluded_with_a_reason():
+    ops = set(registry_ops())
+    covered, excluded = set(fz.covered_ops()), set(fz.EXCLUDED)
+    assert not (ops - covered - excluded), \
+        f"registry ops the fuzzer neither generates nor excludes (add them to fuzz_programs.OPS or EXCLUDED with a reason): {sorted(ops - covered - excluded)}"
+    assert not (covered & excluded), f"ops both generated and excluded: {sorted(covered & excluded)}"
+    assert not ((covered | excluded) - ops), f"ops the registry no longer has: {sorted((covered | excluded) - ops)}"
+    assert all(reason.strip() for reason in fz.EXCLUDED.values())
+
+
+# Rows of JAX's promotion table ("Type promotion semantics", docs.jax.dev), read off the page, against the
+# lattice the fuzzer computes them from; int16 is int32 in weft (include/weft/dtype.hpp).
+@pytest.mark.parametrize("a, b, want", [
+    (("uint8", False), ("int8", False), ("int32", False)),      # JAX: int16
+    (("uint8", False), ("int32", False), ("int32", False)),
+    (("int8", False), ("int", True), ("int8", False)),
+    (("uint8", False), ("int", True), ("uint8", False)),
+    (("int32", False), ("float", True), ("float32", True)),
+    (("bool", False), ("int", True), ("int32", True)),
+    (("bool", False), ("float", True), ("float32", True)),
+    (("bfloat16", False), ("float", True), ("bfloat16", False)),
+    (("bfloat16", False), ("float16", False), ("float32", False)),
+    (("int64", False), ("float16", False), ("float16", False)),
+    (("int8", False), ("bfloat16", False), ("bfloat16", False)),
+    (("float32", False), ("float64", False), ("float64", False)),
+    (("float32", False), ("float", True), ("float32", False)),
+    (("int", True), ("int", True), ("int32", True)),
+    (("float", True), ("float", True), ("float32", True)),
+    (("int", True), ("float", True), ("float32", True)),
+    (("bool", False), ("bool", False), ("bool", False)),
+])
+def test_promotion_table_matches_jax(a, b, want):
+    def typ(t):
+        return ("int32", True) if t == ("int", True) else ("float32", True) if t == ("float", True) else t
+    assert fz.result_type(typ(a), typ(b)) == want
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16", "float32"])
+def test_reference_rounding_is_round_to_nearest_even(dt):
+    # Halfway cases between two representable numbers round to the even one; others to the nearest.
+    bits = {"bfloat16": 8, "float16": 11, "float32": 24}[dt]
+    one_ulp = 2.0 ** (1 - bits)
+    v = np.array([1 + one_ulp / 2, 1 + 1.5 * one_ulp, 1 + one_ulp * 0.49, -(1 + one_ulp * 0.51)])
+    want = np.array([1.0, 1 + 2 * one_ulp, 1.0, -(1 + one_ulp)])
+    assert np.array_equal(fz.rnd(dt, v), want)
+
+
+def test_random_programs_agree_across_modes_and_with_numpy():
+    start = time.monotonic()
+    stats, failures, child_problems = fz.run_programs(FIRST, COUNT)
+    elapsed = time.monotonic() - start
+    print(f"\n{stats['programs']} programs (seeds {FIRST}..{FIRST + COUNT - 1}; {stats['large']} with a value of >= "
+          f"{fz.LARGE} elements ({stats['huge']} of >= {fz.HUGE}), {stats['groups']} with axis_index_groups) in "
+          f"{elapsed:.1f} s; ops generated: " + ", ".join(f"{k} {v}" for k, v in sorted(stats["ops"].items())))
+    message = [failures[seed] for seed in sorted(failures)[:SHOWN]]
+    if len(failures) > SHOWN:
+        message.append(f"... and {len(failures) - SHOWN} more failing seeds: {sorted(failures)[SHOWN:]}")
+    assert not child_problems, "\n".join(child_problems)
+    assert not failures, f"{len(failures)} of {stats['programs']} programs failed (seeds {sorted(failures)})\n\n" \
+        + "\n\n".join(message)
+
+
+VJP_CASES = max(len(fz.VJP_OPS) * 3, COUNT // 4)
+
+
+def test_vjps_match_central_differences():
+    problems, ran = [], {}
+    for seed in range(FIRST, FIRST + VJP_CASES):
+        name, checked, problem = fz.vjp_case(seed)
+        ran[name] = ran.get(name, 0) + checked
+        if problem:
+            problems.append(f"seed {seed} ({name}): {problem}")
+    print(f"\nVJPs checked: {ran}")
+    assert not [n for n in fz.VJP_OPS if not ran.get(n)], f"differentiable ops never checked: {ran}"
+    assert not problems, "\n".join(problems[:20])
