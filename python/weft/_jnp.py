@@ -104,13 +104,24 @@ def _axes_tuple(axis, ndim, what):
 
 
 # ---- elementwise --------------------------------------------------------------------------------------
-def _unary(op, np_fn):
+def _unary(op, np_fn, inexact=False):
     def fn(x):
+        if inexact:  # JAX computes it in floating point: an integer or bool operand in the default float
+            x = _to_inexact(x)
         if isinstance(x, Tracer):
             return bind(op, [x])
         return _concrete(op, [x])
     fn.__name__ = op
     return fn
+
+
+def _to_inexact(x):
+    """x, converted to the default float (float32; float64 with x64 on) when it is an integer or bool (the
+    kernels' own rule gives float32 whatever the setting)."""
+    dtype, _ = _dtypes.dtype_and_weak(x)
+    if dtype.kind == "f" or dtype == _dtypes.BF16:
+        return x
+    return asarray(x, _dtypes.default_float(), "a floating-point function") if dtype != _dtypes.default_float() else x
 
 
 def _inexact(xs):
@@ -129,11 +140,11 @@ def _binary(op, np_fn, inexact=False):
     return fn
 
 
-exp = _unary("exp", _np.exp)
-log = _unary("log", _np.log)
-log1p = _unary("log1p", _np.log1p)
-tanh = _unary("tanh", _np.tanh)
-sqrt = _unary("sqrt", _np.sqrt)
+exp = _unary("exp", _np.exp, inexact=True)
+log = _unary("log", _np.log, inexact=True)
+log1p = _unary("log1p", _np.log1p, inexact=True)
+tanh = _unary("tanh", _np.tanh, inexact=True)
+sqrt = _unary("sqrt", _np.sqrt, inexact=True)
 abs = _unary("abs", _np.abs)  # noqa: A001 (jnp's name)
 absolute = abs
 negative = _unary("negative", _np.negative)
@@ -596,7 +607,7 @@ def gelu_traced(x, approximate=True):
         raise _weft.InvalidArgument("weft.nn.gelu: approximate=False (erf) is not available on tracers")
     # One equation (a fused kernel, and one for its derivative under weft.grad), not the eight of
     # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-    return bind("gelu_tanh", [x])
+    return bind("gelu_tanh", [_to_inexact(x)])
 
 
 def integer_cube(x):

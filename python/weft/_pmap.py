@@ -323,12 +323,20 @@ def _replica_function(fun, treedef, record):
         out = fun(*leaves) if flat else fun(*_tree.unflatten(treedef, list(leaves)))
         if isinstance(out, np.ndarray):  # one array: no pytree walk
             record.out_defs[_weft.replica_index()] = _tree.LEAF
-            return [out]
+            return [_as_jax_holds(out)]
         out_leaves, out_def = _tree.flatten(out)
         record.out_defs[_weft.replica_index()] = out_def
-        return out_leaves
+        return [_as_jax_holds(leaf) for leaf in out_leaves]
 
     return replica
+
+
+def _as_jax_holds(leaf):
+    """A replica's numpy result as JAX holds it: 64-bit narrowed with x64 off, and a numpy scalar strongly
+    typed (np.float64 is a Python float too: read as one, it became float32 even with x64 on)."""
+    if isinstance(leaf, (np.ndarray, np.generic)) or _dtypes.is_python_scalar(leaf):
+        return _dtypes.canonical_array(leaf)
+    return leaf
 
 
 def _common_structure(out_defs, name, cause=None):

@@ -311,3 +311,38 @@ def test_environment_switch(tmp_path):
         env["WEFT_ENABLE_X64"] = value
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.split() == want.split()
+
+
+def test_gelu_and_layer_norm_of_integers_compute_in_the_default_float(x64):
+    """jax.nn.gelu and a layer norm of int8 / int32 / bool values compute in the default float (float32, float64
+    with x64 on), eagerly as traced; the fuzzer found eager gelu giving int8 [1, -1] for [2, -3]."""
+    want_dtype = np.float64 if x64 else np.float32
+    for dtype in (np.int8, np.int32, np.bool_):
+        x = np.array([[2, -3, 0, 1]], dtype=dtype) if dtype != np.bool_ else np.array([[True, False, True, True]])
+        v = x.astype(np.float64)
+        gelu = 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+        mean = v.mean(-1, keepdims=True)
+        norm = (v - mean) / np.sqrt(((v - mean) ** 2).mean(-1, keepdims=True) + 1e-5)
+        for entry, f in (("eager", lambda g: g), ("jit", weft.jit)):
+            got = np.asarray(f(weft.nn.gelu)(x))
+            assert got.dtype == want_dtype, (entry, dtype, got.dtype)
+            assert np.allclose(got, gelu, rtol=1e-6, atol=1e-6), (entry, dtype, got, gelu)
+        for name in ("exp", "tanh", "sqrt", "log1p"):  # jnp's floating-point functions of integers alike
+            for entry, f in (("eager", lambda g: g), ("jit", weft.jit)):
+                got = np.asarray(f(getattr(jnp, name))(np.abs(x.astype(np.int32)).astype(dtype)))
+                assert got.dtype == want_dtype, (name, entry, dtype, got.dtype)
+        got = np.asarray(weft.nn.layer_norm(x, np.ones(4, want_dtype), np.zeros(4, want_dtype)))
+        assert got.dtype == want_dtype and np.allclose(got, norm, rtol=1e-5, atol=1e-5), (dtype, got)
+
+
+def test_an_eager_replicas_numpy_results_are_typed_as_jax_holds_them(x64):
+    """An eager pmap's replica returning numpy scalars or arrays: a np.float64 scalar is float64 with x64 on (it
+    came back float32: np.float64 is a Python float too), and 64-bit results are 32-bit with x64 off."""
+    f64, i64 = (np.float64, np.int64) if x64 else (np.float32, np.int32)
+    cases = [(np.sin, np.ones(8), f64, np.sin(1.0)), (np.sin, np.ones((8, 1)), f64, np.sin(1.0)),
+             (lambda x: np.int64(3), np.ones(8), i64, 3), (lambda x: 2.5, np.ones(8), f64, 2.5),
+             (lambda x: np.float32(0.5), np.ones(8), np.float32, 0.5)]
+    for fun, x, dtype, value in cases:
+        got = np.asarray(weft.pmap(fun, eager=True)(x))
+        assert got.dtype == dtype and got.shape == x.shape, (fun, x.shape, got.dtype, got.shape)
+        assert np.allclose(got.astype(np.float64), np.float64(value).astype(dtype)), (fun, got)
