@@ -195,7 +195,8 @@ class Array {
   Array& operator/=(double value);
 
   // ---- reductions over every axis, one or several; keepdims leaves the reduced axes with size 1 -------
-  // sum of bool counts in int32; mean of integers is float32; max/min of an empty axis is an error.
+  // sum of bool, int8 and uint8 accumulates in int32 (JAX's dtypes); mean of integers is float32; max/min of an
+  // empty axis is an error.
   Array sum(const ReduceAxes& axes = {}, bool keepdims = false) const;
   Array max(const ReduceAxes& axes = {}, bool keepdims = false) const;
   Array min(const ReduceAxes& axes = {}, bool keepdims = false) const;

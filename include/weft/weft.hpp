@@ -1,4 +1,6 @@
-// The whole public API of weft.
+// weft's runtime, programs and arrays in one include. Included on their own where used (the docs' examples do):
+// the array functions (weft/ops.hpp: matmul, softmax, sum, ...), weft/checkpoint.hpp, memory.hpp, npy.hpp,
+// random.hpp and settings.hpp.
 #pragma once
 #include "weft/array.hpp"
 #include "weft/autodiff.hpp"
