@@ -62,7 +62,66 @@ def test_every_registry_op_is_generated_or_excluded_with_a_reason():
 def test_promotion_table_matches_jax(a, b, want):
     def typ(t):
         return ("int32", True) if t == ("int", True) else ("float32", True) if t == ("float", True) else t
-    assert fz.result_type(typ(a), typ(b)) == want
+    with fz.x64_model(any(t[0] in ("int64", "float64") for t in (a, b))):  # (64-bit rows: x64 on, the table's)
+        assert fz.result_type(typ(a), typ(b)) == want
+
+
+# The model's x64 rules, from JAX's documentation ("Type promotion semantics": weak types take the default int /
+# float, which jax_enable_x64 makes 64-bit; jnp.sum promotes integers narrower than the default int to it;
+# jnp.mean, true division and transcendental functions of integers give the default float; argmax the default
+# int; a 64-bit dtype is its 32-bit one with x64 off).
+@pytest.mark.parametrize("x64, got, want", [
+    (False, lambda: fz.result_type(("int64", True), ("float64", True)), ("float32", True)),
+    (True, lambda: fz.result_type(("int64", True), ("float64", True)), ("float64", True)),
+    (True, lambda: fz.result_type(("int64", True), ("int64", True)), ("int64", True)),
+    (True, lambda: fz.result_type(("float16", False), ("float64", True)), ("float16", False)),
+    (True, lambda: fz.result_type(("int8", False), ("int64", True)), ("int8", False)),
+    (True, lambda: fz.result_type(("bool", False), ("int64", True)), ("int64", True)),
+    (True, lambda: fz.result_type(("int32", False), ("float64", True)), ("float64", True)),
+    (False, lambda: fz.result_type(("int32", False), ("float32", True)), ("float32", True)),
+    (True, lambda: fz.result_type(("float32", False), ("float64", False)), ("float64", False)),
+    (False, lambda: fz.scalar_ref(2.5).dt, "float32"),
+    (True, lambda: fz.scalar_ref(2.5).dt, "float64"),
+    (True, lambda: fz.scalar_ref(3).dt, "int64"),
+    (False, lambda: [fz.sum_dtype(d) for d in ("bool", "int8", "uint8", "int32")], ["int32"] * 4),
+    (True, lambda: [fz.sum_dtype(d) for d in ("bool", "int8", "uint8", "int32", "int64")], ["int64"] * 5),
+    (True, lambda: fz.sum_dtype("float16"), "float16"),
+    (False, lambda: [fz.canon(d) for d in ("float64", "int64", "float16", "uint8")],
+     ["float32", "int32", "float16", "uint8"]),
+    (True, lambda: [fz.canon(d) for d in ("float64", "int64")], ["float64", "int64"]),
+])
+def test_x64_rules_match_jax(x64, got, want):
+    with fz.x64_model(x64):
+        assert got() == want
+
+
+@pytest.mark.parametrize("x64, want", [(False, ("float32", "int32", "float32", "float32")),
+                                       (True, ("float64", "int64", "float64", "float64"))])
+def test_x64_reference_ops_use_the_defaults(x64, want):
+    # mean of int8, argmax, int / int, exp of an int: JAX's default float / int under either setting
+    with fz.x64_model(x64):
+        a = fz.R(np.arange(fz.N * 3, dtype=np.int8).reshape(fz.N, 3), "int8")
+        b = fz.R(np.full((fz.N, 3), 2, dtype=np.int8), "int8")
+        got = (fz.ref_reduce("mean", a, None, False).dt, fz.ref_arg("argmax", a, None, False).dt,
+               fz.ref_binary("divide", a, b).dt, fz.ref_unary("exp", a).dt)
+    assert got == want
+
+
+def test_x64_off_rounds_64_bit_inputs_to_32_bits():
+    # float64 1 + 2**-30 entering the API with x64 off is float32 1.0 (round to nearest); with x64 on it stays
+    v = np.full((fz.N,), 1 + 2.0 ** -30)
+    with fz.x64_model(False):
+        off = fz.canonical_ref(fz.R(v, "float64"))
+    with fz.x64_model(True):
+        on = fz.canonical_ref(fz.R(v, "float64"))
+    assert (off.dt, on.dt) == ("float32", "float64")
+    assert np.all(off.v == 1.0) and np.all(on.v == v)
+
+
+def test_programs_run_under_both_x64_settings():
+    seeds = range(1, 1 + fz.X64_EVERY)
+    assert {fz.generate(s).x64 for s in seeds} == {False, True}
+    assert all(fz.generate(s).x64 == fz.x64_of(s) for s in seeds)
 
 
 @pytest.mark.parametrize("dt", ["bfloat16", "float16", "float32"])
