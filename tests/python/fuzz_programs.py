@@ -798,6 +798,11 @@ class Gen:
         # (a float64 / int64 argument is float32 / int32 with x64 off)
         return self.add(("input", k), canonical_ref(R(values.astype(np.float64) if dt in FLOATS else values, dt)))
 
+    def raw_int64(self, k):
+        """Value k is an int64 numpy argument with x64 off (weft narrows it where JAX does)."""
+        step = self.p.steps[k]
+        return not MODEL.x64 and step[0] == "input" and getattr(self.p.inputs[step[1]], "dtype", None) == np.int64
+
     def ref(self, o):
         if o[0] == "v":
             return self.p.refs[o[1]]
@@ -982,6 +987,8 @@ def make_unary(op):
                 return None
         else:
             a = g.pick(lambda r: r.dt in kinds, fresh=(g.dtype(kinds), g.shape()), weak=True)
+        if op == "stop_gradient" and g.raw_int64(a):
+            return None  # JAX returns a non-float operand unchanged: eagerly, the numpy int64 array itself
         return [("v", a)], {}, ref_unary(op, g.p.refs[a])
     return make
 
@@ -1347,7 +1354,10 @@ OPS["transpose"] = Op(make_transpose, lambda api, a, p: api.jnp.transpose(a[0], 
                       vjp=ref_transpose)
 OPS["broadcast_to"] = Op(make_broadcast_to, lambda api, a, p: api.jnp.broadcast_to(a[0], p["shape"]),
                          weight=0.7, covers=("broadcast_to",), vjp=ref_broadcast_to)
-OPS["slice"] = Op(make_slice, lambda api, a, p: a[0][p["index"]], covers=("slice", "reshape"), vjp=ref_slice)
+# (through jnp.asarray: in the eager mode an input is a numpy array, which indexing alone would leave float64 with
+# x64 off; JAX's eager user indexes a jax Array)
+OPS["slice"] = Op(make_slice, lambda api, a, p: api.jnp.asarray(a[0])[p["index"]], covers=("slice", "reshape"),
+                  vjp=ref_slice)
 OPS["take"] = Op(make_take, lambda api, a, p: api.jnp.take(a[0], a[1], axis=p["axis"]), weight=0.6, covers=("take",),
                  vjp=ref_take)
 OPS["concatenate"] = Op(make_concatenate, lambda api, a, p: api.jnp.concatenate(a, axis=p["axis"]), weight=0.7,
