@@ -126,6 +126,7 @@ INTS = ("int8", "uint8", "int32", "int64")
 FLOATS = ("bfloat16", "float16", "float32", "float64")
 DTYPES = ("bool",) + INTS + FLOATS
 INPUT_DTYPES = ("bool",) + INTS + ("float16", "float32", "float64")  # numpy holds these; bfloat16 via astype
+BF16_MAX = (2 - 2.0 ** -7) * 2.0 ** 127
 EPS = {"bfloat16": 2.0 ** -7, "float16": 2.0 ** -10, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
 TINY = {"bfloat16": 1.2e-38, "float16": 6.1e-5, "float32": 1.2e-38, "float64": 2.3e-308}
 INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1)}
@@ -160,14 +161,12 @@ def rnd(dt, v):
     v = np.asarray(v, dtype=np.float64)
     if dt == "float64":
         return v
-    if dt == "bfloat16":
+    if dt == "bfloat16":  # rounded once, from float64 (through float32 would round twice: JAX's converts once)
         with np.errstate(over="ignore", invalid="ignore"):
-            f = v.astype(np.float32)
-        bits = np.atleast_1d(f).view(np.uint32).astype(np.uint64)  # (uint64 constants: no float promotion)
-        u = np.uint64
-        rounded = ((bits + u(0x7FFF) + ((bits >> u(16)) & u(1))) & u(0xFFFF0000)).astype(np.uint32).reshape(f.shape)
-        out = rounded.view(np.float32).astype(np.float64)
-        return np.where(np.isnan(f), f.astype(np.float64), out)
+            _, e = np.frexp(v)
+            q = np.maximum(e - 8, -133)  # 8 significant bits; below 2**-126 the subnormals' fixed step 2**-133
+            out = np.ldexp(np.rint(np.ldexp(v, -q)), q)  # (rint: round half to even)
+            return np.where(np.abs(out) > BF16_MAX, np.copysign(np.inf, v), out)
     with np.errstate(over="ignore", invalid="ignore"):
         return v.astype(np_dtype(dt)).astype(np.float64)
 

@@ -134,6 +134,18 @@ def test_reference_rounding_is_round_to_nearest_even(dt):
     assert np.array_equal(fz.rnd(dt, v), want)
 
 
+def test_bfloat16_rounding_from_float64_rounds_once():
+    # 1 + 2**-8 + 2**-30 is above the tie between bfloat16's 1 and 1 + 2**-7: once rounded, 1 + 2**-7; through
+    # float32 it would become the tie 1 + 2**-8 and then 1 (round to even). Also the top and overflow, the
+    # subnormals' step 2**-133, signed zero and NaN.
+    top = (2 - 2.0 ** -7) * 2.0 ** 127
+    v = np.array([1 + 2.0 ** -8 + 2.0 ** -30, -(1 + 2.0 ** -8 + 2.0 ** -30), top, top * (1 + 2.0 ** -8),
+                  3 * 2.0 ** -134, -0.0, np.nan])
+    got = fz.rnd("bfloat16", v)
+    want = np.array([1 + 2.0 ** -7, -(1 + 2.0 ** -7), top, np.inf, 2 * 2.0 ** -133, -0.0, np.nan])
+    assert np.array_equal(got, want, equal_nan=True) and np.signbit(got[5])
+
+
 def test_random_programs_agree_across_modes_and_with_numpy():
     start = time.monotonic()
     stats, failures, child_problems = fz.run_programs(FIRST, COUNT)
