@@ -981,7 +981,8 @@ def make_unary(op):
         elif op == "bitwise_not":
             a = g.pick(lambda r: r.dt in INTS + ("bool",), fresh=(g.dtype(INTS + ("bool",)), g.shape()), weak=True)
         elif op == "exp":
-            a = g.pick(lambda r: r.dt != "bool" and np.all(r.f64() < 60), fresh=(g.dtype(NUMERIC), g.shape()), weak=True)
+            a = g.pick(lambda r: r.dt != "bool" and np.all(r.f64() < 60), fresh=(g.dtype(NUMERIC), g.shape()),
+                       weak=True)
             if not np.all(g.p.refs[a].f64() < 60):
                 return None
         else:
