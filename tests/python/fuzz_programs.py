@@ -17,8 +17,10 @@ devices (with the program's groups, if any), weft.shard_map over a mesh of 8 (pr
 WEFT_SHARED_RUNS 0, 1 and 2 (weft.init(shared_runs=...)) for programs with a value of >= 64 Ki elements, and in
 child processes with WEFT_FUSION=off and with WEFT_SCHEDULER=fibers (the traced modes: their replicas run C++
 only). Every mode's outputs must be the same bits with the same dtype; the first mode's are checked against the
-reference: JAX's result dtype (PROMOTION below, written from JAX's "Type promotion semantics" page; the
+reference: JAX's result dtype (result_type below, written from JAX's "Type promotion semantics" page; the
 differences weft documents are in DEVIATIONS) and the values within the propagated bound (tolerance below).
+Each program has one setting of jax_enable_x64 (x64_of(seed): off, JAX's default, for three seeds in four), under
+which both the reference (x64_model) and weft (weft.config) run it.
 
 VJPs: vjp_case(seed) takes one differentiable op on float64 inputs away from its singular points, and compares
 weft.grad of sum(op(x) * w) with central differences of the float64 reference.
@@ -26,11 +28,13 @@ weft.grad of sum(op(x) * w) with central differences of the float64 reference.
 Replay one program: WEFT_FUZZ_SEED=<seed> WEFT_FUZZ_COUNT=1 pytest tests/python/test_fuzz_programs.py; print it:
 python3 tests/python/fuzz_programs.py <seed>.
 """
+import contextlib
 import os
 import pickle
 import subprocess
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -60,10 +64,45 @@ def _upper(t):
 
 
 _UP = {t: _upper(t) for t in _LATTICE}
-# JAX's defaults with x64 off, which weft follows for weak values: a weak int is int32, a weak float float32.
-_CANONICAL = {"i*": "int32", "f*": "float32"}
 # weft has no int16 (include/weft/dtype.hpp: "uint8 with int8 -> int32"): the lattice's int16 is int32 here.
 _ABSENT = {"int16": "int32"}
+
+
+# ---- jax_enable_x64 -------------------------------------------------------------------------------------------
+# JAX's "jax_enable_x64" (docs.jax.dev: "Type promotion semantics", "Double (64bit) precision"): off by default.
+# Off, every 64-bit value entering the API (an argument, a captured constant, a dtype asked for by name) is its
+# 32-bit type (canonicalize_dtype), and the defaults (a weak int or float, integer sums, means and true division
+# of integers, transcendental functions of integers, argmax) are int32 / float32; on, they are int64 / float64.
+# The model reads the setting of the program being generated (x64_model); weft runs it with the same setting.
+class _Model:
+    x64 = False
+
+
+MODEL = _Model()
+_NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32"}
+
+
+@contextlib.contextmanager
+def x64_model(on):
+    """The reference model with jax_enable_x64 `on` (restored after)."""
+    before, MODEL.x64 = MODEL.x64, bool(on)
+    try:
+        yield
+    finally:
+        MODEL.x64 = before
+
+
+def canon(dt):
+    """JAX's canonical dtype: 64-bit types are their 32-bit ones with x64 off."""
+    return dt if MODEL.x64 else _NARROW.get(dt, dt)
+
+
+def default_int():
+    return "int64" if MODEL.x64 else "int32"
+
+
+def default_float():
+    return "float64" if MODEL.x64 else "float32"
 
 
 def promote(a, b):
@@ -79,13 +118,15 @@ def result_type(*types):
         key = ("i*" if dt in INTS else "f*") if weak and dt != "bool" else dt
         t = key if t is None else promote(t, key)
     weak = t in ("i*", "f*")
-    return _ABSENT.get(_CANONICAL.get(t, t), _CANONICAL.get(t, t)), weak
+    dt = default_int() if t == "i*" else default_float() if t == "f*" else t
+    return canon(_ABSENT.get(dt, dt)), weak
 
 
 INTS = ("int8", "uint8", "int32", "int64")
 FLOATS = ("bfloat16", "float16", "float32", "float64")
 DTYPES = ("bool",) + INTS + FLOATS
 INPUT_DTYPES = ("bool",) + INTS + ("float16", "float32", "float64")  # numpy holds these; bfloat16 via astype
+BF16_MAX = (2 - 2.0 ** -7) * 2.0 ** 127
 EPS = {"bfloat16": 2.0 ** -7, "float16": 2.0 ** -10, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
 TINY = {"bfloat16": 1.2e-38, "float16": 6.1e-5, "float32": 1.2e-38, "float64": 2.3e-308}
 INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1)}
@@ -93,12 +134,13 @@ INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-2 ** 31, 2 ** 31
 # Where weft documents a difference from JAX, the fuzzer expects weft's documented result:
 # (what, dtype JAX gives, dtype weft gives, where weft says so).
 DEVIATIONS = {
-    "weak_results": ("the result of an op whose operands are all weak or Python numbers (int8 * 2.0, "
-                     "where(c, 1.0, 0.0)) meeting another array", "a weak dtype (float32 * float16 -> float16)",
-                     "a strong one (float32 * float16 -> float32)",
-                     "docs/programs.md: Python numbers are weakly typed; weft's values have no weak flag"),
-    "bf16_with_python_scalar": ("a Python number next to a bfloat16 value", "bfloat16", "float32",
-                                "python/weft/_trace.py weak_constant: the number is float32 (numpy holds no bfloat16)"),
+    "weak_results": ("eager only: a value computed from weak values only (where(c, 1.0, 0.0)) used by a later op",
+                     "still weak (times a float16 array: float16)", "strong (a numpy array: float32)",
+                     "docs/python.md 'dtypes and x64': concrete weft.numpy results are numpy arrays, which carry "
+                     "no weak flag (the program's eager mode is not run; the traced modes carry it as JAX)"),
+    "layer_norm_dtype": ("nn.layer_norm of a bfloat16 x with float32 scale and bias (flax.linen.LayerNorm's place; "
+                         "jax.nn has none)", "their promotion, float32 (flax's default dtype=None)", "x's, bfloat16",
+                         "src/program/shape_rules.cc, layer_norm: the result has x's type"),
 }
 
 # Tolerance (docs/testing.md): every op may be off by ULPS[op] units in the last place of its dtype (EPS) at its
@@ -119,14 +161,12 @@ def rnd(dt, v):
     v = np.asarray(v, dtype=np.float64)
     if dt == "float64":
         return v
-    if dt == "bfloat16":
+    if dt == "bfloat16":  # rounded once, from float64 (through float32 would round twice: JAX's converts once)
         with np.errstate(over="ignore", invalid="ignore"):
-            f = v.astype(np.float32)
-        bits = np.atleast_1d(f).view(np.uint32).astype(np.uint64)  # (uint64 constants: no float promotion)
-        u = np.uint64
-        rounded = ((bits + u(0x7FFF) + ((bits >> u(16)) & u(1))) & u(0xFFFF0000)).astype(np.uint32).reshape(f.shape)
-        out = rounded.view(np.float32).astype(np.float64)
-        return np.where(np.isnan(f), f.astype(np.float64), out)
+            _, e = np.frexp(v)
+            q = np.maximum(e - 8, -133)  # 8 significant bits; below 2**-126 the subnormals' fixed step 2**-133
+            out = np.ldexp(np.rint(np.ldexp(v, -q)), q)  # (rint: round half to even)
+            return np.where(np.abs(out) > BF16_MAX, np.copysign(np.inf, v), out)
     with np.errstate(over="ignore", invalid="ignore"):
         return v.astype(np_dtype(dt)).astype(np.float64)
 
@@ -189,12 +229,18 @@ def to_dtype(r, dt):
 
 
 def scalar_ref(value, shape_like=()):
-    """A Python number as an operand: weakly typed."""
+    """A Python number as an operand: weakly typed, of the default int / float (the generator's numbers are
+    exact in every float dtype)."""
     if isinstance(value, bool):
         return R(np.full((N,), value), "bool")
     if isinstance(value, int):
-        return R(np.full((N,), value, dtype=np.int64).astype(np.int32), "int32", weak=True)
-    return R(np.full((N,), value, dtype=np.float64), "float32", weak=True)
+        return R(np.full((N,), value, dtype=np.int64).astype(default_int()), default_int(), weak=True)
+    return R(rnd(default_float(), np.full((N,), value, dtype=np.float64)), default_float(), weak=True)
+
+
+def canonical_ref(r):
+    """A value entering the API (an argument, a captured constant): its canonical dtype, rounded to it."""
+    return to_dtype(r, canon(r.dt))
 
 
 def _expand(r, ndim):
@@ -218,10 +264,8 @@ def _aligned(refs):
 def ref_binary(op, a, b):
     """Elementwise binary arithmetic with JAX's promotion; a or b may be a weak scalar."""
     dt, weak = result_type((a.dt, a.weak), (b.dt, b.weak))
-    if op == "divide" and dt not in FLOATS:
-        dt = "float32"
-    if dt == "float32" and "bfloat16" in (a.dt, b.dt) and (a.weak or b.weak) and not (a.weak and b.weak):
-        pass  # (the deviation is applied by the generator, which knows which operand was a Python number)
+    if op == "divide" and dt not in FLOATS:  # true division of integers: the default float (weak if both were)
+        dt = default_float()
     (av, ae), (bv, be) = _aligned([a, b])
     if dt in FLOATS:
         ca, cb = to_dtype(R(av, a.dt, ae), dt), to_dtype(R(bv, b.dt, be), dt)
@@ -293,7 +337,7 @@ def ref_where(c, a, b):
 def ref_unary(op, a):
     """The elementwise unary ops. Float functions are evaluated over [v - e, v + e] for their bound."""
     if op in FLOAT_UNARY:
-        dt = a.dt if a.dt in FLOATS else "float32"
+        dt = a.dt if a.dt in FLOATS else default_float()  # of integers: the default float (weak if a is)
         x = to_dtype(a, dt)
         fn = FLOAT_UNARY[op]
         with np.errstate(all="ignore"):
@@ -307,25 +351,25 @@ def ref_unary(op, a):
             out = rnd(dt, r)
             k = ULPS_ROUNDED if op == "sqrt" else ULPS_TRANSCENDENTAL
             e = np.where((x.e == 0) & (op == "sqrt"), 0.0, e + k * ulp(dt, out))
-        return R(out, dt, e)
+        return R(out, dt, e, a.weak)
     if a.dt in FLOATS:
         x = a.v
         if op == "abs":
-            return R(np.abs(x), a.dt, a.e)
+            return R(np.abs(x), a.dt, a.e, a.weak)
         if op == "negative":
-            return R(-x, a.dt, a.e)
+            return R(-x, a.dt, a.e, a.weak)
         if op in ("stop_gradient",):
             return a
         if op == "relu":
-            return R(np.maximum(x, 0.0), a.dt, a.e)
+            return R(np.maximum(x, 0.0), a.dt, a.e, a.weak)
         if op == "sign":
             unknown = (a.e > 0) & (np.abs(x) <= a.e)
-            return R(np.sign(x), a.dt, np.where(unknown, np.inf, 0.0))
+            return R(np.sign(x), a.dt, np.where(unknown, np.inf, 0.0), a.weak)
     x = a.v
     with np.errstate(all="ignore"):
         r = {"abs": np.abs, "negative": np.negative, "sign": np.sign, "stop_gradient": lambda t: t,
              "relu": lambda t: np.maximum(t, np.zeros((), t.dtype)), "bitwise_not": np.invert}[op](x)
-    return R(r.astype(x.dtype), a.dt, np.where(a.e > 0, np.inf, 0.0))
+    return R(r.astype(x.dtype), a.dt, np.where(a.e > 0, np.inf, 0.0), a.weak and a.dt != "bool")
 
 
 def _gelu(x):
@@ -355,12 +399,12 @@ def ref_integer_pow(a, n):
                 e = np.where((a.v - a.e) * (a.v + a.e) <= 0, np.inf, e)
             out = rnd(a.dt, r)
             e = np.where((a.e == 0) & (n in (0, 1)), 0.0, e + (abs(n) + 1) * ulp(a.dt, out))
-        return R(out, a.dt, e)
+        return R(out, a.dt, e, a.weak)
     with np.errstate(all="ignore"):
         r = np.ones_like(a.v)
         for _ in range(n):
             r = (r * a.v).astype(a.v.dtype)
-    return R(r, a.dt, np.where(a.e > 0, np.inf, 0.0))
+    return R(r, a.dt, np.where(a.e > 0, np.inf, 0.0), a.weak)
 
 
 def _axes_of(axes, nd):
@@ -368,9 +412,11 @@ def _axes_of(axes, nd):
 
 
 def sum_dtype(dt):
-    """jnp.sum's result: bool and integers narrower than the default int accumulate in int32 (unsigned in
-    uint32, which weft lacks: int32 with the same values is accepted), others keep their dtype."""
-    return "int32" if dt in ("bool", "int8", "uint8") else dt
+    """jnp.sum's result (promote_integers): bool and integers narrower than the default int accumulate in the
+    default int, int32 / int64 with x64 off / on (unsigned in uint32 / uint64, which weft lacks: the signed type
+    with the same values is accepted); others keep their dtype."""
+    narrower = ("bool", "int8", "uint8") + (("int32",) if MODEL.x64 else ())
+    return default_int() if dt in narrower else dt
 
 
 def ref_reduce(op, a, axes, keepdims):
@@ -394,7 +440,7 @@ def ref_reduce(op, a, axes, keepdims):
         s = np.sum(a.v.astype(np.int64), axis=ax, keepdims=keepdims)
         return R(s.astype(np_dtype(dt)), dt, np.where(unknown_in, np.inf, 0.0))
     if op == "mean":
-        dt = a.dt if a.dt in FLOATS else "float32"
+        dt = a.dt if a.dt in FLOATS else default_float()
         m = np.mean(a.v.astype(np.float64), axis=ax, keepdims=keepdims)
         mag = np.mean(np.abs(a.v.astype(np.float64)), axis=ax, keepdims=keepdims)
         out = rnd(dt, m)
@@ -424,7 +470,7 @@ def ref_arg(op, a, axis, keepdims):
             idx, unknown = idx.reshape((N,) + (1,) * len(a.shape)), unknown.reshape((N,) + (1,) * len(a.shape))
         else:
             idx, unknown = np.expand_dims(idx, ax), np.expand_dims(unknown, ax)
-    return R(idx.astype(np.int32), "int32", np.where(unknown, np.inf, 0.0))
+    return R(idx.astype(default_int()), default_int(), np.where(unknown, np.inf, 0.0))
 
 
 def ref_matmul(a, b):
@@ -483,7 +529,7 @@ def ref_softmax(op, a, axis, keepdims=False):
 
 
 def ref_layer_norm(x, scale, bias, eps):
-    dt, _ = result_type((x.dt, False), (scale.dt, False), (bias.dt, False))
+    dt = x.dt  # DEVIATIONS["layer_norm_dtype"]: x's dtype, whatever scale's and bias's
     v = x.v
     mean = v.mean(-1, keepdims=True)
     var = ((v - mean) ** 2).mean(-1, keepdims=True)
@@ -651,6 +697,9 @@ class Program:
         self.spmd = False
         self.groups = None
         self.bf16 = False
+        self.x64 = False  # jax_enable_x64 the program is generated and run with (the model's when generated)
+        self.scalar_args = set()  # values that are Python numbers passed as arguments
+        self.weak_used = False  # an op reads a computed weak value (DEVIATIONS["weak_results"]: no eager mode)
         self.deviations = set()
 
     @property
@@ -675,7 +724,8 @@ class Program:
 
     def text(self):
         lines = [f"# seed {self.seed}: {'SPMD' if self.spmd else 'local'} program over {N} replicas"
-                 + (f", groups {self.groups}" if self.groups else "")]
+                 + (f", groups {self.groups}" if self.groups else "")
+                 + f", jax_enable_x64 {'on' if self.x64 else 'off'}"]
         for k, step in enumerate(self.steps):
             dt, weak, shape = self.types[k]
             typ = f"{dt}{'(weak)' if weak else ''}{list(shape)}"
@@ -697,13 +747,15 @@ class Gen:
     def __init__(self, seed, vjp_op=None):
         self.rng = np.random.default_rng(seed)
         self.p = Program(seed)
+        self.p.x64 = MODEL.x64
         self.vjp, self.vjp_op = vjp_op is not None, vjp_op
 
     # -- values
     def add(self, step, ref):
-        if ref.weak:  # DEVIATIONS["weak_results"]: weft's values carry no weak flag, only Python numbers do
-            self.p.deviations.add("weak_results")
-            ref.weak = False
+        if step[0] != "input" and any(o[0] == "v" and o[1] not in self.p.scalar_args and self.p.refs[o[1]].weak
+                                      for o in step[1]):
+            self.p.deviations.add("weak_results")  # eager results are numpy arrays: strong
+            self.p.weak_used = True
         self.p.steps.append(step)
         self.p.refs.append(ref)
         if ref.dt == "bfloat16":
@@ -735,13 +787,20 @@ class Gen:
         self.p.inputs.append(value)
         self.p.steps.append(("input", k))
         self.p.refs.append(scalar_ref(value))
+        self.p.scalar_args.add(len(self.p.refs) - 1)
         return len(self.p.refs) - 1
 
     def new_input(self, dt, shape):
         values = self.input_values(dt, shape)
         k = len(self.p.inputs)
         self.p.inputs.append(values)
-        return self.add(("input", k), R(values.astype(np.float64) if dt in FLOATS else values, dt))
+        # (a float64 / int64 argument is float32 / int32 with x64 off)
+        return self.add(("input", k), canonical_ref(R(values.astype(np.float64) if dt in FLOATS else values, dt)))
+
+    def raw_int64(self, k):
+        """Value k is an int64 numpy argument with x64 off (weft narrows it where JAX does)."""
+        step = self.p.steps[k]
+        return not MODEL.x64 and step[0] == "input" and getattr(self.p.inputs[step[1]], "dtype", None) == np.int64
 
     def ref(self, o):
         if o[0] == "v":
@@ -749,13 +808,15 @@ class Gen:
         if o[0] == "c":  # a numpy array the program captures: a constant of the trace, the same on every replica
             a = o[1]
             full = np.broadcast_to(a, (N,) + a.shape)
-            return R(full.astype(np.float64) if a.dtype.kind == "f" else full, a.dtype.name)
+            return canonical_ref(R(full.astype(np.float64) if a.dtype.kind == "f" else full, a.dtype.name))
         return scalar_ref(o[1])
 
-    def pick(self, pred=lambda r: True, fresh=None):
+    def pick(self, pred=lambda r: True, fresh=None, weak=False):
         """A value satisfying pred (recent ones more likely); None if none (or, with `fresh` (dtype, shape), a
-        new input of that type)."""
-        candidates = [k for k, r in enumerate(self.p.refs) if pred(r) and not r.weak]  # (not Python numbers)
+        new input of that type). Never a Python-number argument; a weak computed value only where `weak` (the
+        elementwise ops, whose weak-type rule is JAX's promotion lattice)."""
+        candidates = [k for k, r in enumerate(self.p.refs) if pred(r) and k not in self.p.scalar_args
+                      and (weak or not r.weak)]
         if candidates and (fresh is None or self.rng.random() < 0.85):
             w = np.arange(1, len(candidates) + 1, dtype=np.float64) ** 2
             return int(self.rng.choice(candidates, p=w / w.sum()))
@@ -808,7 +869,7 @@ class Gen:
         dt = ra.dt if ra.dt in kinds and ra.dt in INPUT_DTYPES and rng.random() < 0.6 else self.dtype(kinds)
         if not self.vjp and rng.random() < 0.12:  # a captured numpy array (its dtype is strong, as JAX's)
             return ("c", self.input_values(dt, self.broadcast_partner(ra.shape))[0])
-        return ("v", self.pick(ok, fresh=(dt, self.broadcast_partner(ra.shape))))
+        return ("v", self.pick(ok, fresh=(dt, self.broadcast_partner(ra.shape)), weak=True))
 
 
 COLLECTIVES = {"psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute", "axis_index"}
@@ -818,16 +879,6 @@ NONBOOL = NUMERIC
 
 def _is(*dts):
     return lambda r: r.dt in dts
-
-
-def _apply_deviation(g, operands, ref):
-    """weft's documented difference from JAX (DEVIATIONS): a Python number next to bfloat16 computes float32."""
-    refs = [g.ref(o) for o in operands]
-    if any(r.weak for r in refs) and any(r.dt == "bfloat16" for r in refs) and ref.dt == "bfloat16":
-        g.p.deviations.add("bf16_with_python_scalar")
-        widened = [R(r.v, "float32", r.e, r.weak) if r.dt == "bfloat16" else r for r in refs]
-        return widened
-    return None
 
 
 def make_binary(op):
@@ -846,7 +897,7 @@ def make_binary(op):
                 if not np.all(np.abs(g.ref(b).v) < 3):
                     return None
         else:
-            a = g.pick(lambda r: r.dt in kinds, fresh=(g.dtype(kinds), g.shape()))
+            a = g.pick(lambda r: r.dt in kinds, fresh=(g.dtype(kinds), g.shape()), weak=True)
             b = g.partner(a, kinds)
         operands = [("v", a), b] if g.rng.random() < 0.7 else [b, ("v", a)]
         if op == "subtract" and all(g.ref(o).dt == "bool" for o in operands):
@@ -855,9 +906,6 @@ def make_binary(op):
             return None
         refs = [g.ref(o) for o in operands]
         out = ref_binary(op, *refs)
-        dev = _apply_deviation(g, operands, out)
-        if dev is not None:
-            out = ref_binary(op, *dev)
         (av, _), (bv, _) = _aligned(refs)
         if g.vjp and op in ("maximum", "minimum") and np.any(np.abs(av - bv) < 0.1):
             return None
@@ -877,7 +925,7 @@ def _bcast_ok(r, ra):
 
 def make_compare(op):
     def make(g):
-        a = g.pick(fresh=(g.dtype(), g.shape()))
+        a = g.pick(fresh=(g.dtype(), g.shape()), weak=True)
         b = g.partner(a)
         operands = [("v", a), b]
         out = ref_compare(op, *[g.ref(o) for o in operands])
@@ -896,44 +944,51 @@ def make_where(g):
             ops.append(("v", g.new_scalar_input(v)) if rng.random() < 0.3 else ("py", v))
         else:
             ops.append(("v", g.pick(lambda r: _bcast_ok(r, rc) and r.size <= max(rc.size, 1) * 4,
-                                    fresh=(g.dtype(), g.broadcast_partner(rc.shape)))))
+                                    fresh=(g.dtype(), g.broadcast_partner(rc.shape)), weak=True)))
     operands = [("v", c)] + ops
     refs = [g.ref(o) for o in operands]
     try:
         np.broadcast_shapes(*[r.shape for r in refs])
     except ValueError:
         return None  # x and y each broadcast with the condition, not with each other
-    if any(r.dt == "uint8" for r in refs[1:]) and any(r.weak and r.dt != "float32" and r.v.min() < 0 for r in refs[1:]):
+    if any(r.dt == "uint8" for r in refs[1:]) and any(r.weak and r.dt in INTS and r.v.min() < 0 for r in refs[1:]):
         return None  # a negative Python int does not fit uint8: JAX refuses it (OverflowError)
     out = ref_where(*refs)
-    dev = _apply_deviation(g, ops, out)
-    if dev is not None:
-        out = ref_where(refs[0], *dev)
     return operands, {}, out
 
 
 DOMAIN = {"log": 0.05, "sqrt": 0.0, "rsqrt": 0.05, "log1p": -0.95}
 
 
+# lax.rsqrt and jax.nn.sigmoid (lax.logistic) accept floating operands only (JAX raises TypeError on integers), so
+# the fuzzer gives them none; jnp's exp, log, ... and nn.gelu compute integers in the default float.
+FLOAT_ONLY = {"rsqrt", "sigmoid"}
+
+
 def make_unary(op):
     def make(g):
+        kinds = FLOATS if op in FLOAT_ONLY else NUMERIC
         if op in DOMAIN:
             lo = DOMAIN[op] + (0.3 if g.vjp else 0.0)
-            a = g.pick(lambda r: r.dt != "bool" and r.size > 0 and np.all(r.f64() - r.e > lo) and np.all(r.e < 1e3))
+            a = g.pick(lambda r: r.dt in kinds and r.size > 0 and np.all(r.f64() - r.e > lo) and np.all(r.e < 1e3),
+                       weak=True)
             if a is None:
                 return None
         elif op in ("abs", "negative", "sign", "relu"):
-            a = g.pick(lambda r: r.dt in NUMERIC, fresh=(g.dtype(NUMERIC), g.shape()))
+            a = g.pick(lambda r: r.dt in NUMERIC, fresh=(g.dtype(NUMERIC), g.shape()), weak=True)
             if g.vjp and np.any(np.abs(g.p.refs[a].v) < 0.1):
                 return None
         elif op == "bitwise_not":
-            a = g.pick(lambda r: r.dt in INTS + ("bool",), fresh=(g.dtype(INTS + ("bool",)), g.shape()))
+            a = g.pick(lambda r: r.dt in INTS + ("bool",), fresh=(g.dtype(INTS + ("bool",)), g.shape()), weak=True)
         elif op == "exp":
-            a = g.pick(lambda r: r.dt != "bool" and np.all(r.f64() < 60), fresh=(g.dtype(NUMERIC), g.shape()))
+            a = g.pick(lambda r: r.dt != "bool" and np.all(r.f64() < 60), fresh=(g.dtype(NUMERIC), g.shape()),
+                       weak=True)
             if not np.all(g.p.refs[a].f64() < 60):
                 return None
         else:
-            a = g.pick(lambda r: r.dt != "bool", fresh=(g.dtype(NUMERIC), g.shape()))
+            a = g.pick(lambda r: r.dt in kinds, fresh=(g.dtype(kinds), g.shape()), weak=True)
+        if op == "stop_gradient" and g.raw_int64(a):
+            return None  # JAX returns a non-float operand unchanged: eagerly, the numpy int64 array itself
         return [("v", a)], {}, ref_unary(op, g.p.refs[a])
     return make
 
@@ -941,7 +996,7 @@ def make_unary(op):
 def make_bitwise(op):
     def make(g):
         kinds = INTS + ("bool",)
-        a = g.pick(lambda r: r.dt in kinds, fresh=(g.dtype(kinds), g.shape()))
+        a = g.pick(lambda r: r.dt in kinds, fresh=(g.dtype(kinds), g.shape()), weak=True)
         b = g.partner(a, kinds)
         if b[0] == "py" and isinstance(b[1], float):
             b = ("py", int(b[1]))
@@ -953,9 +1008,9 @@ def make_bitwise(op):
 def make_integer_pow(g):
     n = int(g.rng.choice([0, 1, 2, 3, -1, -2, 4]))
     if n < 0:
-        a = g.pick(lambda r: r.dt in FLOATS and np.all(np.abs(r.f64()) - r.e > 0.2))
+        a = g.pick(lambda r: r.dt in FLOATS and np.all(np.abs(r.f64()) - r.e > 0.2), weak=True)
     else:
-        a = g.pick(lambda r: r.dt in NUMERIC and np.all(np.abs(r.f64()) < 50))
+        a = g.pick(lambda r: r.dt in NUMERIC and np.all(np.abs(r.f64()) < 50), weak=True)
     if a is None:
         return None
     return [("v", a)], {"n": n}, ref_integer_pow(g.p.refs[a], n)
@@ -965,13 +1020,14 @@ def make_astype(g):
     a = g.pick(fresh=(g.dtype(), g.shape()))
     r = g.p.refs[a]
     dt = str(g.rng.choice(DTYPES)) if not g.vjp else str(g.rng.choice(["float64", "float32"]))
-    if dt == r.dt:
+    got = canon(dt)  # a 64-bit dtype asked for with x64 off: the 32-bit one (and JAX's UserWarning)
+    if got == r.dt:
         return None
-    if r.dt in FLOATS and dt in INTS:
-        lo, hi = INT_RANGE[dt]
+    if r.dt in FLOATS and got in INTS:
+        lo, hi = INT_RANGE[got]
         if not (np.all(r.v - r.e > lo - 1 + 0.5) and np.all(r.v + r.e < hi)):
             return None
-    return [("v", a)], {"dtype": dt}, to_dtype(r, dt)
+    return [("v", a)], {"dtype": dt}, to_dtype(r, got)
 
 
 def make_reduce(op):
@@ -1148,7 +1204,8 @@ def make_one_hot(g):
     n = int(g.rng.integers(1, 6))
     dt = str(g.rng.choice(["float32", "bfloat16", "int32", "float64", "bool", "int8"]))
     v = r.v.astype(np.int64)[..., None] == np.arange(n)
-    return [("v", a)], {"num_classes": n, "dtype": dt}, R(v.astype(np.float64) if dt in FLOATS else v.astype(dt), dt)
+    return [("v", a)], {"num_classes": n, "dtype": dt}, R(v.astype(np.float64) if dt in FLOATS else v.astype(dt),
+                                                          canon(dt))
 
 
 def make_layer_norm(g):
@@ -1165,6 +1222,8 @@ def make_layer_norm(g):
     pdt = r.dt if r.dt in INPUT_DTYPES else "float32"
     scale = g.new_input(pdt, (d,))
     bias = g.new_input(pdt, (d,))
+    if g.p.refs[scale].dt != r.dt:
+        g.p.deviations.add("layer_norm_dtype")
     eps = 1e-5
     return [("v", a), ("v", scale), ("v", bias)], {"eps": eps}, \
         ref_layer_norm(r, g.p.refs[scale], g.p.refs[bias], eps)
@@ -1295,7 +1354,10 @@ OPS["transpose"] = Op(make_transpose, lambda api, a, p: api.jnp.transpose(a[0], 
                       vjp=ref_transpose)
 OPS["broadcast_to"] = Op(make_broadcast_to, lambda api, a, p: api.jnp.broadcast_to(a[0], p["shape"]),
                          weight=0.7, covers=("broadcast_to",), vjp=ref_broadcast_to)
-OPS["slice"] = Op(make_slice, lambda api, a, p: a[0][p["index"]], covers=("slice", "reshape"), vjp=ref_slice)
+# (through jnp.asarray: in the eager mode an input is a numpy array, which indexing alone would leave float64 with
+# x64 off; JAX's eager user indexes a jax Array)
+OPS["slice"] = Op(make_slice, lambda api, a, p: api.jnp.asarray(a[0])[p["index"]], covers=("slice", "reshape"),
+                  vjp=ref_slice)
 OPS["take"] = Op(make_take, lambda api, a, p: api.jnp.take(a[0], a[1], axis=p["axis"]), weight=0.6, covers=("take",),
                  vjp=ref_take)
 OPS["concatenate"] = Op(make_concatenate, lambda api, a, p: api.jnp.concatenate(a, axis=p["axis"]), weight=0.7,
@@ -1378,9 +1440,16 @@ def _shape_method(self, min_rank=0, min_last=1):
 Gen.shape = _shape_method
 
 
+X64_EVERY = 4  # one program in X64_EVERY runs with jax_enable_x64 on (the others with JAX's default, off)
+
+
+def x64_of(seed):
+    return seed % X64_EVERY == 0
+
+
 def generate(seed):
-    """The program of `seed` (deterministic on every machine)."""
-    with np.errstate(all="ignore"):  # the reference's inf and nan are expected values, with their bounds
+    """The program of `seed` (deterministic on every machine), its reference under x64_of(seed)."""
+    with np.errstate(all="ignore"), x64_model(x64_of(seed)):  # (inf and nan are expected values, with bounds)
         return _generate(seed)
 
 
@@ -1495,6 +1564,18 @@ def run_mode(p, mode, api):
     """The program's outputs in `mode`: a list of (dtype name, array [N, ...]), or the error's text. Arrays
     are split over the replicas (pmap in_axes 0, shard_map P('i')); Python numbers go whole to each (in_axes
     None, P())."""
+    weft = api.weft
+    before = weft.config.read("jax_enable_x64")
+    weft.config.update("jax_enable_x64", p.x64)
+    try:
+        with warnings.catch_warnings():  # astype(float64) with x64 off: JAX's truncation warning, expected
+            warnings.simplefilter("ignore", UserWarning)
+            return _run_mode(p, mode, api)
+    finally:
+        weft.config.update("jax_enable_x64", before)
+
+
+def _run_mode(p, mode, api):
     weft, jnp = api.weft, api.jnp
     f = program_fn(p, api)
     in_axes = tuple(0 if _is_array(a) else None for a in p.inputs)
@@ -1535,7 +1616,7 @@ def modes_of(p, config):
     modes = []
     traced = [m for m in ("jit", "pmap", "shard_map") if (m != "jit" or not p.spmd) and (m != "shard_map" or not p.groups)]
     if config == "main":
-        if not p.bf16:
+        if not p.bf16 and not p.weak_used:
             modes.append(("eager", 1))
         modes += [(m, 1) for m in traced]
         if p.large:
@@ -1631,7 +1712,7 @@ def check_reference(p, outputs, mode):
         ref = p.refs[k]
         if mode == "shard_map" and ref.dt == "bfloat16" and dt == "float32":
             dt = "bfloat16"  # a MeshArray of bfloat16 says float32 (its host copy's dtype)
-        if dt != ref.dt and not (ref.dt == "int32" and dt == "uint32"):
+        if dt != ref.dt and not ((ref.dt, dt) in (("int32", "uint32"), ("int64", "uint64"))):
             problems.append(f"v{k}: dtype {dt}, JAX gives {ref.dt}")
             continue
         if got.shape != ref.v.shape:
@@ -1740,8 +1821,20 @@ VJP_OPS = sorted(n for n, op in OPS.items() if op.vjp is not None)
 
 
 def vjp_case(seed):
-    """(op, checked, problem or None): weft.grad of sum(op(x) * w) in float64 against central differences of the
-    reference, at a random point away from the op's singular points."""
+    """(op, checked, problem or None): weft.grad of sum(op(x) * w) in float64 (jax_enable_x64 on, in the model
+    and in weft) against central differences of the reference, at a random point away from the op's singular
+    points."""
+    weft = Api().weft
+    before = weft.config.read("jax_enable_x64")
+    weft.config.update("jax_enable_x64", True)
+    try:
+        with x64_model(True):
+            return _vjp_case(seed)
+    finally:
+        weft.config.update("jax_enable_x64", before)
+
+
+def _vjp_case(seed):
     rng = np.random.default_rng(seed)
     name = VJP_OPS[seed % len(VJP_OPS)]
     for attempt in range(20):

@@ -62,7 +62,66 @@ def test_every_registry_op_is_generated_or_excluded_with_a_reason():
 def test_promotion_table_matches_jax(a, b, want):
     def typ(t):
         return ("int32", True) if t == ("int", True) else ("float32", True) if t == ("float", True) else t
-    assert fz.result_type(typ(a), typ(b)) == want
+    with fz.x64_model(any(t[0] in ("int64", "float64") for t in (a, b))):  # (64-bit rows: x64 on, the table's)
+        assert fz.result_type(typ(a), typ(b)) == want
+
+
+# The model's x64 rules, from JAX's documentation ("Type promotion semantics": weak types take the default int /
+# float, which jax_enable_x64 makes 64-bit; jnp.sum promotes integers narrower than the default int to it;
+# jnp.mean, true division and transcendental functions of integers give the default float; argmax the default
+# int; a 64-bit dtype is its 32-bit one with x64 off).
+@pytest.mark.parametrize("x64, got, want", [
+    (False, lambda: fz.result_type(("int64", True), ("float64", True)), ("float32", True)),
+    (True, lambda: fz.result_type(("int64", True), ("float64", True)), ("float64", True)),
+    (True, lambda: fz.result_type(("int64", True), ("int64", True)), ("int64", True)),
+    (True, lambda: fz.result_type(("float16", False), ("float64", True)), ("float16", False)),
+    (True, lambda: fz.result_type(("int8", False), ("int64", True)), ("int8", False)),
+    (True, lambda: fz.result_type(("bool", False), ("int64", True)), ("int64", True)),
+    (True, lambda: fz.result_type(("int32", False), ("float64", True)), ("float64", True)),
+    (False, lambda: fz.result_type(("int32", False), ("float32", True)), ("float32", True)),
+    (True, lambda: fz.result_type(("float32", False), ("float64", False)), ("float64", False)),
+    (False, lambda: fz.scalar_ref(2.5).dt, "float32"),
+    (True, lambda: fz.scalar_ref(2.5).dt, "float64"),
+    (True, lambda: fz.scalar_ref(3).dt, "int64"),
+    (False, lambda: [fz.sum_dtype(d) for d in ("bool", "int8", "uint8", "int32")], ["int32"] * 4),
+    (True, lambda: [fz.sum_dtype(d) for d in ("bool", "int8", "uint8", "int32", "int64")], ["int64"] * 5),
+    (True, lambda: fz.sum_dtype("float16"), "float16"),
+    (False, lambda: [fz.canon(d) for d in ("float64", "int64", "float16", "uint8")],
+     ["float32", "int32", "float16", "uint8"]),
+    (True, lambda: [fz.canon(d) for d in ("float64", "int64")], ["float64", "int64"]),
+])
+def test_x64_rules_match_jax(x64, got, want):
+    with fz.x64_model(x64):
+        assert got() == want
+
+
+@pytest.mark.parametrize("x64, want", [(False, ("float32", "int32", "float32", "float32")),
+                                       (True, ("float64", "int64", "float64", "float64"))])
+def test_x64_reference_ops_use_the_defaults(x64, want):
+    # mean of int8, argmax, int / int, exp of an int: JAX's default float / int under either setting
+    with fz.x64_model(x64):
+        a = fz.R(np.arange(fz.N * 3, dtype=np.int8).reshape(fz.N, 3), "int8")
+        b = fz.R(np.full((fz.N, 3), 2, dtype=np.int8), "int8")
+        got = (fz.ref_reduce("mean", a, None, False).dt, fz.ref_arg("argmax", a, None, False).dt,
+               fz.ref_binary("divide", a, b).dt, fz.ref_unary("exp", a).dt)
+    assert got == want
+
+
+def test_x64_off_rounds_64_bit_inputs_to_32_bits():
+    # float64 1 + 2**-30 entering the API with x64 off is float32 1.0 (round to nearest); with x64 on it stays
+    v = np.full((fz.N,), 1 + 2.0 ** -30)
+    with fz.x64_model(False):
+        off = fz.canonical_ref(fz.R(v, "float64"))
+    with fz.x64_model(True):
+        on = fz.canonical_ref(fz.R(v, "float64"))
+    assert (off.dt, on.dt) == ("float32", "float64")
+    assert np.all(off.v == 1.0) and np.all(on.v == v)
+
+
+def test_programs_run_under_both_x64_settings():
+    seeds = range(1, 1 + fz.X64_EVERY)
+    assert {fz.generate(s).x64 for s in seeds} == {False, True}
+    assert all(fz.generate(s).x64 == fz.x64_of(s) for s in seeds)
 
 
 @pytest.mark.parametrize("dt", ["bfloat16", "float16", "float32"])
@@ -73,6 +132,18 @@ def test_reference_rounding_is_round_to_nearest_even(dt):
     v = np.array([1 + one_ulp / 2, 1 + 1.5 * one_ulp, 1 + one_ulp * 0.49, -(1 + one_ulp * 0.51)])
     want = np.array([1.0, 1 + 2 * one_ulp, 1.0, -(1 + one_ulp)])
     assert np.array_equal(fz.rnd(dt, v), want)
+
+
+def test_bfloat16_rounding_from_float64_rounds_once():
+    # 1 + 2**-8 + 2**-30 is above the tie between bfloat16's 1 and 1 + 2**-7: once rounded, 1 + 2**-7; through
+    # float32 it would become the tie 1 + 2**-8 and then 1 (round to even). Also the top and overflow, the
+    # subnormals' step 2**-133, signed zero and NaN.
+    top = (2 - 2.0 ** -7) * 2.0 ** 127
+    v = np.array([1 + 2.0 ** -8 + 2.0 ** -30, -(1 + 2.0 ** -8 + 2.0 ** -30), top, top * (1 + 2.0 ** -8),
+                  3 * 2.0 ** -134, -0.0, np.nan])
+    got = fz.rnd("bfloat16", v)
+    want = np.array([1 + 2.0 ** -7, -(1 + 2.0 ** -7), top, np.inf, 2 * 2.0 ** -133, -0.0, np.nan])
+    assert np.array_equal(got, want, equal_nan=True) and np.signbit(got[5])
 
 
 def test_random_programs_agree_across_modes_and_with_numpy():
