@@ -615,7 +615,7 @@ def integer_cube(x):
 
 
 def stop_gradient(x):
-    return bind("stop_gradient", [x]) if isinstance(x, Tracer) else x
+    return bind("stop_gradient", [x]) if isinstance(x, Tracer) else _canonical(x)
 
 
 # weft.numpy's names: not the helpers weft.nn uses (*_traced, integer_cube) nor this module's imports.

@@ -107,6 +107,8 @@ class _Pmapped:
         # 64-bit numpy arguments narrowed with x64 off, Python numbers of JAX's default types, and weakly typed
         # (weft/_dtypes.py)
         weak = tuple(leaf_weak(leaf) for leaf in leaves)
+        python_numbers = {i: leaf for i, (leaf, ax) in enumerate(zip(leaves, leaf_axes))
+                          if ax is None and _dtypes.is_python_scalar(leaf)}
         leaves = [leaf_value(leaf) for leaf in leaves]
         impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf for leaf in leaves]
 
@@ -159,6 +161,7 @@ class _Pmapped:
         with self._call_lock:
             record = self._record
             record.out_defs = {}
+            record.python_numbers = python_numbers
             try:
                 results = program(impl_leaves, _weft.ShardedArray)
             except _weft.InvalidArgument as error:
@@ -308,10 +311,11 @@ class _CallRecord:
     make a reference cycle through the C++ program, which the garbage collector cannot see into: every called
     pmap would leak with everything its function holds (issue 21, item 10)."""
 
-    __slots__ = ("out_defs",)
+    __slots__ = ("out_defs", "python_numbers")
 
     def __init__(self):
         self.out_defs = {}
+        self.python_numbers = {}  # leaf index -> the call's Python number (in_axes None), handed to replicas as is
 
 
 def _replica_function(fun, treedef, record):
@@ -320,6 +324,10 @@ def _replica_function(fun, treedef, record):
     flat = _tree.kind(treedef) is _tree.Kind.TUPLE and treedef == _tree.flat_tuple(len(_tree.children(treedef)))
 
     def replica(*leaves):
+        if record.python_numbers:  # broadcast Python numbers reach the replicas as numbers: weakly typed, as in JAX
+            leaves = list(leaves)
+            for i, number in record.python_numbers.items():
+                leaves[i] = number
         out = fun(*leaves) if flat else fun(*_tree.unflatten(treedef, list(leaves)))
         if isinstance(out, np.ndarray):  # one array: no pytree walk
             record.out_defs[_weft.replica_index()] = _tree.LEAF

@@ -346,3 +346,14 @@ def test_an_eager_replicas_numpy_results_are_typed_as_jax_holds_them(x64):
         got = np.asarray(weft.pmap(fun, eager=True)(x))
         assert got.dtype == dtype and got.shape == x.shape, (fun, x.shape, got.dtype, got.shape)
         assert np.allclose(got.astype(np.float64), np.float64(value).astype(dtype)), (fun, got)
+
+
+def test_eager_pmap_hands_broadcast_python_numbers_to_the_replicas_as_numbers(x64):
+    """pmap(eager=True, in_axes=(0, None)) with a Python number: the replica gets the number itself, weakly
+    typed as in JAX and the traced pmap (uint8 + 5 is uint8; it was a numpy array, so int32), and stop_gradient of
+    a numpy float64 is what JAX holds (float32 with x64 off). Found by the fuzzer."""
+    x = np.arange(8, dtype=np.uint8)
+    for eager in (True, False):
+        got = np.asarray(weft.pmap(lambda v, n: jnp.add(v, n), axis_name="i", eager=eager, in_axes=(0, None))(x, 5))
+        assert got.dtype == np.uint8 and np.array_equal(got, x + 5), (eager, got.dtype)
+    assert np.asarray(jnp.stop_gradient(np.ones(3))).dtype == (np.float64 if x64 else np.float32)
