@@ -5,9 +5,9 @@
 // spelling. (tests/python/test_settings.py sets each documented variable to a bad value in a real process.)
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -26,6 +26,20 @@ struct DocRow {
   std::string values;   // the column that says what the variable accepts
 };
 
+// The WEFT_* name of a table row "| `WEFT_X` | ...", or "" for any other line. (No std::regex: GCC 12's
+// <regex> trips -Wmaybe-uninitialized in the sanitizer builds, which fail on warnings.)
+std::string row_name(const std::string& line) {
+  const std::string open = "| `WEFT_";
+  if (line.rfind(open, 0) != 0) return {};
+  const std::size_t close = line.find('`', open.size());
+  if (close == std::string::npos || line.compare(close, 3, "` |") != 0) return {};
+  const std::string name = line.substr(3, close - 3);
+  for (char c : name)
+    if (!(std::isupper(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_'))
+      return {};
+  return name;
+}
+
 // Every row of docs/settings.md's tables whose first cell is a backticked WEFT_* name. The values column is
 // the one headed "unit" or "values" (tables without one, the launcher's, give "").
 std::multimap<std::string, DocRow> documented() {
@@ -34,7 +48,6 @@ std::multimap<std::string, DocRow> documented() {
   std::multimap<std::string, DocRow> rows;
   std::string line, section = "Settings";
   int values_column = -1;
-  const std::regex row_name(R"(^\| `(WEFT_[A-Z0-9_]+)` \|)");
   while (std::getline(file, line)) {
     if (line.rfind("## ", 0) == 0) section = line.substr(3);
     if (line.rfind("| variable |", 0) == 0) {
@@ -44,8 +57,8 @@ std::multimap<std::string, DocRow> documented() {
       for (int i = -1; std::getline(cells, cell, '|'); ++i)
         if (cell == " unit " || cell == " values ") values_column = i;
     }
-    std::smatch m;
-    if (!std::regex_search(line, m, row_name)) continue;
+    const std::string name = row_name(line);
+    if (name.empty()) continue;
     std::vector<std::string> cells;
     std::stringstream split(line);
     std::string cell;
@@ -54,7 +67,7 @@ std::multimap<std::string, DocRow> documented() {
     const std::string values = values_column >= 0 && values_column + 1 < static_cast<int>(cells.size())
                                    ? cells[values_column + 1]
                                    : "";
-    rows.insert({m[1], {section, values}});
+    rows.insert({name, {section, values}});
   }
   return rows;
 }
@@ -62,9 +75,12 @@ std::multimap<std::string, DocRow> documented() {
 // The backticked words of a cell.
 std::set<std::string> backticked(const std::string& text) {
   std::set<std::string> out;
-  const std::regex word("`([^`]+)`");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), word); it != std::sregex_iterator(); ++it)
-    out.insert((*it)[1]);
+  for (std::size_t open = text.find('`'); open != std::string::npos;) {
+    const std::size_t close = text.find('`', open + 1);
+    if (close == std::string::npos) break;
+    if (close > open + 1) out.insert(text.substr(open + 1, close - open - 1));
+    open = text.find('`', close + 1);
+  }
   return out;
 }
 
