@@ -116,12 +116,11 @@ def _unary(op, np_fn, inexact=False):
 
 
 def _to_inexact(x):
-    """x, converted to the default float (float32; float64 with x64 on) when it is an integer or bool (the
-    kernels' own rule gives float32 whatever the setting)."""
-    dtype, _ = _dtypes.dtype_and_weak(x)
-    if dtype.kind == "f" or dtype == _dtypes.BF16:
-        return x
-    return asarray(x, _dtypes.default_float(), "a floating-point function") if dtype != _dtypes.default_float() else x
+    """x, converted to the default float (float32; float64 with x64 on) when it is an integer or bool, as JAX
+    computes its floating-point functions (the kernels' own rule gives float32 whatever the setting). Also
+    weft.nn's gelu and layer_norm on concrete values."""
+    dtype = _inexact((x,))
+    return x if dtype == _dtypes.dtype_and_weak(x)[0] else asarray(x, dtype, "a floating-point function")
 
 
 def _inexact(xs):

@@ -107,8 +107,7 @@ class _Pmapped:
         # 64-bit numpy arguments narrowed with x64 off, Python numbers of JAX's default types, and weakly typed
         # (weft/_dtypes.py)
         weak = tuple(leaf_weak(leaf) for leaf in leaves)
-        python_numbers = {i: leaf for i, (leaf, ax) in enumerate(zip(leaves, leaf_axes))
-                          if ax is None and _dtypes.is_python_scalar(leaf)}
+        given = leaves
         leaves = [leaf_value(leaf) for leaf in leaves]
         impl_leaves = [leaf._impl if isinstance(leaf, ShardedArray) else leaf for leaf in leaves]
 
@@ -161,7 +160,8 @@ class _Pmapped:
         with self._call_lock:
             record = self._record
             record.out_defs = {}
-            record.python_numbers = python_numbers
+            record.python_numbers = {i: leaf for i, (leaf, ax) in enumerate(zip(given, leaf_axes))
+                                     if ax is None and _dtypes.is_python_scalar(leaf)}
             try:
                 results = program(impl_leaves, _weft.ShardedArray)
             except _weft.InvalidArgument as error:

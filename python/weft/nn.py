@@ -8,13 +8,6 @@ from . import _dtypes, _jnp
 _canonical = _dtypes.canonical_array  # a concrete input as JAX holds it (64-bit narrowed with x64 off)
 
 
-def _as_float(x):
-    """A concrete input of a function JAX computes in floating point (gelu, layer_norm): integers and bool
-    become the default float (float32, float64 with x64 on), as jnp's transcendental functions make them."""
-    x = _canonical(x)
-    return x if x.dtype.kind == "f" or x.dtype == _dtypes.BF16 else x.astype(_dtypes.default_float())
-
-
 def relu(x):
     return _bind("relu", [x]) if isinstance(x, _Tracer) else _array_ops.relu(_canonical(x))
 
@@ -49,7 +42,7 @@ def gelu(x, approximate=True):
     if isinstance(x, _Tracer):
         return _jnp.gelu_traced(x, approximate)
     import numpy as np
-    x = _as_float(x)
+    x = _jnp._to_inexact(_canonical(x))
     if approximate:
         c = np.sqrt(2.0 / np.pi).astype(x.dtype)
         return (0.5 * x * (1 + np.tanh(c * (x + x.dtype.type(0.044715) * x ** 3)))).astype(x.dtype)
@@ -66,7 +59,7 @@ def layer_norm(x, scale, bias, eps=1e-5):
     if any(isinstance(v, _Tracer) for v in (x, scale, bias)):
         dtype = x.dtype if isinstance(x, _Tracer) else np.asarray(x).dtype
         return _bind("layer_norm", [x, scale, bias, np.asarray(eps, dtype=dtype)])
-    x = _as_float(x)
+    x = _jnp._to_inexact(_canonical(x))
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
     return ((x - mean) / np.sqrt(var + eps) * scale + bias).astype(x.dtype)

@@ -92,10 +92,12 @@ OpenBlas load_openblas(Mode mode) {
   }
   // A library the user named is one they meant: not loading it is an error, never a quiet fall back to Eigen.
   const char* named = settings::value(settings::Setting::openblas);
+  const auto refuse_named = [&](const std::string& why) {
+    throw InvalidArgument(std::string("WEFT_OPENBLAS=") + named + " is not " +
+                          std::string(settings::spec(settings::Setting::openblas).accepted) + why);
+  };
   if (!handle) {
-    if (named) throw InvalidArgument(std::string("WEFT_OPENBLAS=") + named + " is not " +
-                                     std::string(settings::spec(settings::Setting::openblas).accepted) +
-                                     " that can be loaded: " + tried);
+    if (named) refuse_named(" that can be loaded: " + tried);
     if (mode == Mode::openblas) throw InvalidArgument("WEFT_GEMM=openblas: cannot load OpenBLAS: " + tried);
     out.why = "no OpenBLAS: " + tried;
     return out;
@@ -110,9 +112,7 @@ OpenBlas load_openblas(Mode mode) {
   if (!corename_fn || !config_fn || !set_threads || !get_threads || !sgemm || !dgemm) {
     // Not OpenBLAS (a reference BLAS under that name would also skip zero terms, losing NaN * 0 = NaN).
     ::dlclose(handle);  // no OpenBLAS threads to outlive it
-    if (named) throw InvalidArgument(std::string("WEFT_OPENBLAS=") + named + " is not " +
-                                     std::string(settings::spec(settings::Setting::openblas).accepted) +
-                                     ": it lacks OpenBLAS's entry points");
+    if (named) refuse_named(": it lacks OpenBLAS's entry points");
     if (mode == Mode::openblas) throw InvalidArgument("WEFT_GEMM=openblas: the library loaded is not OpenBLAS");
     out.why = "the library loaded as OpenBLAS lacks its entry points";
     return out;

@@ -2,6 +2,7 @@
 #include "shared_products.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <set>
 #include <unordered_map>
@@ -42,23 +43,27 @@ std::vector<int> canonical(const std::vector<int>& classes) {
 
 // The coarsest classes finer than both: coordinates in one class of each (canonical). Linear in the axis size.
 std::vector<int> meet(const std::vector<int>& a, const std::vector<int>& b) {
-  const std::size_t n = a.size();
-  std::vector<std::int64_t> pairs(n);
-  for (std::size_t k = 0; k < n; ++k) pairs[k] = static_cast<std::int64_t>(a[k]) * static_cast<std::int64_t>(n) + b[k];
-  std::unordered_map<std::int64_t, int> seen;
-  std::vector<int> out(n);
-  for (std::size_t k = 0; k < n; ++k) out[k] = seen.emplace(pairs[k], static_cast<int>(seen.size())).first->second;
+  const auto n = static_cast<std::int64_t>(a.size());
+  std::unordered_map<std::int64_t, int> seen;  // (a's class, b's class) -> its class in the meet
+  std::vector<int> out(a.size());
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    out[k] = seen.emplace(a[k] * n + b[k], static_cast<int>(seen.size())).first->second;
+  }
+  return out;
+}
+
+// A class per coordinate along the axes `varies` names, one along the others.
+ReplicaClasses classes_of(const Mesh& mesh, const std::function<bool(const std::string&)>& varies) {
+  ReplicaClasses out;
+  for (const MeshAxis& a : mesh.axes()) out.per_axis.push_back(varies(a.name) ? class_each(a.size) : one_class(a.size));
   return out;
 }
 
 // As the declared type says: a class per coordinate along its varying axes, one along the others.
 ReplicaClasses declared(const Mesh& mesh, const ValueType& type) {
-  ReplicaClasses out;
-  for (const MeshAxis& a : mesh.axes()) {
-    const bool varies = std::find(type.varying.begin(), type.varying.end(), a.name) != type.varying.end();
-    out.per_axis.push_back(varies ? class_each(a.size) : one_class(a.size));
-  }
-  return out;
+  return classes_of(mesh, [&](const std::string& axis) {
+    return std::find(type.varying.begin(), type.varying.end(), axis) != type.varying.end();
+  });
 }
 
 // The collectives whose result is the same on every member of a group (a reduction, a gather).
@@ -124,7 +129,7 @@ std::vector<ReplicaClasses> replica_classes(const Program& program, const std::v
   for (std::size_t i = 0; i < program.equations.size(); ++i) {
     const Equation& eq = program.equations[i];
     // What the inputs together determine: the meet of their classes.
-    ReplicaClasses in = declared(mesh, ValueType{});
+    ReplicaClasses in = classes_of(mesh, [](const std::string&) { return false; });
     for (ValueId id : eq.inputs) in = meet(in, classes[id]);
     const bool local = i < computes_locally.size() && computes_locally[i];
     const OpInfo* info = local ? nullptr : find_op(eq.op);
@@ -138,11 +143,7 @@ std::vector<ReplicaClasses> replica_classes(const Program& program, const std::v
           if (!classes[id].varies_along(a)) out.per_axis[a] = classes[id].per_axis[a];
         }
       } else if (info != nullptr && info->effectful) {
-        out = declared(mesh, ValueType{DType::f32, {}, [&] {
-                         std::vector<std::string> all;  // a variable, a host load: any replica may differ
-                         for (const MeshAxis& a : mesh.axes()) all.push_back(a.name);
-                         return all;
-                       }()});
+        out = classes_of(mesh, [](const std::string&) { return true; });  // a variable, a host load: any may differ
       } else if (eq.op == "all_reduce_identical_inputs") {
         out = in;  // the identity forward
       } else {

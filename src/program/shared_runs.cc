@@ -66,14 +66,13 @@ std::vector<SharedSegment> find_shared_segments(const Program& p, const std::vec
     }
     SharedSegment seg;
     seg.first = s;
-    seg.classes = *first_classes;
-    seg.group_of_replica = seg.classes.keys(p.mesh);
+    seg.group_of_replica = first_classes->keys(p.mesh);
     std::vector<bool> shared_value(p.types.size(), false);  // results of the segment's shared runs
     std::size_t t = s;
     for (; t < steps.size(); ++t) {
       const Step& step = steps[t];
       const auto step_classes = run_classes(p, step, classes, computes_locally);
-      if (step_classes && *step_classes == seg.classes) {
+      if (step_classes && *step_classes == *first_classes) {
         seg.shared.push_back(true);
         seg.elements += loop_elements(p, step);
         for (ValueId id : step.materialize) shared_value[id] = true;

@@ -26,14 +26,13 @@
 
 #include "fusion.hpp"
 #include "program.hpp"
-#include "shared_products.hpp"
 
 namespace weft::program {
 
 struct SharedSegment {
   std::size_t first = 0, end = 0;  // steps [first, end) of plan_steps's list; first and end - 1 are shared
-  ReplicaClasses classes;          // the shared runs' replica classes: one group of replicas a class
-  std::vector<int> group_of_replica;  // per replica of the mesh: its class (ReplicaClasses::keys)
+  std::vector<int> group_of_replica;  // per replica of the mesh: its class among the shared runs' replica classes
+                                      // (ReplicaClasses::keys): replicas of one class share the runs
   std::vector<bool> shared;        // per step of the segment: computed in parts, else by each replica
   std::int64_t elements = 0;       // the shared runs' elements, in all
 };
