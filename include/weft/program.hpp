@@ -179,6 +179,24 @@ class CheckpointScope {
 // (docs/autodiff.md); an op without a rule (pmax, pmin) is an InvalidArgument naming it.
 Program vjp_program(const Program& program, const std::vector<int>& wrt);
 
+// Forward mode (JAX's jvp on a jaxpr): the program computing `program`'s outputs and their tangents. Its
+// inputs are `program`'s, then one tangent per input (the input's type; an integer or bool input's tangent is
+// read as zero); its outputs are `program`'s, then one tangent per output. Every primitive's JVP rule lives
+// beside its type rule (src/program/ops/); one without a rule where a tangent reaches it is an InvalidArgument.
+Program jvp_program(const Program& program);
+
+// Batching (JAX's vmap on a jaxpr): the program computing `program` for `size` examples at once. Input k
+// carries a leading batch axis of `size` where `batched[k]`, and is shared by every example otherwise.
+// `axis_name` (may be empty) names vmap's axis: a mesh axis of `program` of that size, whose collectives act
+// along the batch axis; the batched program's mesh no longer has it. `out_batched[k]` says whether output k
+// carries the batch axis (in front); an output no example changes does not.
+struct BatchedProgram {
+  Program program;
+  std::vector<bool> out_batched;
+};
+BatchedProgram batch_program(const Program& program, const std::vector<bool>& batched, std::int64_t size,
+                             const std::string& axis_name = {});
+
 // Runs `program` on this thread, outside any pmap (its collectives have no replicas to meet: the builder
 // refuses them, as the mesh is empty). Inputs must have the input types' dtypes and shapes.
 std::vector<Array> run_program(const Program& program, std::span<const Array> inputs);

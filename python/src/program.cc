@@ -186,6 +186,17 @@ void init_program(py::module_& m) {
         "Registers a custom_vjp call's bwd program (weft.custom_vjp); returns its rule number, unique in the process.");
   m.def("vjp_program", &vjp_program, py::arg("program"), py::arg("wrt"),
         "The program of `program`'s outputs and the cotangents of its inputs at `wrt` (weft.grad, weft.vjp).");
+  m.def("jvp_program", &jvp_program, py::arg("program"),
+        "The program of `program`'s outputs and their tangents, from its inputs then one tangent per input "
+        "(weft.jvp, weft.jacfwd).");
+  m.def(
+      "batch_program",
+      [](const Program& program, const std::vector<bool>& batched, std::int64_t size, const std::string& axis_name) {
+        BatchedProgram result = batch_program(program, batched, size, axis_name);
+        return py::make_tuple(std::move(result.program), result.out_batched);
+      },
+      py::arg("program"), py::arg("batched"), py::arg("size"), py::arg("axis_name") = "",
+      "(program over `size` examples at once, per output whether it carries the batch axis in front) (weft.vmap).");
 
   m.def("caller_source", [] {
     const CallSite site = python_call_site();

@@ -14,6 +14,7 @@
 #include "custom_vjp.hpp"
 #include "op_registry.hpp"
 #include "printer.hpp"
+#include "rule_kit.hpp"
 #include "verifier.hpp"
 #include "weft/error.hpp"
 
@@ -180,11 +181,34 @@ class Transposer {
       return;
     }
     if (op == kCustomVjpOp) return transpose_custom_vjp(eq);
+    const OpInfo* info = find_op(op);
+    if (info->vjp != nullptr) {
+      Emitter e(b_);
+      e.set_source(p_.equations[index_].source);
+      VjpContext c{e, op, eq.params, {}, {}, {}, {}, {}, {}};
+      for (ValueId id : eq.inputs) {
+        c.in_types.push_back(p_.types[id]);
+        c.ins.push_back(map_.at(id));
+      }
+      for (ValueId id : eq.outputs) {
+        c.out_types.push_back(p_.types[id]);
+        c.outs.push_back(map_.at(id));
+        c.cts.push_back(cotangent(id));
+      }
+      c.given.assign(eq.inputs.size(), kNoValue);
+      info->vjp(c);
+      for (std::size_t k = 0; k < c.given.size(); ++k) {
+        if (c.given[k] != kNoValue) give(eq, k, c.given[k]);
+      }
+      return;
+    }
     const Rule r{eq, eq.outputs.empty() ? -1 : map_.at(eq.outputs[0]), eq.outputs.empty() ? -1 : cotangent(eq.outputs[0]),
                  eq.outputs.empty() ? DType::f32 : p_.types[eq.outputs[0]].dtype};
     if (elementwise_rule(r) || shape_rule(r) || collective_rule(r)) return;
-    if (is_floating(r.dt) && !find_op(op)->effectful) throw RuleError("no VJP rule for " + op + " yet");
-    if (find_op(op)->effectful) throw RuleError(op + " is a session effect: it has no VJP");
+    if (is_floating(r.dt) && !info->effectful) {
+      throw RuleError("no VJP rule for " + op + (info->no_rule.empty() ? " yet" : ": " + info->no_rule));
+    }
+    if (info->effectful) throw RuleError(op + " is a session effect: it has no VJP");
     // Ops with integer or boolean results (comparisons, argmax, one_hot, axis_index, bitwise): no cotangent.
   }
 
@@ -233,10 +257,7 @@ class Transposer {
     const DType dt = r.dt;
     const auto one = [&] { return scalar(1, dt); };
 
-    if (op == "add") {
-      give(eq, 0, g);
-      give(eq, 1, g);
-    } else if (op == "subtract") {
+    if (op == "subtract") {
       give(eq, 0, g);
       give(eq, 1, emit("negative", {g}));
     } else if (op == "multiply") {

@@ -26,6 +26,8 @@ class Builder {
   void set_outputs(std::vector<ValueId> outputs);
 
   const ValueType& type(ValueId id) const;
+  const Mesh& mesh() const { return program_.mesh; }
+  CollectiveRules rules() const { return program_.rules; }
   std::size_t num_equations() const { return program_.equations.size(); }
   // The program so far, verified.
   Program build() const;

@@ -19,6 +19,18 @@ class RuleError : public std::runtime_error {
 using InferRule =
     std::function<std::vector<ValueType>(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh)>;
 
+// The transformation rules (rule_kit.hpp: their contexts and shared helpers).
+struct VjpContext;
+struct JvpContext;
+struct BatchContext;
+struct Batched;
+using VjpRule = void (*)(VjpContext&);
+using JvpRule = std::vector<ValueId> (*)(JvpContext&);
+using BatchRule = Batched (*)(BatchContext&);
+
+// One primitive's definition: its name, arity and parameters, the rule that infers its result types, and its
+// transformation rules. A primitive without a rule for a transformation either has only integer or bool
+// results (no derivative to take: the VJP and JVP give nothing) or says why in `no_rule`.
 struct OpInfo {
   std::string name;
   int min_inputs = 0;
@@ -28,6 +40,11 @@ struct OpInfo {
   // Session effects (host / remote transfers, variable updates): never removed, never reordered.
   bool effectful = false;
   InferRule infer;
+  VjpRule vjp = nullptr;
+  JvpRule jvp = nullptr;
+  BatchRule batch = nullptr;
+  // Why a missing rule is missing (pmax: "JAX defines no derivative of pmax"), quoted by the refusal.
+  std::string no_rule{};
 };
 
 // The parameter any equation may carry besides its op's own: `checkpoint=<region>` marks it as recorded inside

@@ -10,6 +10,7 @@
 #include "printer.hpp"
 #include "program_impl.hpp"
 #include "scattered_products.hpp"
+#include "transforms.hpp"
 #include "verifier.hpp"
 #include "weft/error.hpp"
 
@@ -110,6 +111,14 @@ std::int64_t detail::register_custom_vjp(const Program& bwd, std::string name) {
 
 Program vjp_program(const Program& program, const std::vector<int>& wrt) {
   return finish(program::vjp_program(program.impl().program, wrt));
+}
+
+Program jvp_program(const Program& program) { return finish(program::jvp_program(program.impl().program)); }
+
+BatchedProgram batch_program(const Program& program, const std::vector<bool>& batched, std::int64_t size,
+                             const std::string& axis_name) {
+  program::BatchedProgram result = program::batch_program(program.impl().program, batched, size, axis_name);
+  return {finish(std::move(result.program)), std::move(result.out_batched)};
 }
 
 }  // namespace weft

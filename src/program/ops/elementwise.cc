@@ -2,7 +2,8 @@
 // promotion (weft::promote_types, JAX's lattice with int16 absent: uint8 with int8 gives int32).
 #include <algorithm>
 
-#include "op_registry.hpp"
+#include "program/op_registry.hpp"
+#include "program/rule_kit.hpp"
 
 namespace weft::program {
 namespace {
@@ -94,6 +95,13 @@ std::vector<ValueType> convert(const std::vector<ValueType>& ins, const Params& 
   return {out};
 }
 
+// ---- add: linear, so its JVP is itself on the tangents; its transpose gives the cotangent to both sides
+// (broadcast axes summed back by the machinery).
+void add_vjp(VjpContext& c) {
+  c.give(0, c.ct());
+  c.give(1, c.ct());
+}
+
 }  // namespace
 
 // numpy broadcasting: dimensions aligned from the right, each pair equal or one of them 1.
@@ -128,7 +136,8 @@ void register_elementwise_ops(std::vector<OpInfo>& ops) {
   }
   ops.push_back({"negative", 1, 1, {}, {}, false, negation});
   ops.push_back({"sign", 1, 1, {}, {}, false, signum});
-  for (const char* name : {"add", "multiply", "power", "maximum", "minimum"}) {
+  ops.push_back({"add", 2, 2, {}, {}, false, arithmetic, add_vjp, linear_jvp, elementwise_batch});
+  for (const char* name : {"multiply", "power", "maximum", "minimum"}) {
     ops.push_back({name, 2, 2, {}, {}, false, arithmetic});
   }
   ops.push_back({"subtract", 2, 2, {}, {}, false, difference});
