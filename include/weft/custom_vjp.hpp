@@ -9,7 +9,7 @@
 //   Array d = weft::grad([&](const Array& x) { return log1pexp(x).sum(); })(x);       // 1.0 at x = 100, not nan
 //
 // Called on concrete Arrays it computes fun. Called inside a trace (weft::grad, jit, pmap(jit)), fwd is traced
-// into the program and one custom_vjp_call equation closes the call (src/program/custom_vjp.hpp): the VJP
+// into the program and one custom_vjp_call equation closes the call (src/program/custom_calls.hpp): the VJP
 // then runs bwd's program on the residuals and the output's cotangent, never the transposes of fwd's
 // equations. bwd is traced once per signature of (residuals, output), over no mesh (its collectives are
 // refused; Python's weft.custom_vjp traces bwd over the trace's mesh). One Array output; every argument an

@@ -153,10 +153,14 @@ std::vector<Array> inline_into_trace(const Program& program, std::span<const Arr
 // A new checkpoint region number, unique in the process (Python's weft.checkpoint draws from it too, so a
 // program inlined into another's trace never shares a region with it).
 std::int64_t new_checkpoint_region();
-// custom_vjp (docs/autodiff.md; src/program/custom_vjp.hpp): registers `bwd`, the program from a call's
+// custom_vjp (docs/autodiff.md; src/program/custom_calls.hpp): registers `bwd`, the program from a call's
 // residuals and its outputs' cotangents to one cotangent per primal input, for the process; returns the
 // number a custom_vjp_call equation names it by (its `rule`). `name` is the user's function's, for messages.
 std::int64_t register_custom_vjp(const Program& bwd, std::string name);
+// custom_jvp (docs/autodiff.md): registers `jvp`, the program from a call's primals then one tangent per primal
+// (each its primal's type) to its primal outputs then one tangent per output; returns the number a
+// custom_jvp_call equation names it by.
+std::int64_t register_custom_jvp(const Program& jvp, std::string name);
 
 // While one lives, the equations traces record on this thread carry checkpoint=<a new region>; the one
 // around it, if any, applies again when it ends.

@@ -184,6 +184,9 @@ void init_program(py::module_& m) {
         "A new checkpoint region number (weft.checkpoint), unique in the process, C++'s weft::checkpoint alike.");
   m.def("register_custom_vjp", &weft::detail::register_custom_vjp, py::arg("bwd"), py::arg("name"),
         "Registers a custom_vjp call's bwd program (weft.custom_vjp); returns its rule number, unique in the process.");
+  m.def("register_custom_jvp", &weft::detail::register_custom_jvp, py::arg("jvp"), py::arg("name"),
+        "Registers a custom_jvp call's jvp rule program (weft.custom_jvp); returns its rule number, unique in the "
+        "process.");
   m.def("vjp_program", &vjp_program, py::arg("program"), py::arg("wrt"),
         "The program of `program`'s outputs and the cotangents of its inputs at `wrt` (weft.grad, weft.vjp).");
   m.def("jvp_program", &jvp_program, py::arg("program"),

@@ -24,6 +24,7 @@ from ._pmap import pmap
 from ._jit import jit, make_program, Program
 from ._autodiff import checkpoint, grad, remat, value_and_grad, vjp
 from ._custom_vjp import custom_vjp
+from ._custom_jvp import custom_jvp
 from ._shard_map import BlockedArray, Mesh, MeshArray, P, PartitionSpec, make_mesh, shard_map
 from ._trace import TracerConversionError
 from ._dtypes import config
@@ -43,6 +44,7 @@ __all__ = [
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
     "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError", "config", "errors", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "make_mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
     "numpy", "bfloat16", "Policy", "get_policy",
+    "custom_jvp",
 ]
 
 _runtime = None  # the runtime made by weft.init (kept alive here; the newest live runtime is the current one)

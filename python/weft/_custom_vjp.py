@@ -86,7 +86,7 @@ class custom_vjp:
         trace = current_trace() or trace_of(_tree.flatten(tuple(args))[0])
         # fwd usually calls f itself for the output (JAX's examples: `return f(x), res`); there, as in JAX
         # (where fwd sees values no differentiation traces), f is fun.
-        if trace is None or self in _running_fwd():
+        if trace is None or self in running_rules():
             return self.fun(*args)
         return _TracedCall(self, trace, args, sorted(nondiff)).record()
 
@@ -107,7 +107,7 @@ class _TracedCall:
                     "differentiable argument instead (bwd may return None for its cotangent)")
 
     def record(self):
-        running = _running_fwd()
+        running = running_rules()
         running.append(self.f)
         try:
             pair = self.f.fwd(*self.args)
@@ -134,17 +134,7 @@ class _TracedCall:
         return _tree.unflatten(out_def, results)
 
     def _in_trace(self, leaf, where):
-        """`leaf` as a tracer of this call's trace: a constant for a concrete value, a capture for a tracer of
-        a trace around it."""
-        trace = self.trace
-        if isinstance(leaf, Tracer):
-            if leaf._trace is trace:
-                return leaf
-            if trace.encloses(leaf._trace):
-                return trace.capture(leaf)
-            raise _weft.InvalidArgument(f"{self.what}: {where} is a tracer of another trace ({leaf._trace.name})")
-        dtype, _ = leaf_type(leaf, f"{self.what}: {where}")
-        return trace.constant(_np.asarray(leaf, dtype=dtype))
+        return in_trace(self.trace, leaf, f"{self.what}: {where}")
 
     def _register_bwd(self, residuals, res_def, outs, out_def, primals, primal_defs):
         """bwd traced over (residuals, output cotangents) into a program, registered; its rule number. One
@@ -199,7 +189,7 @@ class _TracedCall:
         for k, (ct, tracers, treedef) in enumerate(zip(cts, primals, primal_defs)):
             arg = self.diff[k]
             if ct is None:
-                leaves.extend(_zeros(t) for t in tracers)
+                leaves.extend(zeros_of(t) for t in tracers)
                 continue
             ct_leaves, ct_def = _tree.flatten(ct)
             if ct_def != treedef:
@@ -212,7 +202,7 @@ class _TracedCall:
 
     def _checked_leaf(self, leaf, primal, arg):
         if _np.dtype(primal.dtype).kind not in "fc":
-            return _zeros(primal)  # integer and boolean arguments carry no cotangent (JAX's float0)
+            return zeros_of(primal)  # integer and boolean arguments carry no cotangent (JAX's float0)
         if not isinstance(leaf, Tracer):
             leaf = _np.asarray(leaf, dtype=primal.dtype if isinstance(leaf, (int, float)) else None)
         dtype, shape = _np.dtype(leaf.dtype), tuple(leaf.shape)
@@ -223,17 +213,33 @@ class _TracedCall:
         return leaf
 
 
+# ---- shared with custom_jvp (weft/_custom_jvp.py) -----------------------------------------------------------
 _local = threading.local()
 
 
-def _running_fwd():
-    """The custom_vjp functions whose fwd runs on this thread now, innermost last."""
-    stack = getattr(_local, "fwd", None)
+def running_rules():
+    """The custom_vjp / custom_jvp functions whose rule (fwd, the jvp rule) is being traced on this thread now,
+    innermost last: calling one of them there runs its function (as JAX's rules see values no
+    differentiation traces), rather than recording a call whose rule would be traced again."""
+    stack = getattr(_local, "rules", None)
     if stack is None:
-        stack = _local.fwd = []
+        stack = _local.rules = []
     return stack
 
 
-def _zeros(like):
-    """Zeros of `like`'s type, recorded in the trace running (bwd's)."""
+def in_trace(trace, leaf, what):
+    """`leaf` as a tracer of `trace`: a constant for a concrete value, a capture for a tracer of a trace around
+    it; `what` names the value in errors."""
+    if isinstance(leaf, Tracer):
+        if leaf._trace is trace:
+            return leaf
+        if trace.encloses(leaf._trace):
+            return trace.capture(leaf)
+        raise _weft.InvalidArgument(f"{what} is a tracer of another trace ({leaf._trace.name})")
+    dtype, _ = leaf_type(leaf, what)
+    return trace.constant(_np.asarray(leaf, dtype=dtype))
+
+
+def zeros_of(like):
+    """Zeros of `like`'s type (dtype, shape), recorded in the trace running (a rule's)."""
     return bind("broadcast_to", [_np.zeros((), like.dtype)], [("shape", "ints", list(like.shape))])

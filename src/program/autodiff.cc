@@ -11,7 +11,6 @@
 #include <set>
 
 #include "builder.hpp"
-#include "custom_vjp.hpp"
 #include "op_registry.hpp"
 #include "printer.hpp"
 #include "rule_kit.hpp"
@@ -180,7 +179,6 @@ class Transposer {
     if (std::none_of(eq.inputs.begin(), eq.inputs.end(), [&](ValueId id) { return differentiable(p_.types[id]); })) {
       return;
     }
-    if (op == kCustomVjpOp) return transpose_custom_vjp(eq);
     const OpInfo* info = find_op(op);
     if (info->vjp != nullptr) {
       Emitter e(b_);
@@ -210,40 +208,6 @@ class Transposer {
     }
     if (info->effectful) throw RuleError(op + " is a session effect: it has no VJP");
     // Ops with integer or boolean results (comparisons, argmax, one_hot, axis_index, bitwise): no cotangent.
-  }
-
-  // A custom_vjp call (custom_vjp.hpp): the user's bwd program, inlined on the current values of the
-  // residual operands and the cotangents of the call's outputs, gives the primal operands their cotangents.
-  // The fwd outputs and residual operands get none, so fwd's equations are never transposed. bwd's results
-  // were checked against the primals' types when the call was traced (Python's custom_vjp); a hand-built
-  // call is checked here, before give() could broadcast a wrong shape away.
-  void transpose_custom_vjp(const Equation& eq) {
-    const CustomVjpLayout layout = custom_vjp_layout(eq.params, eq.inputs.size());
-    const CustomVjpRule& rule = find_custom_vjp(layout.rule);
-    const std::string who = "custom_vjp(" + layout.name + "): bwd ";
-    std::vector<ValueId> ins;
-    for (std::size_t j = 0; j < layout.residuals; ++j) ins.push_back(map_.at(eq.inputs[layout.primals + layout.outputs + j]));
-    for (ValueId out : eq.outputs) ins.push_back(cotangent(out));
-    if (ins.size() != rule.bwd.inputs.size()) {
-      throw RuleError(who + "takes " + std::to_string(rule.bwd.inputs.size()) + " inputs, the call has " +
-                      std::to_string(layout.residuals) + " residuals and " + std::to_string(eq.outputs.size()) +
-                      " outputs");
-    }
-    const std::vector<ValueId> cts = inline_program(b_, rule.bwd, ins);
-    if (cts.size() != layout.primals) {
-      throw RuleError(who + "returned " + std::to_string(cts.size()) + " cotangents for " +
-                      std::to_string(layout.primals) + " primal inputs (one per input)");
-    }
-    for (std::size_t k = 0; k < layout.primals; ++k) {
-      const ValueType& primal = p_.types[eq.inputs[k]];
-      if (!differentiable(primal)) continue;
-      const ValueType ct = type(cts[k]);
-      if (ct.shape != primal.shape || ct.dtype != primal.dtype) {
-        throw RuleError(who + "returned a " + type_text(ct) + " cotangent for primal input " + std::to_string(k) +
-                        ", a " + type_text(primal) + " (a cotangent has its primal's shape and dtype)");
-      }
-      give(eq, k, cts[k]);
-    }
   }
 
   // The elementwise family's rules (broadcasting is summed back by give()). Returns whether `r`'s op is one of them.

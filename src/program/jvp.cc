@@ -3,8 +3,9 @@
 // something differentiable flows into them, so a program's integer paths, constants and stop_gradients cost
 // nothing. Rules write registry ops, so the result is verified, fused and run like any program.
 #include <map>
+#include <set>
 
-#include "custom_vjp.hpp"
+#include "custom_calls.hpp"
 #include "op_registry.hpp"
 #include "rule_kit.hpp"
 #include "transforms.hpp"
@@ -19,6 +20,7 @@ class ForwardMode {
   ForwardMode(const Program& p, Builder& b) : p_(p), b_(b), e_(b) {}
 
   void run(const std::vector<ValueId>& tangent_inputs) {
+    mark_needed();
     for (std::size_t k = 0; k < p_.inputs.size(); ++k) {
       const ValueId old = p_.inputs[k];
       if (is_floating(p_.types[old].dtype)) tangent_[old] = tangent_inputs[k];
@@ -64,12 +66,8 @@ class ForwardMode {
     for (ValueId t : c.tangents) reached = reached || t != kNoValue;
     bool floating_out = false;
     for (const ValueType& t : c.out_types) floating_out = floating_out || is_floating(t.dtype);
-    if (!reached || !floating_out) return;
+    if (!reached || !floating_out || !needed(eq)) return;
     const OpInfo* info = find_op(eq.op);
-    if (eq.op == kCustomVjpOp) {
-      throw RuleError("can't apply forward-mode autodiff (jvp) to a custom_vjp function (JAX's rule); give it a "
-                      "custom_jvp rule instead, or differentiate it in reverse mode");
-    }
     if (info->effectful) throw RuleError(eq.op + " is a session effect: it has no JVP");
     if (info->jvp == nullptr) {
       throw RuleError("no JVP rule for " + eq.op + (info->no_rule.empty() ? " yet" : ": " + info->no_rule));
@@ -83,6 +81,27 @@ class ForwardMode {
       if (tangents[k] == kNoValue || !is_floating(c.out_types[k].dtype)) continue;
       tangent_[eq.outputs[k]] = fitted(tangents[k], c.out_types[k], eq.op);
     }
+  }
+
+  // Which values' tangents the outputs' tangents are made from, walking back from the outputs. An equation
+  // none of whose outputs is among them is emitted without its JVP rule. That is what keeps a custom_jvp
+  // function's own equations out of forward mode, as JAX does (their rules may be missing or wrong where the
+  // user's rule is right): its call reads only its primal operands' tangents, not those of f's outputs.
+  void mark_needed() {
+    needed_.insert(p_.outputs.begin(), p_.outputs.end());
+    for (std::size_t i = p_.equations.size(); i-- > 0;) {
+      const Equation& eq = p_.equations[i];
+      if (!needed(eq)) continue;
+      const std::size_t reads =
+          eq.op == kCustomJvpOp ? custom_call_layout(eq.op, eq.params, eq.inputs.size()).primals : eq.inputs.size();
+      needed_.insert(eq.inputs.begin(), eq.inputs.begin() + static_cast<std::ptrdiff_t>(reads));
+    }
+  }
+  bool needed(const Equation& eq) const {
+    for (ValueId out : eq.outputs) {
+      if (needed_.count(out) > 0) return true;
+    }
+    return false;
   }
 
   // A rule's tangent with its output's dtype and shape: a rule may leave a scalar factor unbroadcast or
@@ -103,6 +122,7 @@ class ForwardMode {
   Emitter e_;
   std::map<ValueId, ValueId> map_;      // old value -> its primal in the new program
   std::map<ValueId, ValueId> tangent_;  // old value -> its tangent (absent: symbolically zero)
+  std::set<ValueId> needed_;            // old values whose tangents the outputs' tangents read
 };
 
 }  // namespace

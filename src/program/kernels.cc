@@ -21,6 +21,12 @@ const std::vector<std::int64_t>& ints(const Params& p, const char* name) {
   return std::get<std::vector<std::int64_t>>(p.at(name));
 }
 std::int64_t int_of(const Params& p, const char* name) { return std::get<std::int64_t>(p.at(name)); }
+
+// A custom_vjp_call / custom_jvp_call: the identity on the function's outputs, the operands after the primals.
+Outs custom_call_outputs(const Ins& in, const Params& p) {
+  const auto from = in.begin() + int_of(p, "primals");
+  return {from, from + int_of(p, "outputs")};
+}
 std::vector<int> as_int(const std::vector<std::int64_t>& v) { return {v.begin(), v.end()}; }
 
 ReduceAxes reduce_axes(const Params& p) {
@@ -171,11 +177,9 @@ const Table& table() {
       {"stop_gradient", [](const Ins& in, const Params&) -> Outs { return {in[0]}; }},
       // shard_map's pvary changes a value's type only (its varying axes): the data stays.
       {"pvary", [](const Ins& in, const Params&) -> Outs { return {in[0]}; }},
-      // custom_vjp's call (custom_vjp.hpp): fwd's outputs, the operands after the primal inputs.
-      {"custom_vjp_call", [](const Ins& in, const Params& p) -> Outs {
-         const auto from = in.begin() + int_of(p, "primals");
-         return {from, from + int_of(p, "outputs")};
-       }},
+      // The custom-rule calls (custom_calls.hpp): fwd's / f's outputs, the operands after the primal inputs.
+      {"custom_vjp_call", custom_call_outputs},
+      {"custom_jvp_call", custom_call_outputs},
       {"add", [](const Ins& in, const Params&) -> Outs { return {in[0] + in[1]}; }},
       {"subtract", [](const Ins& in, const Params&) -> Outs { return {in[0] - in[1]}; }},
       {"multiply", [](const Ins& in, const Params&) -> Outs { return {in[0] * in[1]}; }},

@@ -6,7 +6,7 @@
 #include <set>
 #include <variant>
 
-#include "custom_vjp.hpp"
+#include "custom_calls.hpp"
 
 namespace weft::program {
 namespace {
@@ -18,7 +18,7 @@ const std::vector<OpInfo>& all_ops() {
     register_shape_ops(list);
     register_collective_ops(list);
     register_effect_ops(list);
-    register_custom_vjp_ops(list);
+    register_custom_ops(list);
     return list;
   }();
   return ops;

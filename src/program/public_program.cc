@@ -5,7 +5,7 @@
 
 #include "autodiff.hpp"
 #include "builder.hpp"
-#include "custom_vjp.hpp"
+#include "custom_calls.hpp"
 #include "dead_code.hpp"
 #include "printer.hpp"
 #include "program_impl.hpp"
@@ -107,6 +107,10 @@ std::vector<int> ProgramBuilder::inline_program(const Program& program, const st
 
 std::int64_t detail::register_custom_vjp(const Program& bwd, std::string name) {
   return program::register_custom_vjp(bwd.impl().program, std::move(name));
+}
+
+std::int64_t detail::register_custom_jvp(const Program& jvp, std::string name) {
+  return program::register_custom_jvp(jvp.impl().program, std::move(name));
 }
 
 Program vjp_program(const Program& program, const std::vector<int>& wrt) {

@@ -1414,6 +1414,7 @@ EXCLUDED = {
     "variable_read": "a session effect (variables), not array math: test_popxl_*",
     "variable_update": "a session effect (variables), not array math: test_popxl_*",
     "custom_vjp_call": "a user's custom_vjp rule (weft.custom_vjp), not an op of its own: test_custom_vjp.py",
+    "custom_jvp_call": "a user's custom_jvp rule (weft.custom_jvp), not an op of its own: test_custom_jvp.py",
 }
 
 

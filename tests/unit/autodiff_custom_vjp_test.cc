@@ -1,4 +1,4 @@
-// custom_vjp's program form (src/program/custom_vjp.hpp; weft.custom_vjp records it from Python): a
+// custom_vjp's program form (src/program/custom_calls.hpp; weft.custom_vjp records it from Python): a
 // custom_vjp_call equation built by hand, its bwd registered as a program. It runs as the identity on fwd's
 // outputs, the VJP inlines bwd (a deliberately wrong derivative, so the numbers prove bwd ran), and the
 // C++ checks name the call: a bwd cotangent of the wrong shape, an unregistered rule.

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "program/builder.hpp"
-#include "program/custom_vjp.hpp"
+#include "program/custom_calls.hpp"
 #include "program/kernels.hpp"
 #include "program/op_registry.hpp"
 
@@ -34,14 +34,12 @@ Params Axes(std::vector<std::int64_t> axes, bool keepdims) {
   return {{"axes", ints_param(std::move(axes))}, {"keepdims", bool_param(keepdims)}};
 }
 
-// A custom_vjp_call needs a registered bwd (its rule looks the number up); any verified program will do.
-std::int64_t SomeCustomVjpRule() {
-  static const std::int64_t rule = [] {
-    Builder b{Mesh()};
-    b.set_outputs({b.input(ValueType{DType::f32, {3}, {}})});
-    return register_custom_vjp(b.build(), "kernel_types_test");
-  }();
-  return rule;
+// A custom_vjp_call / custom_jvp_call needs a registered rule of its kind (its type rule looks the number
+// up); any verified program will do.
+std::int64_t SomeCustomRule(CustomKind kind) {
+  Builder b{Mesh()};
+  b.set_outputs({b.input(ValueType{DType::f32, {3}, {}})});
+  return register_custom_rule(kind, b.build(), "kernel_types_test");
 }
 
 std::map<std::string, std::vector<Form>> Forms() {
@@ -82,11 +80,13 @@ std::map<std::string, std::vector<Form>> Forms() {
   forms["layer_norm"] = {{{{2, 3}, {3}, {3}, {}}, {}}};
   forms["layer_norm_vjp"] = {{{{2, 3}, {3}, {2, 3}, {}}, {}}};
   forms["pvary"] = {{{{2, 3}}, {{"axes", axes_param({"i"})}}}};
-  forms[kCustomVjpOp] = {{{{3}, {3}},
-                          {{"rule", int_param(SomeCustomVjpRule())},
-                           {"primals", int_param(1)},
-                           {"outputs", int_param(1)},
-                           {"name", string_param("f")}}}};
+  for (const CustomKind kind : {CustomKind::vjp, CustomKind::jvp}) {
+    forms[kind == CustomKind::vjp ? kCustomVjpOp : kCustomJvpOp] = {{{{3}, {3}},
+                                                                     {{"rule", int_param(SomeCustomRule(kind))},
+                                                                      {"primals", int_param(1)},
+                                                                      {"outputs", int_param(1)},
+                                                                      {"name", string_param("f")}}}};
+  }
   return forms;
 }
 
