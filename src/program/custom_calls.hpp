@@ -21,9 +21,9 @@
 //   - custom_vjp_call's VJP inlines bwd on the residuals and the outputs' cotangents and gives its results to
 //     the primal operands; its JVP is refused, as JAX refuses it; batching batches bwd (a new rule).
 //   - custom_jvp_call's JVP inlines the jvp rule on the primals and their tangents and takes its tangent
-//     outputs; its VJP is the VJP of the jvp rule with respect to its tangent inputs at zero tangents, seeded
-//     with the outputs' cotangents (JAX transposes the JVP: the rule is linear in the tangents); batching
-//     batches the jvp rule.
+//     outputs; its VJP is the VJP of the jvp rule's tangent outputs with respect to its tangent inputs at
+//     zero tangents, seeded with the outputs' cotangents (JAX transposes the JVP: the rule is linear in the
+//     tangents); batching batches the jvp rule.
 // Neither gives anything to the function's outputs (nor custom_vjp's residuals), so no cotangent reaches the
 // function's own equations and their VJP rules never run; forward mode does not differentiate custom_jvp's f
 // either (jvp.cc asks only for the tangents of the call's primal operands).

@@ -2,7 +2,8 @@
 or defjvps(*jvps). JAX's custom-derivatives tutorial (a numerically stable log1pexp, defjvps, a function
 argument in nondiff_argnums), rules that deliberately differ from the true derivative (so a derivative proves
 the rule ran, not autodiff of f), forward mode (through _weft.jvp_program: weft.jvp is not this file's),
-reverse mode (JAX transposes the rule), second order, pytrees, jit, and JAX's checks of the rule's outputs.
+reverse mode (JAX transposes the rule), second order, pytrees, jit, a traced pmap, vmap (through
+_weft.batch_program), and JAX's checks of the rule's outputs.
 Expected values are numpy's (float64) or written out by hand.
 """
 import functools
@@ -12,7 +13,7 @@ import pytest
 
 import weft
 import weft.numpy as jnp
-from weft import _weft
+from weft import _weft, lax
 
 # 64-bit types on (JAX's jax_enable_x64; conftest.py): float64 derivatives compared with numpy's to 1e-12.
 pytestmark = pytest.mark.usefixtures("jax_enable_x64")
@@ -213,7 +214,8 @@ def test_pytrees_in_and_out():
 
     params = {"w": RNG.standard_normal(3), "b": RNG.standard_normal(3)}
     x = RNG.standard_normal(3)
-    grads = weft.grad(lambda p, x: jnp.sum(affine(p, x)["sq"][0]) + jnp.sum(affine(p, x)["y"]))(params, x)
+    # (a keyword argument is bound to its position, as JAX does)
+    grads = weft.grad(lambda p, x: jnp.sum(affine(p, x=x)["sq"][0]) + jnp.sum(affine(p, x)["y"]))(params, x)
     y = params["w"] * x + params["b"]
     np.testing.assert_allclose(grads["w"], (3 * y + 1) * x, rtol=1e-12)
     np.testing.assert_allclose(grads["b"], 3 * y + 1, rtol=1e-12)
@@ -243,6 +245,48 @@ def test_the_rule_is_traced_once_per_signature(monkeypatch):
         weft.grad(lambda x: jnp.sum(f(x)))(RNG.standard_normal(3))
     weft.grad(lambda x: jnp.sum(f(x)))(RNG.standard_normal(4))  # a new shape: a new rule
     assert len(registered) == 2
+
+
+# ---- pmap, vmap ---------------------------------------------------------------------------------------------
+def test_inside_a_traced_pmap_with_a_pmeaned_loss():
+    # f is pmax, which has no derivative rule: differentiating works only because f's equations are not. The
+    # rule hands the tangent of the replicas holding the maximum to all (linear in t: its transpose, by JAX's
+    # pmap rules psum -> psum, gives them the cotangents summed over the replicas).
+    @weft.custom_jvp
+    def replica_max(x):
+        return lax.pmax(x, "i")
+
+    @replica_max.defjvp
+    def replica_max_jvp(primals, tangents):
+        x, = primals
+        t, = tangents
+        m = lax.pmax(x, "i")
+        return m, lax.psum(jnp.where(x == m, t, 0.0), "i")
+
+    xs = RNG.standard_normal((8, 5))
+    loss, g = weft.pmap(weft.value_and_grad(lambda x: lax.pmean(jnp.sum(replica_max(x) * jnp.tanh(x)), "i")),
+                        axis_name="i")(xs)
+    m = xs.max(axis=0)
+    np.testing.assert_allclose(np.asarray(loss), np.full(8, np.sum(m * np.tanh(xs), axis=1).mean()), rtol=1e-12)
+    for r in range(8):  # a pmean'ed loss seeds each replica's own loss with 1 (JAX's pmap rules)
+        want = m * (1 - np.tanh(xs[r]) ** 2) + np.where(xs[r] == m, np.tanh(xs).sum(axis=0), 0.0)
+        np.testing.assert_allclose(np.asarray(g)[r], want, rtol=1e-12)
+
+
+def test_vmap_batches_the_rule():
+    # (through _weft.batch_program: weft.vmap is not this file's) f(x) = 2 x, the rule says 3 t.
+    @weft.custom_jvp
+    def tripled(x):
+        return x + x
+
+    tripled.defjvp(lambda p, t: (p[0] + p[0], t[0] + t[0] + t[0]))
+    program = weft.make_program(tripled)(np.zeros(3))._program
+    batched, out_batched = _weft.batch_program(program, [True], 4)
+    assert list(out_batched) == [True]
+    xs, ts = RNG.standard_normal((4, 3)), RNG.standard_normal((4, 3))
+    np.testing.assert_allclose(_weft.run_program(batched, [xs])[0], 2 * xs, rtol=1e-15)
+    np.testing.assert_allclose(_weft.run_program(_weft.jvp_program(batched), [xs, ts])[1], 3 * ts, rtol=1e-15)
+    np.testing.assert_allclose(_weft.run_program(_weft.vjp_program(batched, [0]), [xs, ts])[1], 3 * ts, rtol=1e-15)
 
 
 # ---- errors -------------------------------------------------------------------------------------------------

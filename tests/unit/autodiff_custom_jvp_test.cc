@@ -1,10 +1,10 @@
 // custom_jvp's program form and the custom-rule calls' transformation rules (src/program/custom_calls.hpp;
 // weft.custom_jvp records the call from Python): custom_jvp_call equations built by hand, their jvp rules
 // registered as programs that deliberately disagree with f's own derivative, so the numbers prove the rule
-// ran: forward mode inlines the rule, reverse mode transposes it (also twice: a second derivative), vmap
-// batches it, with batched and shared operands mixed; f's own equations are never differentiated; a
-// custom_vjp call is refused in forward mode and batched; the checks name the call. References are the
-// derivatives written out by hand, in double.
+// ran: forward mode inlines the rule, reverse mode transposes its tangent part (also twice: a second
+// derivative), vmap batches it, with batched and shared operands mixed; f's own equations are never
+// differentiated; a custom_vjp call is refused in forward mode and batched; the checks name the call.
+// References are the derivatives written out by hand, in double.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -82,17 +82,18 @@ TEST(AutodiffCustomJvp, ReverseModeTransposesTheRuleOnceAndTwice) {
   }
 }
 
-// f's own equations are never differentiated, in either mode: here f is pmax (no derivative in JAX), the
-// rule says the tangent is t.
-TEST(AutodiffCustomJvp, FsOwnEquationsAreNotDifferentiated) {
+// f's own equations are never differentiated, in either mode, nor the rule's primal outputs in reverse mode
+// (only its tangent part is transposed): here f is pmax (no derivative in JAX), the rule says (pmax(x), t).
+TEST(AutodiffCustomJvp, FsOwnEquationsAndTheRulesPrimalOutputsAreNotDifferentiated) {
   const Mesh mesh({{"i", 2}});
+  const ProgramParams over_i{{"axes", ProgramParam{std::vector<std::string>{"i"}}}};
   ProgramBuilder r(mesh);
   const int rx = r.input(kVec);
-  r.set_outputs({rx, r.input(kVec)});
+  r.set_outputs({r.emit("pmax", {rx}, over_i)[0], r.input(kVec)});
   const std::int64_t rule = detail::register_custom_jvp(r.build(), "pmax_through");
   ProgramBuilder b(mesh);
   const int x = b.input(kVec);
-  const int m = b.emit("pmax", {x}, {{"axes", ProgramParam{std::vector<std::string>{"i"}}}})[0];
+  const int m = b.emit("pmax", {x}, over_i)[0];
   b.set_outputs({b.emit("custom_jvp_call", {x, m}, CallParams(rule, 1, 1, "pmax_through"))[0]});
   const Program p = b.build();
   EXPECT_NO_THROW(jvp_program(p));
@@ -178,7 +179,8 @@ TEST(AutodiffCustomJvp, RuleAndLayoutErrorsNameTheCall) {
   const std::vector<Case> cases{
       {"a tangent of the wrong shape", [&] { jvp_program(p); },
        {"custom_jvp_call", "custom_jvp(tripled_exp): the jvp rule gave a f64[] tangent for output 0, a f64[3]"}},
-      {"an unknown rule", [&] { ExpCallOf(1 << 30); }, {"custom_jvp_call: no custom_jvp rule 1073741824 is registered"}},
+      {"an unknown rule", [&] { ExpCallOf(1 << 30); },
+       {"custom_jvp_call: no custom_jvp rule 1073741824 is registered"}},
       {"a custom_vjp rule's number", [&] { ExpCallOf(vjp_rule); },
        {"custom_jvp_call: no custom_jvp rule " + std::to_string(vjp_rule)}},
       {"residual operands", [&] {

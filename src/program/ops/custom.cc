@@ -211,8 +211,10 @@ std::vector<ValueId> custom_jvp_jvp(JvpContext& c) {
   return tangents;
 }
 
-// The VJP of the jvp rule with respect to its tangent inputs: inputs (primals, tangents, then one cotangent per
-// output: primal outputs', tangent outputs'), outputs the rule's, then the tangents' cotangents.
+// The VJP of the jvp rule's tangent outputs with respect to its tangent inputs: inputs (primals, tangents,
+// then one cotangent per tangent output), outputs the tangent outputs, then the tangents' cotangents. The
+// primal outputs are left out (JAX transposes the linear part of the JVP only): nothing flows back from them,
+// so the rule's primal computation may hold ops without a transpose (a pmax).
 const Program& transposed_jvp_rule(std::int64_t number, const CustomRule& rule) {
   Table& t = table();
   {
@@ -222,7 +224,10 @@ const Program& transposed_jvp_rule(std::int64_t number, const CustomRule& rule) 
   const std::size_t primals = rule.program.inputs.size() / 2;
   std::vector<int> wrt;
   for (std::size_t k = primals; k < 2 * primals; ++k) wrt.push_back(static_cast<int>(k));
-  auto made = std::make_unique<const Program>(vjp_program(rule.program, wrt));
+  Program linear = rule.program;
+  const auto primal_outputs = static_cast<std::ptrdiff_t>(linear.outputs.size() / 2);
+  linear.outputs.erase(linear.outputs.begin(), linear.outputs.begin() + primal_outputs);
+  auto made = std::make_unique<const Program>(vjp_program(linear, wrt));
   std::lock_guard lock(t.mutex);
   return *t.transposed.emplace(number, std::move(made)).first->second;
 }
@@ -243,12 +248,11 @@ void custom_jvp_vjp(VjpContext& c) {
   const Program& transposed = transposed_jvp_rule(layout.rule, rule);
   std::vector<ValueId> ins(c.ins.begin(), c.ins.begin() + static_cast<std::ptrdiff_t>(layout.primals));
   for (std::size_t k = 0; k < layout.primals; ++k) ins.push_back(c.e.zeros(c.in_types[k]));
-  for (std::size_t k = 0; k < layout.outputs; ++k) ins.push_back(c.e.zeros(c.out_types[k]));
   ins.insert(ins.end(), c.cts.begin(), c.cts.end());
   const std::vector<ValueId> outs = inline_program(c.e.builder(), transposed, ins);
   for (std::size_t k = 0; k < layout.primals; ++k) {
     if (!is_floating(c.in_types[k].dtype)) continue;
-    const ValueId ct = outs[2 * layout.outputs + k];
+    const ValueId ct = outs[layout.outputs + k];
     check_like_primal(c.e.type(ct), c.in_types[k], what + "(transposed) ", k);
     c.give(k, ct);
   }
