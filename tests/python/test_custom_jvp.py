@@ -221,6 +221,27 @@ def test_pytrees_in_and_out():
     np.testing.assert_allclose(grads["b"], 3 * y + 1, rtol=1e-12)
 
 
+def test_integer_inputs_and_outputs():
+    # An integer argument's tangent is zeros of its dtype (JAX's float0), an integer output's tangent zeros
+    # whatever the rule says; the float parts follow the rule (3 n t, deliberately: f's own is n t).
+    @weft.custom_jvp
+    def scaled(x, n):
+        return x * n, n + 1
+
+    @scaled.defjvp
+    def scaled_jvp(primals, tangents):
+        (x, n), (t, nt) = primals, tangents
+        assert nt.dtype == n.dtype
+        return (x * n, n + 1), (3.0 * t * n, nt + 7)
+
+    x, n = RNG.standard_normal(4), np.arange(4, dtype=np.int64)
+    np.testing.assert_allclose(weft.grad(lambda x: jnp.sum(scaled(x, n)[0]))(x), 3.0 * n, rtol=1e-15)
+    outs, tangents = jvp(scaled, [x, n], [np.ones(4), np.zeros(4, np.int64)])
+    np.testing.assert_allclose(tangents[0], 3.0 * n, rtol=1e-15)
+    np.testing.assert_array_equal(tangents[1], np.zeros(4, np.int64))
+    np.testing.assert_array_equal(outs[1], n + 1)
+
+
 def test_second_order_differentiates_the_rule():
     # d/dx of the rule's 2 (1 - tanh^2): -4 tanh (1 - tanh^2), not f's second derivative.
     x = RNG.standard_normal(5)
@@ -340,6 +361,11 @@ def test_misuse_is_named():
         f.defjvps(None)
     with pytest.raises(NotImplementedError, match="symbolic_zeros=True is not supported"):
         f.defjvp(lambda *a: a, symbolic_zeros=True)
+    # The rule may not close over a traced value (pass it as an argument).
+    closing = []
+    h = _with_rule(lambda p, t: (p[0] * 2.0, t[0] * closing[0]))
+    with pytest.raises(weft.InvalidArgument, match=r"custom_jvp\(f\): the jvp rule uses a traced value from outside it"):
+        weft.grad(lambda x: closing.append(x) or h(x))(np.float64(1.0))
     # Forward mode through a custom_vjp function is refused, as JAX refuses it.
     g = weft.custom_vjp(lambda x: x + x)
     g.defvjp(lambda x: (x + x, None), lambda r, ct: (ct + ct,))
