@@ -22,7 +22,7 @@ residuals; and bwd is traced at once into a program of its own over (residual ty
 and registered in C++ under the number R, once per signature (a later call with the same types, structures
 and nondiff arguments reuses R, as weft.jit reuses a trace: weft.grad outside weft.jit traces its function on
 every call, and a registration per call would grow the process by a program per call). The VJP transposes
-the call by inlining that program in place of fwd's equations' rules (src/program/custom_vjp.hpp has the why:
+the call by inlining that program in place of fwd's equations' rules (src/program/custom_calls.hpp has the why:
 operands survive dead-code elimination, inlining into outer traces and re-emission, which renumber values). Tracing bwd when the call is traced, not
 when it is differentiated, checks its results (their count, structure, shapes and dtypes) at the user's call.
 
