@@ -50,7 +50,8 @@ def _tangent_leaves(primals, tangents, what, mismatch):
     for p, t in zip(primals, tangents):
         pdtype, pshape = leaf_type(p, what)
         tshape = tuple(_np.shape(t)) if not isinstance(t, Tracer) else t.shape
-        tdtype = _np.dtype(getattr(t, "dtype", None) or _np.asarray(t).dtype)
+        tdtype = getattr(t, "dtype", None)
+        tdtype = _np.dtype(tdtype) if tdtype is not None else _np.asarray(t).dtype
         if tdtype != float0:
             tdtype = leaf_type(t, what)[0]
         if _is_float(pdtype):
@@ -200,10 +201,15 @@ def _block(x, start, shape_first, shape_second, transpose):
     """Rows [start, start + size(shape_first)) of a batch-in-front x, as an array of shape shape_first +
     shape_second (transpose: as shape_second + shape_first, the rows' axes last)."""
     n = _size(shape_first)
-    part = _jnp.reshape(x[start:start + n], tuple(shape_first) + tuple(shape_second))
-    if not transpose:
-        return part
+    shape = tuple(x.shape) if isinstance(x, Tracer) else _np.shape(x)
+    # (no equation where one would change nothing: a single block, a shape already right, a scalar side)
+    part = x if start == 0 and n == shape[0] else x[start:start + n]
+    want = tuple(shape_first) + tuple(shape_second)
+    if tuple(part.shape) != want:
+        part = _jnp.reshape(part, want)
     k, m = len(shape_first), len(shape_second)
+    if not transpose or k == 0 or m == 0:
+        return part
     return _jnp.transpose(part, tuple(range(k, k + m)) + tuple(range(k)))
 
 
