@@ -15,7 +15,7 @@ import numpy as _np
 
 from . import _dtypes, _jnp, _tree, _weft
 from ._autodiff import _argnums, _run, _trace
-from ._jit import leaf_type, trace_function
+from ._jit import leaf_type, leaf_weak, trace_function
 from ._trace import Tracer, current_trace, trace_of
 
 # JAX's dtype of the tangent of an integer or boolean value (jax.dtypes.float0): zero bytes per element.
@@ -161,14 +161,16 @@ def linearize(fun, *primals, has_aux=False):
     return out, f_jvp
 
 
-def _spans(args):
-    """Per positional argument, the range of its leaves in the flat list of all the arguments' leaves."""
-    spans, at = [], 0
-    for arg in args:
-        n = len(_tree.flatten(arg)[0])
-        spans.append(range(at, at + n))
-        at += n
-    return spans
+def _partial(fun, args, kwargs, nums):
+    """fun of the arguments at `nums` only, the others (and the keyword arguments) fixed as they are given:
+    JAX's argnums_partial, so the arguments not differentiated reach fun untouched (a Python flag usable in
+    an `if`; an array a constant of the program)."""
+    def partial(*dyn):
+        full = list(args)
+        for i, a in zip(nums, dyn):
+            full[i] = a
+        return fun(*full, **kwargs)
+    return partial
 
 
 def _size(shape):
@@ -258,10 +260,9 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
         nums, many = _argnums(argnums, len(args), name)
-        f = functools.partial(fun, **kwargs) if kwargs else fun
-        program, leaves, _, out_def, outer, captured = _trace(f, args, name)
-        spans = _spans(args)
-        wrt = [k for i in nums for k in spans[i]]
+        program, leaves, _, out_def, outer, captured = _trace(_partial(fun, args, kwargs, nums), [args[i] for i in nums],
+                                                              name)
+        wrt = list(range(len(leaves)))
         types = program.input_types
         _check_jac_inputs("jacfwd", [(types[k][0], types[k][1]) for k in wrt], holomorphic)
         basis, size = _basis([types[k][1] for k in wrt], [types[k][0] for k in wrt])
@@ -302,10 +303,9 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
         nums, many = _argnums(argnums, len(args), name)
-        f = functools.partial(fun, **kwargs) if kwargs else fun
-        program, leaves, _, out_def, outer, captured = _trace(f, args, name)
-        spans = _spans(args)
-        wrt = [k for i in nums for k in spans[i]]
+        program, leaves, _, out_def, outer, captured = _trace(_partial(fun, args, kwargs, nums), [args[i] for i in nums],
+                                                              name)
+        wrt = list(range(len(leaves)))
         types = program.input_types
         _check_jac_inputs("jacrev", [(types[k][0], types[k][1]) for k in wrt], holomorphic, allow_int)
         value_def = _split_aux(out_def, name) if has_aux else out_def
@@ -402,15 +402,6 @@ def _inconsistent_sizes(fun, args, kwargs, shapes, dtypes, axes, axis_size):
     return ValueError("\n".join(lines)[:-1])
 
 
-def _is_array_leaf(leaf):
-    if isinstance(leaf, Tracer) or type(leaf) in (bool, int, float) or hasattr(leaf, "dtype"):
-        return True
-    try:
-        return _np.asarray(leaf).dtype != object
-    except Exception:  # (anything numpy cannot take is not an array)
-        return False
-
-
 def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
     """jax.vmap: fun mapped over an axis of its arguments, as one batched program (weft._weft.batch_program:
     every primitive's batching rule), never a loop over examples.
@@ -422,8 +413,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     broadcast. axis_size: the size when no argument is mapped (required then). axis_name: a name for the
     mapped axis, so collectives over it work inside fun (weft.lax.psum(x, name) sums over the examples, as
     under a pmap of that name): fun is traced on the enclosing mesh plus (axis_name, size), and the batching
-    removes that axis. Unmapped arguments that are not arrays (a function, a string) are passed to fun as
-    they are. spmd_axis_name (JAX: shard the batch axis over that mesh axis inside pjit) is refused: weft's
+    removes that axis. Unmapped arguments reach fun as they are (a function, a Python flag; arrays become
+    constants where used), as in JAX. spmd_axis_name (JAX: shard the batch axis over that mesh axis inside pjit) is refused: weft's
     jit does not partition, so it has nothing to act on.
     """
     if isinstance(in_axes, list):
@@ -451,25 +442,24 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             if axis_size is None:
                 raise ValueError("vmap wrapped function must be passed at least one argument containing an array, "
                                  f"got empty *args={args} and **kwargs={kwargs}")
-        # Unmapped leaves that are not arrays go to fun as they are (JAX passes them through untouched).
-        static = {k: leaf for k, (leaf, ax) in enumerate(zip(leaves, axes)) if ax is None and not _is_array_leaf(leaf)}
-        array_ks = [k for k in range(len(leaves)) if k not in static]
-        types = {k: leaf_type(leaves[k], name) for k in array_ks}
-        for k in array_ks:
+        # Only the mapped leaves become inputs of the per-example program. The unmapped ones reach fun as they
+        # are, as in JAX (a Python flag stays usable in an `if`, a function callable): a numpy array or number
+        # becomes a constant where an op uses it, a tracer of an enclosing trace an input shared by every example.
+        mapped = [k for k, ax in enumerate(axes) if ax is not None]
+        types = {k: leaf_type(leaves[k], name) for k in mapped}
+        for k in mapped:
             ax, shape = axes[k], types[k][1]
-            if ax is not None and not -len(shape) <= ax < len(shape):
+            if not -len(shape) <= ax < len(shape):
                 raise ValueError(f"vmap was requested to map its argument along axis {ax}, which implies that its "
                                  f"rank should be at least {ax + 1 if ax >= 0 else -ax}, but is only {len(shape)} "
                                  f"(its shape is {tuple(shape)})")
-        axes = [ax % len(types[k][1]) if ax is not None and k in types else ax for k, ax in enumerate(axes)]
-        sizes = {types[k][1][axes[k]] for k in array_ks if axes[k] is not None}
+            axes[k] = ax % len(shape)
+        sizes = {types[k][1][axes[k]] for k in mapped}
         if not sizes and axis_size is None:
             raise ValueError("vmap must have at least one non-None value in in_axes")
         if len(sizes) > 1 or (axis_size is not None and sizes and sizes != {axis_size}):
-            shapes = [types[k][1] if k in types else () for k in range(len(leaves))]
-            dts = [types[k][0] if k in types else _np.float32 for k in range(len(leaves))]
-            raise _inconsistent_sizes(fun, args, kwargs, shapes, dts, [a if k in types else None
-                                                                       for k, a in enumerate(axes)], axis_size)
+            raise _inconsistent_sizes(fun, args, kwargs, [types[k][1] if k in types else () for k in range(len(leaves))],
+                                      [types[k][0] if k in types else None for k in range(len(leaves))], axes, axis_size)
         size = axis_size if axis_size is not None else sizes.pop()
 
         outer = current_trace() or trace_of(leaves)
@@ -480,27 +470,24 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                                             f"mesh {mesh}; give the vmapped axis another name")
             mesh.append((axis_name, size))
         in_types = []
-        for k in array_ks:
+        for k in mapped:
             leaf, ax = leaves[k], axes[k]
             dtype, shape = types[k]
             varying = set(leaf._varying) if isinstance(leaf, Tracer) else set()
-            if ax is not None:
-                shape = shape[:ax] + shape[ax + 1:]
-                if axis_name is not None:
-                    varying.add(axis_name)  # each example is its own value along the named axis
-            in_types.append((dtype, tuple(shape), tuple(sorted(varying)),
-                             isinstance(leaf, Tracer) and leaf.weak_type or type(leaf) in (int, float)))
+            if axis_name is not None:
+                varying.add(axis_name)  # each example is its own value along the named axis
+            in_types.append((dtype, tuple(shape[:ax]) + tuple(shape[ax + 1:]), tuple(sorted(varying)), leaf_weak(leaf)))
 
-        def per_example(*arrays):
-            it = iter(arrays)
-            a, kw = _tree.unflatten(treedef, [static[k] if k in static else next(it) for k in range(len(leaves))])
+        def per_example(*examples):
+            given = dict(zip(mapped, examples))
+            a, kw = _tree.unflatten(treedef, [given.get(k, leaf) for k, leaf in enumerate(leaves)])
             return fun(*a, **kw)
 
         captured = []
-        program, out_def = trace_function(per_example, in_types, _tree.flat_tuple(len(array_ks)), mesh, name, captured)
-        batched = [axes[k] is not None for k in array_ks] + [False] * len(captured)
+        program, out_def = trace_function(per_example, in_types, _tree.flat_tuple(len(mapped)), mesh, name, captured)
+        batched = [True] * len(mapped) + [False] * len(captured)
+        inputs = [leaves[k] if axes[k] == 0 else _jnp.moveaxis(leaves[k], axes[k], 0) for k in mapped]
         batched_prog, out_batched = _weft.batch_program(program, batched, size, axis_name or "")
-        inputs = [leaves[k] if axes[k] in (None, 0) else _jnp.moveaxis(leaves[k], axes[k], 0) for k in array_ks]
         results = _run(batched_prog, inputs + captured, outer)
         out = _tree.unflatten(out_def, results)
         leaf_axes = _tree.broadcast_prefix(out_axes, out, "vmap out_axes")

@@ -230,6 +230,15 @@ def test_jacobian_has_aux_and_unused_input():
         np.testing.assert_array_equal(aux["y"], y)
 
 
+def test_jacobian_passes_other_arguments_as_they_are():
+    # JAX's argnums_partial: an argument not differentiated reaches fun untouched (a flag usable in an `if`).
+    x = _args([(3,)])[0]
+    f = lambda x, cube: x * x * x if cube else x * x
+    for mode in (weft.jacfwd, weft.jacrev):
+        assert_close(mode(f)(x, True), np.diag(3 * x * x), rtol=1e-15)
+        assert_close(mode(f)(x, False), np.diag(2 * x), rtol=1e-15)
+
+
 def test_jacobian_refuses_integers():
     with pytest.raises(TypeError, match=r"jacfwd requires real-valued inputs \(input dtype that is a sub-dtype of "
                                         r"np.floating\), but got int64"):

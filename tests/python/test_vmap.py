@@ -132,6 +132,10 @@ def test_unmapped_non_array_arguments_pass_through():
     # JAX's issue 183: an unmapped function argument reaches f as it is.
     got = weft.vmap(lambda g, x: g(x), in_axes=(None, 0))(lambda v: v * 2.0 + 1.0, np.arange(3, dtype=np.float32))
     _assert_same(got, np.arange(3, dtype=np.float32) * 2.0 + 1.0)
+    # ... and so does an unmapped Python flag, usable in an `if` (it is no tracer)
+    f = lambda x, double: x * 2.0 if double else x
+    _assert_same(weft.vmap(f, in_axes=(0, None))(np.arange(3, dtype=np.float32), True),
+                 np.arange(3, dtype=np.float32) * 2.0)
 
 
 # JAX's errors (jax._src.api.vmap and batching.matchaxis), their types and texts.
