@@ -67,12 +67,17 @@ def _tangent_leaves(primals, tangents, what, mismatch):
     return out
 
 
+def _tangent_dtype_name(dtype):
+    return "float0" if dtype == float0 else _dtype_name(dtype)
+
+
 def _jvp_mismatch(kind, primal, expected, got):
+    """JAX's error for a tangent that does not fit its primal (jax.jvp's texts)."""
     if kind == "dtype":
         return TypeError("primal and tangent arguments to jax.jvp do not match; dtypes must be equal, or in case "
                          "of int/bool primal dtype the tangent dtype must be float0. Got primal dtype "
-                         f"{_dtype_name(primal)} and so expected tangent dtype {_dtype_name(expected) if expected != float0 else 'float0'}, "
-                         f"but got tangent dtype {_dtype_name(got) if got != float0 else 'float0'} instead. (weft.jvp)")
+                         f"{_dtype_name(primal)} and so expected tangent dtype {_tangent_dtype_name(expected)}, "
+                         f"but got tangent dtype {_tangent_dtype_name(got)} instead. (weft.jvp)")
     return ValueError(f"jvp called with different primal and tangent shapes;Got primal shape {tuple(primal)} and "
                       f"tangent shape as {tuple(got)} (weft.jvp)")
 
@@ -139,9 +144,9 @@ def linearize(fun, *primals, has_aux=False):
     out = _tree.unflatten(out_def, out_leaves[:n_out])
 
     def mismatch(kind, primal, expected, got):
+        text = (lambda v: tuple(v)) if kind == "shape" else _tangent_dtype_name
         return ValueError("linearized function called on tangent values inconsistent with the original primal "
-                          f"values: got a tangent of {kind} {got if kind == 'shape' else _dtype_name(got) if got != float0 else 'float0'} "
-                          f"for a primal of {kind} {primal if kind == 'shape' else _dtype_name(primal)} "
+                          f"values: got a tangent of {kind} {text(got)} for a primal of {kind} {text(primal)} "
                           f"({name})")
 
     def f_jvp(*tangents):
@@ -222,10 +227,10 @@ def _check_jac_inputs(what, types, holomorphic, allow_int=False):
                             f"{_dtype_name(dtype)} (weft has no complex dtypes).")
         if not _is_float(dtype) and not allow_int:
             if what == "jacfwd":
-                raise TypeError("jacfwd requires real-valued inputs (input dtype that is a sub-dtype of np.floating), "
-                                f"but got {_dtype_name(dtype)}. For holomorphic differentiation, pass holomorphic=True. "
-                                "For differentiation of non-holomorphic functions involving complex inputs or integer "
-                                "inputs, use jax.jvp directly.")
+                raise TypeError("jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
+                                f"np.floating), but got {_dtype_name(dtype)}. For holomorphic differentiation, pass "
+                                "holomorphic=True. For differentiation of non-holomorphic functions involving complex "
+                                "inputs or integer inputs, use jax.jvp directly.")
             raise TypeError(f"{what} requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
                             f"np.inexact), but got {_dtype_name(dtype)}. If you want to use Automatic Differentiation "
                             "with integer inputs, use jax.grad with allow_int=True.")
@@ -260,8 +265,8 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
         nums, many = _argnums(argnums, len(args), name)
-        program, leaves, _, out_def, outer, captured = _trace(_partial(fun, args, kwargs, nums), [args[i] for i in nums],
-                                                              name)
+        dyn_args = [args[i] for i in nums]
+        program, leaves, _, out_def, outer, captured = _trace(_partial(fun, args, kwargs, nums), dyn_args, name)
         wrt = list(range(len(leaves)))
         types = program.input_types
         _check_jac_inputs("jacfwd", [(types[k][0], types[k][1]) for k in wrt], holomorphic)
@@ -283,7 +288,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
             t = _front(results[n_out + o], out_batched[n_out + o], size)
             return _block(t, starts[j], types[wrt[j]][1], outs[o][1], transpose=True)
 
-        jac = _jacobian(value_def, [args[i] for i in nums], many, block)
+        jac = _jacobian(value_def, dyn_args, many, block)
         if has_aux:
             return jac, _tree.unflatten(out_def, results[:n_out])[1]
         return jac
@@ -303,8 +308,8 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     @functools.wraps(fun)
     def jacfun(*args, **kwargs):
         nums, many = _argnums(argnums, len(args), name)
-        program, leaves, _, out_def, outer, captured = _trace(_partial(fun, args, kwargs, nums), [args[i] for i in nums],
-                                                              name)
+        dyn_args = [args[i] for i in nums]
+        program, leaves, _, out_def, outer, captured = _trace(_partial(fun, args, kwargs, nums), dyn_args, name)
         wrt = list(range(len(leaves)))
         types = program.input_types
         _check_jac_inputs("jacrev", [(types[k][0], types[k][1]) for k in wrt], holomorphic, allow_int)
@@ -313,10 +318,10 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         outs = program.output_types
         for dtype, _, _ in outs[:n_value]:
             if not _is_float(dtype):
-                raise TypeError("jacrev requires real-valued outputs (output dtype that is a sub-dtype of np.floating), "
-                                f"but got {_dtype_name(dtype)}. For holomorphic differentiation, pass holomorphic=True. "
-                                "For differentiation of non-holomorphic functions involving complex outputs, or "
-                                "function with integer outputs, use jax.vjp directly.")
+                raise TypeError("jacrev requires real-valued outputs (output dtype that is a sub-dtype of "
+                                f"np.floating), but got {_dtype_name(dtype)}. For holomorphic differentiation, pass "
+                                "holomorphic=True. For differentiation of non-holomorphic functions involving complex "
+                                "outputs, or function with integer outputs, use jax.vjp directly.")
         basis, size = _basis([t[1] for t in outs[:n_value]], [t[0] for t in outs[:n_value]])
         n_in, n_out = len(types), len(outs)
         cotangents = basis + [_zeros(typ) for typ in outs[n_value:]]  # the aux outputs get none
@@ -329,7 +334,7 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
             g = _front(results[n_out + j], out_batched[n_out + j], size)
             return _block(g, starts[o], outs[o][1], types[wrt[j]][1], transpose=False)
 
-        jac = _jacobian(value_def, [args[i] for i in nums], many, block)
+        jac = _jacobian(value_def, dyn_args, many, block)
         if has_aux:
             return jac, _tree.unflatten(out_def, results[:n_out])[1]
         return jac
@@ -414,8 +419,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     mapped axis, so collectives over it work inside fun (weft.lax.psum(x, name) sums over the examples, as
     under a pmap of that name): fun is traced on the enclosing mesh plus (axis_name, size), and the batching
     removes that axis. Unmapped arguments reach fun as they are (a function, a Python flag; arrays become
-    constants where used), as in JAX. spmd_axis_name (JAX: shard the batch axis over that mesh axis inside pjit) is refused: weft's
-    jit does not partition, so it has nothing to act on.
+    constants where used), as in JAX. spmd_axis_name (JAX: shard the batch axis over that mesh axis inside
+    pjit) is refused: weft's jit does not partition, so it has nothing to act on.
     """
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)  # JAX's reading: a list of entries for the positional arguments
@@ -458,8 +463,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         if not sizes and axis_size is None:
             raise ValueError("vmap must have at least one non-None value in in_axes")
         if len(sizes) > 1 or (axis_size is not None and sizes and sizes != {axis_size}):
-            raise _inconsistent_sizes(fun, args, kwargs, [types[k][1] if k in types else () for k in range(len(leaves))],
-                                      [types[k][0] if k in types else None for k in range(len(leaves))], axes, axis_size)
+            every = range(len(leaves))
+            raise _inconsistent_sizes(fun, args, kwargs, [types[k][1] if k in types else () for k in every],
+                                      [types[k][0] if k in types else None for k in every], axes, axis_size)
         size = axis_size if axis_size is not None else sizes.pop()
 
         outer = current_trace() or trace_of(leaves)
