@@ -239,6 +239,14 @@ def test_jacobian_passes_other_arguments_as_they_are():
         assert_close(mode(f)(x, False), np.diag(2 * x), rtol=1e-15)
 
 
+@pytest.mark.parametrize("mode", ["jacfwd", "jacrev", "hessian"])
+def test_jacobian_is_one_program_not_a_loop(mode):
+    # The basis is one batched input, not a loop of JVPs / VJPs: the program's size does not grow with n.
+    f = lambda x: jnp.sum(jnp.tanh(x) * x) if mode == "hessian" else jnp.tanh(x) * x
+    sizes = {n: len(weft.make_program(getattr(weft, mode)(f))(np.ones(n)).equations) for n in (2, 40)}
+    assert sizes[2] == sizes[40], sizes
+
+
 def test_jacobian_refuses_integers():
     with pytest.raises(TypeError, match=r"jacfwd requires real-valued inputs \(input dtype that is a sub-dtype of "
                                         r"np.floating\), but got int64"):

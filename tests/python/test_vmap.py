@@ -110,6 +110,14 @@ def test_vmap_equals_per_example_runs(name, f, args, in_axes, out_axes):
     _assert_same(got, _per_example(f, args, in_axes, out_axes, 4))
 
 
+def test_one_program_not_a_loop():
+    # The batched program has the per-example program's equations, whatever the batch size.
+    f = lambda x, y: jnp.tanh(x) * y + 1.0
+    one = len(weft.make_program(f)(_r(3), _r(3)).equations)
+    for size in (2, 50):
+        assert len(weft.make_program(weft.vmap(f, in_axes=(0, None)))(_r(size, 3), _r(3)).equations) == one
+
+
 def test_in_axes_list_and_kwargs():
     # A list in_axes is read as a tuple (JAX); keyword arguments are mapped along axis 0.
     x, y, z = _r(4, 3), _r(3), _r(4, 3)
@@ -172,6 +180,8 @@ ERRORS = [
      "vmap out_axes specification must be a tree prefix of the corresponding value"),
     ("spmd_axis_name", lambda: weft.vmap(lambda x: x, spmd_axis_name="d"), weft.InvalidArgument,
      "vmap: spmd_axis_name='d' is not supported"),
+    ("axis_name_taken", lambda: weft.pmap(weft.vmap(lambda x: x, axis_name="i"), axis_name="i")(_r(2, 3)),
+     weft.InvalidArgument, "vmap(<lambda>): axis_name 'i' is already an axis of the enclosing mesh"),
 ]
 
 
