@@ -250,6 +250,18 @@ def test_jit_around_and_inside():
     _assert_same(weft.jit(lambda xs, w: weft.vmap(lambda x: f(x, w))(xs))(xs, W), np.asarray(want))
 
 
+def test_unmapped_tracer_of_an_enclosing_jit():
+    # A jit argument passed unmapped through vmap reaches fun as the jit's tracer; a jvp / grad there inlines
+    # its program into vmap's trace, which must take that tracer as its own input (it silently read another
+    # value of the same number in vmap's program before).
+    w, xs = _r(3), _r(2, 3)
+    f = lambda w, xs: weft.vmap(lambda x: weft.jvp(lambda w: jnp.tanh(w) * x, (w,), (x,))[1])(xs)
+    _assert_same(weft.jit(f)(w, xs), np.asarray(f(w, xs)))
+    g = lambda w, xs: weft.vmap(lambda w, x: weft.jvp(lambda w: jnp.tanh(w) * x, (w,), (x,))[1],
+                                in_axes=(None, 0))(w, xs)
+    _assert_same(weft.jit(g)(w, xs), np.asarray(f(w, xs)))
+
+
 def test_nested_vmap():
     # vmap of vmap, in_axes at the inner level: out[i, j] = f(x[j], y[i])
     x, y = _r(3, 5), _r(5, 2)
