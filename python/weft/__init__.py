@@ -23,8 +23,8 @@ from ._arrays import DeviceArray, ShardedArray
 from ._pmap import pmap
 from ._jit import jit, make_program, Program
 from ._autodiff import checkpoint, grad, remat, value_and_grad, vjp
-from ._custom_vjp import custom_vjp
 from ._transforms import float0, hessian, jacfwd, jacrev, jvp, linearize, vmap
+from ._custom_vjp import custom_vjp
 from ._shard_map import BlockedArray, Mesh, MeshArray, P, PartitionSpec, make_mesh, shard_map
 from ._trace import TracerConversionError
 from ._dtypes import config
@@ -38,11 +38,12 @@ from ._policy import Policy, get_policy
 bfloat16 = _weft.bfloat16
 
 __all__ = [
+    "jvp", "linearize", "jacfwd", "jacrev", "hessian", "vmap", "float0",
     "__version__", "Error", "InvalidArgument", "MismatchError", "TimeoutError", "AbortedError", "PeerLostError", "OutOfMemoryError",
     "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "tree", "tree_util", "Session",
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
-    "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError", "config", "errors", "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "jacrev", "hessian", "vmap", "float0", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "make_mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
+    "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError", "config", "errors", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "make_mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
     "numpy", "bfloat16", "Policy", "get_policy",
 ]
 
