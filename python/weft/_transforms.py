@@ -284,9 +284,12 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
 
         starts = [sum(_size(types[k][1]) for k in wrt[:j]) for j in range(len(wrt))]
 
+        fronts = {}  # output o's tangents, batch in front (broadcast once where unbatched: zeros)
+
         def block(o, j):
-            t = _front(results[n_out + o], out_batched[n_out + o], size)
-            return _block(t, starts[j], types[wrt[j]][1], outs[o][1], transpose=True)
+            if o not in fronts:
+                fronts[o] = _front(results[n_out + o], out_batched[n_out + o], size)
+            return _block(fronts[o], starts[j], types[wrt[j]][1], outs[o][1], transpose=True)
 
         jac = _jacobian(value_def, dyn_args, many, block)
         if has_aux:
@@ -330,9 +333,12 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         results = _run(vjp_prog, list(leaves) + captured + cotangents, outer)
         starts = [sum(_size(t[1]) for t in outs[:o]) for o in range(n_value)]
 
+        fronts = {}  # input j's cotangents, batch in front (broadcast once where unbatched: zeros)
+
         def block(o, j):
-            g = _front(results[n_out + j], out_batched[n_out + j], size)
-            return _block(g, starts[o], outs[o][1], types[wrt[j]][1], transpose=False)
+            if j not in fronts:
+                fronts[j] = _front(results[n_out + j], out_batched[n_out + j], size)
+            return _block(fronts[j], starts[o], outs[o][1], types[wrt[j]][1], transpose=False)
 
         jac = _jacobian(value_def, dyn_args, many, block)
         if has_aux:
