@@ -182,6 +182,9 @@ ERRORS = [
      "vmap: spmd_axis_name='d' is not supported"),
     ("axis_name_taken", lambda: weft.pmap(weft.vmap(lambda x: x, axis_name="i"), axis_name="i")(_r(2, 3)),
      weft.InvalidArgument, "vmap(<lambda>): axis_name 'i' is already an axis of the enclosing mesh"),
+    # vmap of a pmapped function (not built: the pmap refuses a transformation around it, naming it)
+    ("vmap_of_pmap", lambda: weft.vmap(weft.pmap(lambda x: x * 2.0))(_r(2, 2, 3)), weft.InvalidArgument,
+     "pmap(<lambda>): called while vmap(<lambda>) traces it"),
 ]
 
 
