@@ -100,6 +100,14 @@ def test_linearize_equals_jvp(name, f, tf, shapes):
         assert_close(f_jvp(*tangents), _central_jvp(lambda *a: f(np, *a), primals, tangents), rtol=1e-7)
 
 
+def test_linearize_has_aux():
+    x, t = _args([(3,)])[0], _args([(3,)], seed=1)[0]
+    out, f_jvp, aux = weft.linearize(lambda x: (jnp.exp(x) * x, {"twice": x * 2.0}), x, has_aux=True)
+    assert_close(out, np.exp(x) * x, rtol=1e-15)
+    assert_close(aux["twice"], 2 * x, rtol=1e-15)
+    assert_close(f_jvp(t), np.exp(x) * (x + 1) * t, rtol=1e-14)
+
+
 def test_jvp_pytrees_and_aux():
     # Primals and tangents are pytrees; the output pytree's tangents have its structure; aux is passed through.
     params = {"w": _args([(3, 2)])[0], "b": _args([(2,)], seed=3)[0]}
@@ -245,6 +253,14 @@ def test_jacobian_is_one_program_not_a_loop(mode):
     f = lambda x: jnp.sum(jnp.tanh(x) * x) if mode == "hessian" else jnp.tanh(x) * x
     sizes = {n: len(weft.make_program(getattr(weft, mode)(f))(np.ones(n)).equations) for n in (2, 40)}
     assert sizes[2] == sizes[40], sizes
+
+
+def test_jacrev_allow_int():
+    # allow_int: an integer argument's block is zeros (JAX: float0), the floating one's the Jacobian.
+    x, n = _args([(3,)])[0], np.arange(3)
+    jx, jn = weft.jacrev(lambda x, n: x * n, argnums=(0, 1), allow_int=True)(x, n)
+    np.testing.assert_array_equal(jx, np.diag(n.astype(np.float64)))
+    assert np.shape(jn) == (3, 3) and not np.any(jn)
 
 
 def test_jacobian_refuses_integers():
