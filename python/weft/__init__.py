@@ -23,6 +23,7 @@ from ._arrays import DeviceArray, ShardedArray
 from ._pmap import pmap
 from ._jit import jit, make_program, Program
 from ._autodiff import checkpoint, grad, remat, value_and_grad, vjp
+from ._transforms import float0, hessian, jacfwd, jacrev, jvp, linearize, vmap
 from ._custom_vjp import custom_vjp
 from ._custom_jvp import custom_jvp
 from ._shard_map import BlockedArray, Mesh, MeshArray, P, PartitionSpec, make_mesh, shard_map
@@ -38,6 +39,7 @@ from ._policy import Policy, get_policy
 bfloat16 = _weft.bfloat16
 
 __all__ = [
+    "jvp", "linearize", "jacfwd", "jacrev", "hessian", "vmap", "float0",
     "__version__", "Error", "InvalidArgument", "MismatchError", "TimeoutError", "AbortedError", "PeerLostError", "OutOfMemoryError",
     "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "tree", "tree_util", "Session",
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",

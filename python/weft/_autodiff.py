@@ -12,7 +12,7 @@ import numpy as _np
 
 from . import _tree, _weft
 from ._jit import leaf_type, leaf_value, leaf_weak, trace_function
-from ._trace import Tracer, current_trace, trace_of
+from ._trace import Tracer, current_trace, escaped, trace_of
 
 
 def _argnums(argnums, n, name):
@@ -34,6 +34,15 @@ def _run(program, inputs, trace):
     for x in inputs:
         if not isinstance(x, Tracer):
             x = trace.constant(x)
+        elif x._trace is not trace:
+            # A value of another trace (a jit's argument handed, unmapped, through a vmap to a grad): its id is
+            # another builder's, so it must become this trace's input first, as an op's operand does.
+            if x._trace.finished:
+                raise escaped(trace.name, x._trace, x)
+            if not trace.encloses(x._trace):
+                raise _weft.InvalidArgument(f"{trace.name}: a tracer of another trace ({x._trace.name}) reached it: "
+                                            "a value from one traced function was kept and used in another")
+            x = trace.capture(x)
         ids.append(x._id)
     return [Tracer(trace, ident, typ) for ident, typ in trace.builder.inline(program, ids)]
 

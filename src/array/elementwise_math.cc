@@ -381,8 +381,8 @@ void where_typed(const Array& cond, const Array& a, const Array& b, Array& out) 
 // derivative 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2): one pass each over chunks that
 // stay in L1 (u into a buffer, the vectorised tanh on it, the result), where the composed form is eight
 // array passes forward and about fourteen backward (programs' gelu_tanh op, src/program/kernels.cc).
-constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
-constexpr double kGeluA = 0.044715;
+using detail::kGeluA;
+using detail::kGeluC;
 
 template <bool kDerivative>
 void gelu_chunks_f32(const float* in, float* out, std::int64_t n) {

@@ -7,6 +7,10 @@
 
 namespace weft::detail {
 
+// u = kGeluC (x + kGeluA x^3): the kernels', and the program layer's second derivative (ops/elementwise.cc).
+inline constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
+inline constexpr double kGeluA = 0.044715;
+
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); float types keep their dtype, others give float32.
 Array gelu_tanh(const Array& x);
 // d/dx of gelu_tanh at x.

@@ -202,7 +202,7 @@ class Transposer {
     }
     const Rule r{eq, eq.outputs.empty() ? -1 : map_.at(eq.outputs[0]), eq.outputs.empty() ? -1 : cotangent(eq.outputs[0]),
                  eq.outputs.empty() ? DType::f32 : p_.types[eq.outputs[0]].dtype};
-    if (elementwise_rule(r) || shape_rule(r) || collective_rule(r)) return;
+    if (layer_norm_rule(r) || shape_rule(r) || collective_rule(r)) return;
     if (is_floating(r.dt) && !info->effectful) {
       throw RuleError("no VJP rule for " + op + (info->no_rule.empty() ? " yet" : ": " + info->no_rule));
     }
@@ -210,103 +210,18 @@ class Transposer {
     // Ops with integer or boolean results (comparisons, argmax, one_hot, axis_index, bitwise): no cotangent.
   }
 
-  // The elementwise family's rules (broadcasting is summed back by give()). Returns whether `r`'s op is one of them.
-  bool elementwise_rule(const Rule& r) {
+  // layer_norm's rule (the nn family's, still here until that family has its file; the elementwise family's
+  // rules are beside their primitives, ops/elementwise.cc). Returns whether `r`'s op is layer_norm.
+  bool layer_norm_rule(const Rule& r) {
     const Equation& eq = r.eq;
-    const std::string& op = eq.op;
-    const Params& p = eq.params;
+    if (eq.op != "layer_norm") return false;
     const auto in = [&](std::size_t k) { return map_.at(eq.inputs[k]); };
-    const ValueId out = r.out;
-    const ValueId g = r.g;
-    const DType dt = r.dt;
-    const auto one = [&] { return scalar(1, dt); };
-
-    if (op == "subtract") {
-      give(eq, 0, g);
-      give(eq, 1, emit("negative", {g}));
-    } else if (op == "multiply") {
-      give(eq, 0, emit("multiply", {g, in(1)}));
-      give(eq, 1, emit("multiply", {g, in(0)}));
-    } else if (op == "divide") {
-      give(eq, 0, emit("divide", {g, in(1)}));
-      give(eq, 1, emit("negative", {emit("divide", {emit("multiply", {g, out}), in(1)})}));
-    } else if (op == "negative") {
-      give(eq, 0, emit("negative", {g}));
-    } else if (op == "copy") {
-      give(eq, 0, g);
-    } else if (op == "stop_gradient") {
-      // no cotangent
-    } else if (op == "exp") {
-      give(eq, 0, emit("multiply", {g, out}));
-    } else if (op == "log") {
-      give(eq, 0, emit("divide", {g, in(0)}));
-    } else if (op == "log1p") {
-      give(eq, 0, emit("divide", {g, emit("add", {in(0), one()})}));
-    } else if (op == "tanh") {
-      give(eq, 0, emit("multiply", {g, emit("subtract", {one(), emit("multiply", {out, out})})}));
-    } else if (op == "sqrt") {
-      give(eq, 0, emit("divide", {g, emit("multiply", {out, scalar(2, dt)})}));
-    } else if (op == "rsqrt") {
-      // d/dx x^-1/2 = -1/2 x^-3/2 = -0.5 * out / x
-      give(eq, 0, emit("multiply", {g, emit("divide", {emit("multiply", {out, scalar(-0.5, dt)}), in(0)})}));
-    } else if (op == "sigmoid") {
-      give(eq, 0, emit("multiply", {g, emit("multiply", {out, emit("subtract", {one(), out})})}));
-    } else if (op == "layer_norm") {
-      // One fused equation for the three cotangents (it recomputes the rows' statistics from x).
-      const std::vector<ValueId> grads =
-          b_.emit("layer_norm_vjp", {in(0), in(1), g, in(3)}, {}, p_.equations[index_].source);
-      give(eq, 0, grads[0]);
-      give(eq, 1, grads[1]);
-      give(eq, 2, grads[2]);
-    } else if (op == "gelu_tanh") {
-      give(eq, 0, emit("multiply", {g, emit("gelu_tanh_derivative", {in(0)})}));
-    } else if (op == "abs") {
-      // JAX's rule: g where x >= 0, -g elsewhere (so 1 at 0, where sign(x) would give 0).
-      give(eq, 0, emit("where", {emit("greater_equal", {in(0), scalar(0, dt)}), g, emit("negative", {g})}));
-    } else if (op == "sign") {
-      // zero almost everywhere
-    } else if (op == "relu") {
-      give(eq, 0, emit("where", {emit("greater", {in(0), scalar(0, dt)}), g, scalar(0, dt)}));
-    } else if (op == "integer_pow") {
-      const std::int64_t y = std::get<std::int64_t>(p.at("y"));
-      // JAX's rule: x ** 0 is a constant, so x gets no cotangent (0 * x ** -1 was nan at 0).
-      if (y != 0) {
-        ValueId d = scalar(static_cast<double>(y), dt);
-        if (y != 1) {
-          const ValueId power = y - 1 == 1 ? in(0) : emit("integer_pow", {in(0)}, {{"y", int_param(y - 1)}});
-          d = emit("multiply", {d, power});
-        }
-        give(eq, 0, emit("multiply", {g, d}));
-      }
-    } else if (op == "power") {
-      // JAX's pow rules, which keep their values at a == 0 (b * out / a and log(a) * out gave nan there):
-      // d/da = b a^(b-1), with a^(b-1) computed rather than out / a (0 for b = 2, inf for b = 0.5), and 0 where
-      // an integer b is 0; d/db = log(a) out with a == 0 read as 1 (0 for b >= 0, where log(0) * 0 was nan).
-      const ValueId zero = scalar(0, dt);
-      ValueId jac = emit("multiply", {in(1), emit("power", {in(0), emit("subtract", {in(1), one()})})});
-      if (!is_floating(p_.types[eq.inputs[1]].dtype)) jac = emit("where", {emit("equal", {in(1), zero}), zero, jac});
-      give(eq, 0, emit("multiply", {g, jac}));
-      const ValueId base = emit("where", {emit("equal", {in(0), zero}), one(), in(0)});
-      give(eq, 1, emit("multiply", {g, emit("multiply", {emit("log", {base}), out})}));
-    } else if (op == "maximum" || op == "minimum") {
-      // JAX's rule: the winner takes the cotangent, ties share it equally.
-      const char* wins = op == "maximum" ? "greater" : "less";
-      const ValueId half = scalar(0.5, dt);
-      const ValueId zero = scalar(0, dt);
-      const ValueId tie = emit("equal", {in(0), in(1)});
-      const ValueId a = emit("where", {emit(wins, {in(0), in(1)}), one(), emit("where", {tie, half, zero})});
-      const ValueId b = emit("where", {emit(wins, {in(1), in(0)}), one(), emit("where", {tie, half, zero})});
-      give(eq, 0, emit("multiply", {g, a}));
-      give(eq, 1, emit("multiply", {g, b}));
-    } else if (op == "where") {
-      const ValueId zero = scalar(0, dt);
-      give(eq, 1, emit("where", {in(0), g, zero}));
-      give(eq, 2, emit("where", {in(0), zero, g}));
-    } else if (op == "astype") {
-      give(eq, 0, g);  // give() casts back to the input's dtype
-    } else {
-      return false;
-    }
+    // One fused equation for the three cotangents (it recomputes the rows' statistics from x).
+    const std::vector<ValueId> grads =
+        b_.emit("layer_norm_vjp", {in(0), in(1), r.g, in(3)}, {}, p_.equations[index_].source);
+    give(eq, 0, grads[0]);
+    give(eq, 1, grads[1]);
+    give(eq, 2, grads[2]);
     return true;
   }
 

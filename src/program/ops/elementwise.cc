@@ -1,7 +1,15 @@
-// Inference for elementwise ops: numpy broadcasting of shapes (as weft::ops broadcasts) and JAX's dtype
-// promotion (weft::promote_types, JAX's lattice with int16 absent: uint8 with int8 gives int32).
+// The elementwise family: each primitive's type rule and its transformation rules, side by side (one table,
+// family() below).
+// - Types: numpy broadcasting of shapes (as weft::ops broadcasts) and JAX's dtype promotion
+//   (weft::promote_types, JAX's lattice with int16 absent: uint8 with int8 gives int32).
+// - Derivatives: JAX's lax.py rules (defjvp / defjvp2), each primitive given once as its partial derivatives,
+//   from which its VJP and its JVP are both made (so the two agree at every point, singular ones included);
+//   where, astype, stop_gradient and sign say theirs directly. Comparisons and bitwise ops have integer or
+//   bool results: no derivative, no rule.
+// - Batching (vmap): numpy broadcasting with the batch axis in front, for every one of them.
 #include <algorithm>
 
+#include "array/gelu.hpp"
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
 
@@ -95,11 +103,227 @@ std::vector<ValueType> convert(const std::vector<ValueType>& ins, const Params& 
   return {out};
 }
 
-// ---- add: linear, so its JVP is itself on the tangents; its transpose gives the cotangent to both sides
-// (broadcast axes summed back by the machinery).
-void add_vjp(VjpContext& c) {
-  c.give(0, c.ct());
-  c.give(1, c.ct());
+// ---- the derivatives ------------------------------------------------------------------------------------
+// JAX's defjvp: each differentiable primitive is given as its partial derivatives, input k's part of the
+// derivative applied to g, where g is a tangent of input k (the JVP) or the result's cotangent (the VJP).
+// Elementwise, each part is a diagonal linear map (a multiplication by d out / d input k, or a select), so it
+// is its own transpose: one function gives both rules, and they agree at every point, the singular ones
+// included (pow at 0, abs at 0, max ties), so <vjp(u), v> = <u, jvp(v)> holds exactly. The VJP machinery
+// sums a broadcast cotangent back to the input's shape and casts it to its dtype; the JVP machinery
+// broadcasts a tangent to the result's shape and casts it to its dtype.
+
+// What a partial derivative reads: the equation's operands and result in the program being made.
+struct Point {
+  Emitter& e;
+  const Params& params;
+  const std::vector<ValueType>& in_types;
+  const std::vector<ValueId>& ins;
+  ValueId out;
+  DType dtype;  // the result's
+
+  ValueId in(std::size_t k) const { return ins[k]; }
+  ValueId scalar(double v) const { return e.scalar(v, dtype); }
+  ValueId op(const char* name, const std::vector<ValueId>& operands, Params p = {}) const {
+    return e.emit(name, operands, std::move(p));
+  }
+};
+
+// Input k's part of the derivative applied to g (kNoValue: the result does not depend on input k).
+using Partial = ValueId (*)(const Point& p, std::size_t k, ValueId g);
+
+// The VJP made from the partials: each floating input gets its part applied to the cotangent.
+template <Partial partial>
+void vjp_from(VjpContext& c) {
+  const Point p{c.e, c.params, c.in_types, c.ins, c.out(), c.dtype()};
+  for (std::size_t k = 0; k < c.ins.size(); ++k) {
+    if (!is_floating(c.in_types[k].dtype)) continue;  // an integer or bool input takes no cotangent
+    const ValueId ct = partial(p, k, c.ct());
+    if (ct != kNoValue) c.give(k, ct);
+  }
+}
+
+// The JVP made from the partials: the sum of each input's part applied to its tangent, over the inputs
+// that have one (JAX skips a symbolically zero tangent rather than multiplying zeros).
+template <Partial partial>
+std::vector<ValueId> jvp_from(JvpContext& c) {
+  const Point p{c.e, c.params, c.in_types, c.ins, c.out(), c.dtype()};
+  ValueId sum = kNoValue;
+  for (std::size_t k = 0; k < c.ins.size(); ++k) {
+    if (!c.has_tangent(k)) continue;
+    const ValueId term = partial(p, k, c.tangents[k]);
+    if (term == kNoValue) continue;
+    sum = sum == kNoValue ? term : c.e.emit("add", {sum, term});
+  }
+  return {sum};
+}
+
+// The linear ones.
+ValueId add_partial(const Point&, std::size_t, ValueId g) { return g; }
+ValueId subtract_partial(const Point& p, std::size_t k, ValueId g) { return k == 0 ? g : p.op("negative", {g}); }
+ValueId negative_partial(const Point& p, std::size_t, ValueId g) { return p.op("negative", {g}); }
+// copy, and astype between floating dtypes (the machinery casts either way; to an integer or bool dtype
+// the result carries no tangent and takes no cotangent, so the rule is not asked).
+ValueId identity_partial(const Point&, std::size_t, ValueId g) { return g; }
+// where(c, x, y): the cotangent goes to the side the condition picked; the condition takes none.
+ValueId where_partial(const Point& p, std::size_t k, ValueId g) {
+  const ValueId zero = p.scalar(0);
+  return k == 1 ? p.op("where", {p.in(0), g, zero}) : p.op("where", {p.in(0), zero, g});
+}
+
+// Products and quotients.
+ValueId multiply_partial(const Point& p, std::size_t k, ValueId g) { return p.op("multiply", {g, p.in(1 - k)}); }
+// d/dx x / y = 1 / y; d/dy = -x / y^2, written -out / y (the same values: inf / nan at y = 0 as JAX's).
+ValueId divide_partial(const Point& p, std::size_t k, ValueId g) {
+  if (k == 0) return p.op("divide", {g, p.in(1)});
+  return p.op("negative", {p.op("divide", {p.op("multiply", {g, p.out}), p.in(1)})});
+}
+// JAX's pow rules, which keep their values at x == 0 (y out / x and log(x) out gave nan there): d/dx is
+// y x^(y-1), with x^(y-1) computed rather than out / x (0 for y = 2, inf for y = 0.5), and 0 where an integer
+// y is 0; d/dy is log(x) out with x == 0 read as 1 (0 for y >= 0, where log(0) * 0 was nan).
+ValueId power_partial(const Point& p, std::size_t k, ValueId g) {
+  const ValueId zero = p.scalar(0), one = p.scalar(1);
+  if (k == 1) {
+    const ValueId base = p.op("where", {p.op("equal", {p.in(0), zero}), one, p.in(0)});
+    return p.op("multiply", {g, p.op("multiply", {p.op("log", {base}), p.out})});
+  }
+  ValueId jac = p.op("multiply", {p.in(1), p.op("power", {p.in(0), p.op("subtract", {p.in(1), one})})});
+  if (!is_floating(p.in_types[1].dtype)) jac = p.op("where", {p.op("equal", {p.in(1), zero}), zero, jac});
+  return p.op("multiply", {g, jac});
+}
+// JAX's integer_pow rule: y x^(y-1); x^0 is a constant, so nothing for y = 0 (0 * x^-1 was nan at 0).
+ValueId integer_pow_partial(const Point& p, std::size_t, ValueId g) {
+  const std::int64_t y = param_as<std::int64_t>(p.params, "y", "an int");
+  if (y == 0) return kNoValue;
+  ValueId d = p.scalar(static_cast<double>(y));
+  if (y != 1) {
+    const ValueId power = y - 1 == 1 ? p.in(0) : p.op("integer_pow", {p.in(0)}, {{"y", int_param(y - 1)}});
+    d = p.op("multiply", {d, power});
+  }
+  return p.op("multiply", {g, d});
+}
+// JAX's max / min rule (_balanced_eq): the winner takes g, ties share it equally.
+template <bool kMaximum>
+ValueId extremum_partial(const Point& p, std::size_t k, ValueId g) {
+  const ValueId self = p.in(k), other = p.in(1 - k);
+  const ValueId share = p.op("where", {p.op(kMaximum ? "greater" : "less", {self, other}), p.scalar(1),
+                                       p.op("where", {p.op("equal", {self, other}), p.scalar(0.5), p.scalar(0)})});
+  return p.op("multiply", {g, share});
+}
+
+// The transcendental ones, by JAX's defjvp / defjvp2 (in terms of the result where that is cheaper).
+ValueId exp_partial(const Point& p, std::size_t, ValueId g) { return p.op("multiply", {g, p.out}); }
+ValueId log_partial(const Point& p, std::size_t, ValueId g) { return p.op("divide", {g, p.in(0)}); }
+ValueId log1p_partial(const Point& p, std::size_t, ValueId g) {
+  return p.op("divide", {g, p.op("add", {p.in(0), p.scalar(1)})});
+}
+ValueId tanh_partial(const Point& p, std::size_t, ValueId g) {
+  return p.op("multiply", {g, p.op("subtract", {p.scalar(1), p.op("multiply", {p.out, p.out})})});
+}
+ValueId sqrt_partial(const Point& p, std::size_t, ValueId g) {
+  return p.op("divide", {g, p.op("multiply", {p.out, p.scalar(2)})});
+}
+// d/dx x^-1/2 = -1/2 x^-3/2 = -0.5 out / x
+ValueId rsqrt_partial(const Point& p, std::size_t, ValueId g) {
+  return p.op("multiply", {g, p.op("divide", {p.op("multiply", {p.out, p.scalar(-0.5)}), p.in(0)})});
+}
+ValueId sigmoid_partial(const Point& p, std::size_t, ValueId g) {
+  return p.op("multiply", {g, p.op("multiply", {p.out, p.op("subtract", {p.scalar(1), p.out})})});
+}
+ValueId gelu_tanh_partial(const Point& p, std::size_t, ValueId g) {
+  return p.op("multiply", {g, p.op("gelu_tanh_derivative", {p.in(0)})});
+}
+// The second derivative of gelu_tanh, so that gelu networks have Hessians: with u = c (x + a x^3),
+// t = tanh(u), u' = c (1 + 3 a x^2) and u'' = 6 a c x, d/dx [0.5 (1 + t) + 0.5 x (1 - t^2) u'] is
+// (1 - t^2) (u' + 0.5 x (u'' - 2 t u'^2)). Written with registry ops, so it is differentiable in turn.
+ValueId gelu_tanh_derivative_partial(const Point& p, std::size_t, ValueId g) {
+  const auto mul = [&](ValueId a, ValueId b) { return p.op("multiply", {a, b}); };
+  const auto add = [&](ValueId a, ValueId b) { return p.op("add", {a, b}); };
+  const ValueId x = p.in(0);
+  const ValueId x2 = mul(x, x);
+  const ValueId t = p.op("tanh", {mul(p.scalar(detail::kGeluC), add(x, mul(p.scalar(detail::kGeluA), mul(x, x2))))});
+  const ValueId du = mul(p.scalar(detail::kGeluC), add(p.scalar(1), mul(p.scalar(3 * detail::kGeluA), x2)));
+  const ValueId ddu = mul(p.scalar(6 * detail::kGeluA * detail::kGeluC), x);
+  const ValueId bend = p.op("subtract", {ddu, mul(mul(p.scalar(2), t), mul(du, du))});
+  const ValueId inner = add(du, mul(mul(p.scalar(0.5), x), bend));
+  return mul(g, mul(p.op("subtract", {p.scalar(1), mul(t, t)}), inner));
+}
+// JAX's abs rule: g where x >= 0, -g elsewhere (so +g at 0 and -0, where sign(x) would give 0).
+ValueId abs_partial(const Point& p, std::size_t, ValueId g) {
+  return p.op("where", {p.op("greater_equal", {p.in(0), p.scalar(0)}), g, p.op("negative", {g})});
+}
+// jax.nn.relu's custom JVP: g where x > 0, 0 elsewhere (0 at 0).
+ValueId relu_partial(const Point& p, std::size_t, ValueId g) {
+  return p.op("where", {p.op("greater", {p.in(0), p.scalar(0)}), g, p.scalar(0)});
+}
+
+// where's JVP selects between the tangents as the primal selects between the values (JAX's select_n rule),
+// zeros for a side without one; the condition has none.
+std::vector<ValueId> where_jvp(JvpContext& c) {
+  return {c.e.emit("where", {c.in(0), c.tangent(1), c.tangent(2)})};
+}
+// astype's JVP is the tangent cast to the new dtype (JAX's convert_element_type rule); to an integer or bool
+// dtype there is no tangent (JAX's float0).
+std::vector<ValueId> astype_jvp(JvpContext& c) {
+  if (!is_floating(c.dtype())) return {kNoValue};
+  return {c.e.astype(c.tangent(0), c.dtype())};
+}
+// stop_gradient and sign (zero almost everywhere): the result does not depend differentiably on the input.
+void no_cotangent_vjp(VjpContext&) {}
+
+// A primitive's derivative rules: both from its partials (`by<...>`), or written out; none where its results
+// are integers or bools.
+struct Rules {
+  VjpRule vjp = nullptr;
+  JvpRule jvp = nullptr;
+};
+template <Partial partial>
+constexpr Rules by{vjp_from<partial>, jvp_from<partial>};
+
+// One row of the family's table: a primitive (or several sharing everything), its arity and parameters, its
+// type rule and its derivative rules. Every one of them batches by numpy broadcasting with the batch axis in
+// front (elementwise_batch: parameters such as integer_pow's y and astype's dtype pass through).
+struct Row {
+  std::vector<const char*> names;
+  int arity;
+  std::vector<std::string> params;
+  InferRule infer;
+  Rules rules{};
+};
+
+std::vector<Row> family() {
+  return {
+      // names                          arity  params     type rule     derivatives
+      {{"add"},                             2, {},        arithmetic,   by<add_partial>},
+      {{"subtract"},                        2, {},        difference,   by<subtract_partial>},
+      {{"multiply"},                        2, {},        arithmetic,   by<multiply_partial>},
+      {{"divide"},                          2, {},        true_divide,  by<divide_partial>},
+      {{"power"},                           2, {},        arithmetic,   by<power_partial>},
+      {{"maximum"},                         2, {},        arithmetic,   by<extremum_partial<true>>},
+      {{"minimum"},                         2, {},        arithmetic,   by<extremum_partial<false>>},
+      {{"negative"},                        1, {},        negation,     by<negative_partial>},
+      {{"copy"},                            1, {},        same_unary,   by<identity_partial>},
+      {{"integer_pow"},                     1, {"y"},     integer_pow,  by<integer_pow_partial>},
+      {{"exp"},                             1, {},        float_unary,  by<exp_partial>},
+      {{"log"},                             1, {},        float_unary,  by<log_partial>},
+      {{"log1p"},                           1, {},        float_unary,  by<log1p_partial>},
+      {{"tanh"},                            1, {},        float_unary,  by<tanh_partial>},
+      {{"sqrt"},                            1, {},        float_unary,  by<sqrt_partial>},
+      {{"rsqrt"},                           1, {},        float_unary,  by<rsqrt_partial>},
+      {{"sigmoid"},                         1, {},        float_unary,  by<sigmoid_partial>},
+      {{"gelu_tanh"},                       1, {},        float_unary,  by<gelu_tanh_partial>},
+      {{"gelu_tanh_derivative"},            1, {},        float_unary,  by<gelu_tanh_derivative_partial>},
+      {{"abs"},                             1, {},        same_unary,   by<abs_partial>},
+      {{"relu"},                            1, {},        same_unary,   by<relu_partial>},
+      {{"where"},                           3, {},        select,       {vjp_from<where_partial>, where_jvp}},
+      {{"astype"},                          1, {"dtype"}, convert,      {vjp_from<identity_partial>, astype_jvp}},
+      {{"stop_gradient"},                   1, {},        same_unary,   {no_cotangent_vjp, zero_jvp}},
+      {{"sign"},                            1, {},        signum,       {no_cotangent_vjp, zero_jvp}},
+      {{"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"},
+                                            2, {},        comparison},
+      {{"bitwise_and", "bitwise_or", "bitwise_xor"},
+                                            2, {},        bitwise},
+      {{"bitwise_not"},                     1, {},        bitwise},
+  };
 }
 
 }  // namespace
@@ -127,31 +351,12 @@ std::vector<std::int64_t> broadcast_shapes(const std::vector<ValueType>& ins) {
 }
 
 void register_elementwise_ops(std::vector<OpInfo>& ops) {
-  for (const char* name : {"exp", "log", "log1p", "tanh", "sqrt", "rsqrt", "sigmoid", "gelu_tanh",
-                           "gelu_tanh_derivative"}) {
-    ops.push_back({name, 1, 1, {}, {}, false, float_unary});
+  for (const Row& row : family()) {
+    for (const char* name : row.names) {
+      ops.push_back({name, row.arity, row.arity, row.params, {}, false, row.infer, row.rules.vjp, row.rules.jvp,
+                     elementwise_batch});
+    }
   }
-  for (const char* name : {"abs", "relu", "copy", "stop_gradient"}) {
-    ops.push_back({name, 1, 1, {}, {}, false, same_unary});
-  }
-  ops.push_back({"negative", 1, 1, {}, {}, false, negation});
-  ops.push_back({"sign", 1, 1, {}, {}, false, signum});
-  ops.push_back({"add", 2, 2, {}, {}, false, arithmetic, add_vjp, linear_jvp, elementwise_batch});
-  for (const char* name : {"multiply", "power", "maximum", "minimum"}) {
-    ops.push_back({name, 2, 2, {}, {}, false, arithmetic});
-  }
-  ops.push_back({"subtract", 2, 2, {}, {}, false, difference});
-  ops.push_back({"divide", 2, 2, {}, {}, false, true_divide});
-  for (const char* name : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}) {
-    ops.push_back({name, 2, 2, {}, {}, false, comparison});
-  }
-  ops.push_back({"where", 3, 3, {}, {}, false, select});
-  for (const char* name : {"bitwise_and", "bitwise_or", "bitwise_xor"}) {
-    ops.push_back({name, 2, 2, {}, {}, false, bitwise});
-  }
-  ops.push_back({"bitwise_not", 1, 1, {}, {}, false, bitwise});
-  ops.push_back({"integer_pow", 1, 1, {"y"}, {}, false, integer_pow});
-  ops.push_back({"astype", 1, 1, {"dtype"}, {}, false, convert});
 }
 
 bool is_elementwise_op(const std::string& name) {
