@@ -108,7 +108,7 @@ std::vector<ValueType> convert(const std::vector<ValueType>& ins, const Params& 
 // derivative applied to g, where g is a tangent of input k (the JVP) or the result's cotangent (the VJP).
 // Elementwise, each part is a diagonal linear map (a multiplication by d out / d input k, or a select), so it
 // is its own transpose: one function gives both rules, and they agree at every point, the singular ones
-// included (pow at 0, abs at 0, max ties), so <vjp(u), v> = <u, jvp(v)> holds exactly. The VJP machinery
+// included (pow at 0, abs at 0, max ties): <vjp(u), v> = <u, jvp(v)> to rounding. The VJP machinery
 // sums a broadcast cotangent back to the input's shape and casts it to its dtype; the JVP machinery
 // broadcasts a tangent to the result's shape and casts it to its dtype.
 
