@@ -231,6 +231,50 @@ TEST(ElementwiseRules, JvpMatchesCentralDifferencesInFloat64) {
   }
 }
 
+// The rules' own ops are differentiable in turn (what hessian and jacfwd(jacrev) need): the JVP of the JVP
+// program, with the second tangent equal to the first, gives f''(x)[v, v], against central differences of
+// the JVP program's tangent. Cases whose operands all have one shape (the rules emit elementwise ops only).
+TEST(ElementwiseRules, SecondDerivativesMatchCentralDifferencesInFloat64) {
+  std::mt19937_64 rng(2);
+  for (const Case& c : Cases()) {
+    if (!c.differentiable || !c.finite_differences) continue;
+    if (std::any_of(c.operands.begin(), c.operands.end(), [&](const Operand& o) { return o.shape != c.operands[0].shape; })) {
+      continue;
+    }
+    SCOPED_TRACE(c.name);
+    const Program jvp = jvp_program(Build(c, DType::f64));
+    const Program second = jvp_program(jvp);
+    const std::vector<Array> x = RandomInputs(c, DType::f64, rng);
+    const std::vector<Array> v = RandomTangents(x, rng);
+    // second's inputs: (x, v) for jvp's primals, then their tangents (v, 0); its last output is d/ds of
+    // jvp's tangent along (x + s v, v).
+    std::vector<Array> args = x;
+    args.insert(args.end(), v.begin(), v.end());
+    args.insert(args.end(), v.begin(), v.end());
+    for (const Array& t : v) args.push_back(Array::zeros(t.shape(), t.dtype()));
+    const std::vector<double> got = run_program(second, args).back().to_doubles();
+    const double h = 1e-5;
+    const auto at = [&](double s) {
+      std::vector<Array> moved;
+      for (std::size_t k = 0; k < x.size(); ++k) {
+        std::vector<double> e = x[k].to_doubles();
+        const std::vector<double> d = v[k].to_doubles();
+        for (std::size_t i = 0; i < e.size(); ++i) e[i] += s * d[i];
+        moved.push_back(Array::from_doubles(e, x[k].shape(), x[k].dtype()));
+      }
+      return Jvp(jvp, moved, v).to_doubles();
+    };
+    const std::vector<double> plus = at(h), minus = at(-h);
+    double worst = 0, scale = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double numeric = (plus[i] - minus[i]) / (2 * h);
+      worst = std::max(worst, std::abs(numeric - got[i]));
+      scale = std::max(scale, std::abs(numeric));
+    }
+    EXPECT_LE(worst / std::max(scale, 1.0), 1e-6) << "max error " << worst << " against max |f''| " << scale;
+  }
+}
+
 TEST(ElementwiseRules, AdjointIdentityHoldsInFloat64) {
   std::mt19937_64 rng(4646);
   for (const Case& c : Cases()) {
