@@ -158,12 +158,11 @@ std::vector<ValueId> jvp_from(JvpContext& c) {
 }
 
 // The linear ones.
-ValueId add_partial(const Point&, std::size_t, ValueId g) { return g; }
+// add (either side), copy, and astype between floating dtypes (the machinery casts either way; to an integer
+// or bool dtype the result carries no tangent and takes no cotangent, so the rule is not asked).
+ValueId identity_partial(const Point&, std::size_t, ValueId g) { return g; }
 ValueId subtract_partial(const Point& p, std::size_t k, ValueId g) { return k == 0 ? g : p.op("negative", {g}); }
 ValueId negative_partial(const Point& p, std::size_t, ValueId g) { return p.op("negative", {g}); }
-// copy, and astype between floating dtypes (the machinery casts either way; to an integer or bool dtype
-// the result carries no tangent and takes no cotangent, so the rule is not asked).
-ValueId identity_partial(const Point&, std::size_t, ValueId g) { return g; }
 // where(c, x, y): the cotangent goes to the side the condition picked; the condition takes none.
 ValueId where_partial(const Point& p, std::size_t k, ValueId g) {
   const ValueId zero = p.scalar(0);
@@ -293,7 +292,7 @@ struct Row {
 std::vector<Row> family() {
   return {
       // names                          arity  params     type rule     derivatives
-      {{"add"},                             2, {},        arithmetic,   by<add_partial>},
+      {{"add"},                             2, {},        arithmetic,   by<identity_partial>},
       {{"subtract"},                        2, {},        difference,   by<subtract_partial>},
       {{"multiply"},                        2, {},        arithmetic,   by<multiply_partial>},
       {{"divide"},                          2, {},        true_divide,  by<divide_partial>},
