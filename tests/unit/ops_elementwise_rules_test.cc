@@ -404,7 +404,8 @@ TEST(ElementwiseRules, VmapEqualsThePerExampleProgramBitForBit) {
 // ---- JAX's values at the singular points --------------------------------------------------------------------
 // The JVP of each operand alone (the others constants, so their tangents are symbolically zero) with a
 // tangent of ones: for an elementwise op, d f_i / d x_i, the values autodiff_test.cc's
-// SingularPointsGiveJaxsValues lists for the VJP (JAX's lax.py rules).
+// SingularPointsGiveJaxsValues lists for the VJP (JAX's lax.py rules); the VJP of ones gives the same, so the
+// two rules agree at these points too.
 struct Singular {
   const char* name;
   std::vector<std::vector<double>> inputs;
@@ -462,12 +463,16 @@ TEST(ElementwiseRules, JvpAtSingularPointsGivesJaxsValues) {
           operands.push_back(j == k ? b.input({dtype, shape, {}}) : b.constant(value));
         }
         b.set_outputs({c.body(b, operands)});
+        const Program f = b.build();
         const std::vector<Array> args{Array::from_doubles(c.inputs[k], shape, dtype), Array::ones(shape, dtype)};
-        const std::vector<Array> out = run_program(jvp_program(b.build()), args);
-        const std::vector<double> got = out[1].to_doubles();
-        for (std::size_t i = 0; i < got.size(); ++i) {
-          EXPECT_TRUE(SameValue(got[i], c.want[k][i], dtype))
-              << "element " << i << ": got " << got[i] << ", JAX gives " << c.want[k][i];
+        // The JVP of a tangent of ones, and (the adjoint identity, element by element) the VJP of ones.
+        const std::vector<double> jvp = run_program(jvp_program(f), args)[1].to_doubles();
+        const std::vector<double> vjp = run_program(vjp_program(f, {0}), args)[1].to_doubles();
+        for (std::size_t i = 0; i < jvp.size(); ++i) {
+          EXPECT_TRUE(SameValue(jvp[i], c.want[k][i], dtype))
+              << "element " << i << ": the JVP gives " << jvp[i] << ", JAX " << c.want[k][i];
+          EXPECT_TRUE(SameValue(vjp[i], c.want[k][i], dtype))
+              << "element " << i << ": the VJP gives " << vjp[i] << ", JAX " << c.want[k][i];
         }
       }
     }
