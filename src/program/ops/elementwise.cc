@@ -108,7 +108,7 @@ std::vector<ValueType> convert(const std::vector<ValueType>& ins, const Params& 
 // derivative applied to g, where g is a tangent of input k (the JVP) or the result's cotangent (the VJP).
 // Elementwise, each part is a diagonal linear map (a multiplication by d out / d input k, or a select), so it
 // is its own transpose: one function gives both rules, and they agree at every point, the singular ones
-// included (pow at 0, abs at 0, max ties), so <vjp(u), v> = <u, jvp(v)> holds exactly. The VJP machinery
+// included (pow at 0, abs at 0, max ties): <vjp(u), v> = <u, jvp(v)> to rounding. The VJP machinery
 // sums a broadcast cotangent back to the input's shape and casts it to its dtype; the JVP machinery
 // broadcasts a tangent to the result's shape and casts it to its dtype.
 
@@ -158,12 +158,11 @@ std::vector<ValueId> jvp_from(JvpContext& c) {
 }
 
 // The linear ones.
-ValueId add_partial(const Point&, std::size_t, ValueId g) { return g; }
+// add (either side), copy, and astype between floating dtypes (the machinery casts either way; to an integer
+// or bool dtype the result carries no tangent and takes no cotangent, so the rule is not asked).
+ValueId identity_partial(const Point&, std::size_t, ValueId g) { return g; }
 ValueId subtract_partial(const Point& p, std::size_t k, ValueId g) { return k == 0 ? g : p.op("negative", {g}); }
 ValueId negative_partial(const Point& p, std::size_t, ValueId g) { return p.op("negative", {g}); }
-// copy, and astype between floating dtypes (the machinery casts either way; to an integer or bool dtype
-// the result carries no tangent and takes no cotangent, so the rule is not asked).
-ValueId identity_partial(const Point&, std::size_t, ValueId g) { return g; }
 // where(c, x, y): the cotangent goes to the side the condition picked; the condition takes none.
 ValueId where_partial(const Point& p, std::size_t k, ValueId g) {
   const ValueId zero = p.scalar(0);
@@ -172,10 +171,11 @@ ValueId where_partial(const Point& p, std::size_t k, ValueId g) {
 
 // Products and quotients.
 ValueId multiply_partial(const Point& p, std::size_t k, ValueId g) { return p.op("multiply", {g, p.in(1 - k)}); }
-// d/dx x / y = 1 / y; d/dy = -x / y^2, written -out / y (the same values: inf / nan at y = 0 as JAX's).
+// d/dx x / y = 1 / y; d/dy = -x y^-2 (inf, or nan for 0 / 0, at y = 0).
 ValueId divide_partial(const Point& p, std::size_t k, ValueId g) {
   if (k == 0) return p.op("divide", {g, p.in(1)});
-  return p.op("negative", {p.op("divide", {p.op("multiply", {g, p.out}), p.in(1)})});
+  return p.op("multiply", {p.op("multiply", {p.op("negative", {g}), p.in(0)}),
+                           p.op("integer_pow", {p.in(1)}, {{"y", int_param(-2)}})});
 }
 // JAX's pow rules, which keep their values at x == 0 (y out / x and log(x) out gave nan there): d/dx is
 // y x^(y-1), with x^(y-1) computed rather than out / x (0 for y = 2, inf for y = 0.5), and 0 where an integer
@@ -201,12 +201,10 @@ ValueId integer_pow_partial(const Point& p, std::size_t, ValueId g) {
   }
   return p.op("multiply", {g, d});
 }
-// JAX's max / min rule (_balanced_eq): the winner takes g, ties share it equally.
-template <bool kMaximum>
+// JAX's max / min rule (_balanced_eq): the operand equal to the result takes g, ties share it equally.
 ValueId extremum_partial(const Point& p, std::size_t k, ValueId g) {
-  const ValueId self = p.in(k), other = p.in(1 - k);
-  const ValueId share = p.op("where", {p.op(kMaximum ? "greater" : "less", {self, other}), p.scalar(1),
-                                       p.op("where", {p.op("equal", {self, other}), p.scalar(0.5), p.scalar(0)})});
+  const ValueId won = p.op("equal", {p.in(k), p.out}), tie = p.op("equal", {p.in(1 - k), p.out});
+  const ValueId share = p.op("where", {won, p.op("where", {tie, p.scalar(0.5), p.scalar(1)}), p.scalar(0)});
   return p.op("multiply", {g, share});
 }
 
@@ -216,15 +214,16 @@ ValueId log_partial(const Point& p, std::size_t, ValueId g) { return p.op("divid
 ValueId log1p_partial(const Point& p, std::size_t, ValueId g) {
   return p.op("divide", {g, p.op("add", {p.in(0), p.scalar(1)})});
 }
+// (g + g out) (1 - out): 1 - out^2 factored, which keeps its digits where out is near +-1.
 ValueId tanh_partial(const Point& p, std::size_t, ValueId g) {
-  return p.op("multiply", {g, p.op("subtract", {p.scalar(1), p.op("multiply", {p.out, p.out})})});
+  return p.op("multiply", {p.op("add", {g, p.op("multiply", {g, p.out})}), p.op("subtract", {p.scalar(1), p.out})});
 }
 ValueId sqrt_partial(const Point& p, std::size_t, ValueId g) {
-  return p.op("divide", {g, p.op("multiply", {p.out, p.scalar(2)})});
+  return p.op("multiply", {g, p.op("divide", {p.scalar(0.5), p.out})});
 }
 // d/dx x^-1/2 = -1/2 x^-3/2 = -0.5 out / x
 ValueId rsqrt_partial(const Point& p, std::size_t, ValueId g) {
-  return p.op("multiply", {g, p.op("divide", {p.op("multiply", {p.out, p.scalar(-0.5)}), p.in(0)})});
+  return p.op("multiply", {g, p.op("multiply", {p.scalar(-0.5), p.op("divide", {p.out, p.in(0)})})});
 }
 ValueId sigmoid_partial(const Point& p, std::size_t, ValueId g) {
   return p.op("multiply", {g, p.op("multiply", {p.out, p.op("subtract", {p.scalar(1), p.out})})});
@@ -293,13 +292,12 @@ struct Row {
 std::vector<Row> family() {
   return {
       // names                          arity  params     type rule     derivatives
-      {{"add"},                             2, {},        arithmetic,   by<add_partial>},
+      {{"add"},                             2, {},        arithmetic,   by<identity_partial>},
       {{"subtract"},                        2, {},        difference,   by<subtract_partial>},
       {{"multiply"},                        2, {},        arithmetic,   by<multiply_partial>},
       {{"divide"},                          2, {},        true_divide,  by<divide_partial>},
       {{"power"},                           2, {},        arithmetic,   by<power_partial>},
-      {{"maximum"},                         2, {},        arithmetic,   by<extremum_partial<true>>},
-      {{"minimum"},                         2, {},        arithmetic,   by<extremum_partial<false>>},
+      {{"maximum", "minimum"},              2, {},        arithmetic,   by<extremum_partial>},
       {{"negative"},                        1, {},        negation,     by<negative_partial>},
       {{"copy"},                            1, {},        same_unary,   by<identity_partial>},
       {{"integer_pow"},                     1, {"y"},     integer_pow,  by<integer_pow_partial>},
