@@ -11,6 +11,7 @@
 
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
+#include "weft/error.hpp"
 #include "weft/reduce_op.hpp"
 
 namespace weft::program {
@@ -332,7 +333,11 @@ ValueId flat_chunks(Emitter& e, ValueId v, std::size_t lead, std::int64_t n, std
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 ReduceOp flat_reduce_op(const Params& p) {
-  return reduce_op_from_name(p.contains("op") ? std::get<std::string>(p.at("op")) : std::string("add"));
+  try {
+    return reduce_op_from_name(p.contains("op") ? std::get<std::string>(p.at("op")) : std::string("add"));
+  } catch (const InvalidArgument& e) {
+    throw RuleError(std::string("replicated_reduce_scatter: ") + e.what());
+  }
 }
 
 // ---- VJP rules (JAX's transposes; pmap's unless shard_map's differ) --------------------------------------
@@ -540,9 +545,10 @@ Batched reduction_batch(BatchContext& c) {
   if (!s.rest.empty()) y = c.e.emit(mean ? "psum" : c.op, {y}, over_axes(c.params, s.rest));
   if (mean) {
     const std::int64_t n = c.size * (s.rest.empty() ? 1 : participants(over_axes(c.params, s.rest), c.e.mesh()));
-    y = c.e.astype(c.e.emit("divide", {y, c.e.scalar(static_cast<double>(n), c.e.type(y).dtype)}), c.out_types[0].dtype);
+    y = c.e.emit("divide", {y, c.e.scalar(static_cast<double>(n), c.e.type(y).dtype)});
   }
-  return {{y}, {false}};
+  // The collective's own result type (a sum of bools counts in int32, the collective keeps bool).
+  return {{c.e.astype(y, c.out_types[0].dtype)}, {false}};
 }
 
 // pvary and Megatron's f: the identity on the data; over other axes too, the same op over those.
