@@ -226,6 +226,20 @@ TEST(OpsCollectivesRules, PmaxAndPminHaveNoDerivativeInEitherMode) {
                           {"replicated_reduce_scatter with op 'max' has no JVP rule (add and mean have)"});
 }
 
+// pbroadcast's type rule: a source among the members, no axis_index_groups (JAX's pbroadcast has none).
+TEST(OpsCollectivesRules, PbroadcastNamesABadSourceOrGroups) {
+  ProgramBuilder b(Mesh({{"i", 8}}));
+  const int x = b.input({DType::f32, {3}, {"i"}});
+  testing::ExpectContains(
+      testing::ErrorOf<InvalidArgument>([&] { b.emit("pbroadcast", {x}, {{"axes", kAxes({"i"})}, {"source", std::int64_t{8}}}); }),
+      {"pbroadcast", "source 8 is outside 0..7 (the members along axes ('i',))"});
+  testing::ExpectContains(testing::ErrorOf<InvalidArgument>([&] {
+                            b.emit("pbroadcast", {x}, {{"axes", kAxes({"i"})}, {"source", std::int64_t{0}},
+                                                       {"groups", std::vector<std::vector<int>>{{0, 1, 2, 3}, {4, 5, 6, 7}}}});
+                          }),
+                          {"pbroadcast has no parameter 'groups'"});
+}
+
 // ---- vmap with an axis name ---------------------------------------------------------------------------------
 
 struct VmapCase {

@@ -228,7 +228,7 @@ std::vector<ValueType> pbroadcast(const std::vector<ValueType>& ins, const Param
   const std::int64_t source = param_as<std::int64_t>(params, "source", "an int");
   if (source < 0 || source >= n) {
     throw RuleError("source " + std::to_string(source) + " is outside 0.." + std::to_string(n - 1) +
-                    " (the members along axes " + axes_text(param_as<std::vector<std::string>>(params, "axes", "")) +
+                    " (the members along axes " + axes_text(param_as<std::vector<std::string>>(params, "axes", "a tuple of axis names")) +
                     ")");
   }
   ValueType out = ins[0];
