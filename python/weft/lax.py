@@ -178,6 +178,15 @@ def ppermute(x, axis_name, perm):
     return _each(_weft.ppermute, x, axis_name, [(int(s), int(d)) for s, d in perm])
 
 
+def pbroadcast(x, axis_name, source):
+    """jax.lax.pbroadcast: every replica along `axis_name` gets the value of the one at index `source` (JAX's
+    definition: psum(where(axis_index == source, x, 0))). Its transpose sums the cotangents to the source."""
+    if _current_trace() is not None:
+        return _traced("pbroadcast", x, [("axes", "strs", _axes(axis_name)), ("source", "int", int(source))])
+    # Eagerly, as the runtime runs the traced one: the group's values gathered, the source's taken.
+    return _tree_map(lambda leaf: all_gather(leaf, axis_name)[int(source)], x)
+
+
 def pvary(x, axis_name):
     """jax.lax.pvary (shard_map's): x, now typed as varying over `axis_name` too; no data moves. Its transpose
     is psum. Outside a trace (no types to change) it returns x."""

@@ -86,7 +86,7 @@ std::vector<ValueType> infer_result_types(const std::string& op, const std::vect
 
 bool communicates_operand(const std::string& op) {
   static const std::set<std::string> ops = {"psum", "pmean", "pmax", "pmin", "pprod", "all_gather",
-                                            "psum_scatter", "all_to_all", "ppermute"};
+                                            "psum_scatter", "all_to_all", "ppermute", "pbroadcast"};
   return ops.contains(op);
 }
 

@@ -74,7 +74,7 @@ bool equal_within_groups(const std::string& op) {
 }
 
 // A collective's result classes. Declared, but a reduction or gather in several axis index groups along one
-// axis gives a class per group along it (the type rule keeps the axis varying: collective_rules.cc) and its
+// axis gives a class per group along it (the type rule keeps the axis varying: ops/collectives.cc) and its
 // operand's classes along the other axes (each group's members there read the operand at their coordinates).
 ReplicaClasses collective_classes(const Mesh& mesh, const Equation& eq, const ValueType& out,
                                   const ReplicaClasses& operand) {

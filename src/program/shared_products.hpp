@@ -11,7 +11,7 @@
 // differ along: a pvary changes the type, not the data, so its result differs along what its operand does;
 // any other array op computes the same outputs from the same inputs (the union of its inputs'); a
 // collective's results differ as declared (a reduction in several axis index groups keeps its operand's axes:
-// the groups' results differ, collective_rules.cc); PopXL's
+// the groups' results differ, ops/collectives.cc); PopXL's
 // all_reduce_identical_inputs is the identity forward (its invariant type is the user's promise), so its
 // result differs as its operand does; a session effect's results (variables, host and remote loads) may
 // differ along every mesh axis. A product is shared when its weight truly

@@ -147,8 +147,8 @@ const Handle& handle(const std::map<std::string, Handle>* handles, const Equatio
   return it->second;
 }
 
-// The equations the replica runs that are not JAX's collectives: the session effects and PopXL's collectives
-// on flattened tensors. Returns their results (none for the stores).
+// The equations the replica runs that are not JAX's collectives: the session effects, PopXL's collectives
+// on flattened tensors and pbroadcast. Returns their results (none for the stores).
 std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite& site, const std::vector<Array>& in,
                                   const ProgramHandles* handles) {
   const Params& p = eq.params;
@@ -186,6 +186,12 @@ std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite
   if (op == "all_reduce_identical_grad_inputs") return {r.all_reduce_identical_grad_inputs(in[0], groups, site)};
   if (op == "replicated_reduce_scatter") return {r.replicated_reduce_scatter(in[0], groups, reduce_of(p), site)};
   if (op == "replica_sharded_slice") return {r.replica_sharded_slice(in[0], groups, site)};
+  if (op == "pbroadcast") {
+    // Every member gets member `source`'s value. The runtime has no broadcast collective of its own, so the
+    // group's values are gathered and the source's taken (exact; a dedicated one would move G times less).
+    const Array all = r.all_gather(in[0], groups, 0, false, site);
+    return {all[std::get<std::int64_t>(p.at("source"))]};
+  }
   if (op == "gather_shards") {
     const auto& shape = std::get<std::vector<std::int64_t>>(p.at("shape"));
     return {r.gather_shards(in[0], groups, Shape(shape.begin(), shape.end()), site)};

@@ -646,6 +646,11 @@ def ref_ppermute(a, perm):
     return R(v, a.dt, e)
 
 
+def ref_pbroadcast(a, source):
+    """Every member gets member `source`'s value (jax.lax.pbroadcast)."""
+    return R(np.stack([a.v[source]] * len(a.v)), a.dt, np.stack([a.e[source]] * len(a.e)))
+
+
 def ref_reshape(refs, p):
     r = refs[0]
     return R(r.v.reshape((N,) + tuple(p["shape"])), r.dt, r.e.reshape((N,) + tuple(p["shape"])), r.weak)
@@ -872,7 +877,8 @@ class Gen:
         return ("v", self.pick(ok, fresh=(dt, self.broadcast_partner(ra.shape)), weak=True))
 
 
-COLLECTIVES = {"psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute", "axis_index"}
+COLLECTIVES = {"psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "all_to_all", "ppermute", "pbroadcast",
+               "axis_index"}
 NUMERIC = INTS + FLOATS
 NONBOOL = NUMERIC
 
@@ -1293,6 +1299,12 @@ def make_ppermute(g):
     return [("v", a)], {"perm": perm}, ref_ppermute(g.p.refs[a], perm)
 
 
+def make_pbroadcast(g):
+    a = g.pick(fresh=(g.dtype(), g.shape()))
+    source = int(g.rng.integers(0, N))
+    return [("v", a)], {"source": source}, ref_pbroadcast(g.p.refs[a], source)
+
+
 def make_axis_index(g):
     return [], {}, R(np.arange(N, dtype=np.int32), "int32")
 
@@ -1390,6 +1402,8 @@ OPS["all_to_all"] = Op(make_all_to_all, lambda api, a, p: api.lax.all_to_all(
     covers=("all_to_all",), spmd=True)
 OPS["ppermute"] = Op(make_ppermute, lambda api, a, p: api.lax.ppermute(a[0], AXIS, p["perm"]), covers=("ppermute",),
                      spmd=True)
+OPS["pbroadcast"] = Op(make_pbroadcast, lambda api, a, p: api.lax.pbroadcast(a[0], AXIS, p["source"]), weight=0.5,
+                       covers=("pbroadcast",), spmd=True)
 OPS["axis_index"] = Op(make_axis_index, lambda api, a, p: api.lax.axis_index(AXIS), weight=0.5,
                        covers=("axis_index",), spmd=True)
 

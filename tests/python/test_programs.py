@@ -234,6 +234,22 @@ def test_traced_pmap_equals_eager_pmap():
         np.testing.assert_allclose(np.asarray(t), np.asarray(e), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("eager", [False, True])
+def test_pbroadcast_gives_every_replica_the_sources_value_and_its_gradient_to_the_source(eager):
+    """jax.lax.pbroadcast: every replica gets replica `source`'s value; d/dx of sum(w_r * pbroadcast(x)_r) is the
+    sum of every replica's w at the source and zeros elsewhere (JAX's transpose: psum to the source)."""
+    x = RNG.standard_normal((8, 3)).astype(np.float32)
+    w = RNG.standard_normal((8, 3)).astype(np.float32)
+    got = weft.pmap(lambda v: lax.pbroadcast(v, "i", 5), axis_name="i", eager=eager)(x)
+    np.testing.assert_array_equal(np.asarray(got), np.broadcast_to(x[5], (8, 3)))
+    if eager:
+        return
+    grads = weft.pmap(lambda v, u: weft.grad(lambda v: jnp.sum(u * lax.pbroadcast(v, "i", 5)))(v), axis_name="i")(x, w)
+    want = np.zeros((8, 3), np.float32)
+    want[5] = w.sum(0)
+    np.testing.assert_allclose(np.asarray(grads), want, rtol=1e-6)
+
+
 @pytest.mark.parametrize("name,call,dtype,want", [
     ("int true divide", lambda: jnp.divide(I, 2), np.float32, I / 2),
     ("weak float on int", lambda: jnp.multiply(I, 2.5), np.float32, I * 2.5),

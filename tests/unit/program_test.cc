@@ -397,7 +397,7 @@ TEST(ProgramKernels, EveryOpHasAKernelOrRunsOnTheReplica) {
   const std::set<std::string> on_replica = {"psum", "pmean", "pmax", "pmin", "pprod", "all_gather", "psum_scatter",
                                             "all_to_all", "ppermute", "axis_index", "replicated_reduce_scatter",
                                             "replica_sharded_slice", "gather_shards", "all_reduce_identical_inputs",
-                                            "all_reduce_identical_grad_inputs"};
+                                            "all_reduce_identical_grad_inputs", "pbroadcast"};
   for (const std::string& op : registered_ops()) {
     const bool replica = find_op(op)->effectful || on_replica.count(op) > 0;
     EXPECT_EQ(find_kernel(op) == nullptr, replica) << op;

@@ -83,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(
              true, {}},
         Case{"a_broadcast_weight_under_pmap_rules", CollectiveRules::pmap,
              [](Builder& b, ValueId x) { return b.emit1("matmul", {x, b.input(f32({3, 5}))}); }, true, {}},
-        // A grouped psum's sums differ between its groups: its type keeps 'data' (collective_rules.cc).
+        // A grouped psum's sums differ between its groups: its type keeps 'data' (ops/collectives.cc).
         Case{"a_grouped_psum_under_pmap_rules", CollectiveRules::pmap,
              [](Builder& b, ValueId x) {
                Params grouped = over({"data"});

@@ -1,7 +1,7 @@
 // The session effects as opaque effectful ops: transfers to and from the host (streams) and remote buffers,
 // variable reads and in-place updates. Their results' types are declared in their parameters (shape, dtype),
 // because what they produce comes from outside the program. The executor (next step) gives them meaning.
-#include "op_registry.hpp"
+#include "program/op_registry.hpp"
 
 namespace weft::program {
 namespace {
