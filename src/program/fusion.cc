@@ -374,8 +374,8 @@ void run_fused(const Program& p, const std::vector<Kernel>& kernels, const Step&
                std::vector<std::optional<Array>>& values) {
   if (step.widened_matmul) {
     const Equation& product = p.equations[step.first];
-    const MatmulOptions options{.transpose_a = flag(product.params, "transpose_a"),
-                                .transpose_b = flag(product.params, "transpose_b")};
+    const MatmulOptions options{.transpose_a = param_flag(product.params, "transpose_a"),
+                                .transpose_b = param_flag(product.params, "transpose_b")};
     values[p.equations[step.first + 1].outputs[0]] =
         detail::matmul_bf16_widened(*values[product.inputs[0]], *values[product.inputs[1]], options);
     return;

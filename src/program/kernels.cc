@@ -3,11 +3,12 @@
 // (where's branches, concatenate's parts), so results match the inference rules exactly.
 #include "kernels.hpp"
 
-#include <cstring>
 #include <map>
 
 #include "array/gelu.hpp"
+#include "array/integer_pow.hpp"
 #include "array/layer_norm.hpp"
+#include "array/strided_copy.hpp"
 #include "weft/error.hpp"
 #include "weft/ops.hpp"
 
@@ -17,70 +18,25 @@ namespace {
 using Ins = std::vector<Array>;
 using Outs = std::vector<Array>;
 
-const std::vector<std::int64_t>& ints(const Params& p, const char* name) {
-  return std::get<std::vector<std::int64_t>>(p.at(name));
-}
-std::int64_t int_of(const Params& p, const char* name) { return std::get<std::int64_t>(p.at(name)); }
-
 // A custom_vjp_call / custom_jvp_call: the identity on the function's outputs, the operands after the primals.
 Outs custom_call_outputs(const Ins& in, const Params& p) {
-  const auto from = in.begin() + int_of(p, "primals");
-  return {from, from + int_of(p, "outputs")};
+  const auto from = in.begin() + param_int(p, "primals");
+  return {from, from + param_int(p, "outputs")};
 }
 std::vector<int> as_int(const std::vector<std::int64_t>& v) { return {v.begin(), v.end()}; }
 
 ReduceAxes reduce_axes(const Params& p) {
-  auto it = p.find("axes");
-  if (it == p.end()) return ReduceAxes();
-  return ReduceAxes(as_int(std::get<std::vector<std::int64_t>>(it->second)));
+  const auto* axes = param_if<std::vector<std::int64_t>>(p, "axes");
+  return axes == nullptr ? ReduceAxes() : ReduceAxes(as_int(*axes));
 }
 std::optional<int> optional_axis(const Params& p) {
-  auto it = p.find("axis");
-  if (it == p.end()) return std::nullopt;
-  return static_cast<int>(std::get<std::int64_t>(it->second));
-}
-
-// out[o] = in[source(o)] for a row-major walk over `out_shape`, where axis d of the output starts at
-// start[d] of the input and steps by step[d] (0: a broadcast axis).
-Array strided_copy(const Array& in, const Shape& out_shape, const std::vector<std::int64_t>& start,
-                   const std::vector<std::int64_t>& step) {
-  Array out = Array::empty(out_shape, in.dtype());
-  const std::int64_t total = out.size();
-  if (total == 0) return out;
-  const std::size_t elem = dtype_size(in.dtype());
-  const std::size_t rank = out_shape.size();
-  std::vector<std::int64_t> in_strides(rank, 1);
-  for (std::size_t d = rank; d-- > 1;) in_strides[d - 1] = in_strides[d] * in.shape()[d];
-  std::int64_t base = 0;
-  for (std::size_t d = 0; d < rank; ++d) base += start[d] * in_strides[d];
-  const std::byte* src = in.bytes();
-  std::byte* dst = out.mutable_bytes();
-  if (rank == 0) {
-    std::memcpy(dst, src, elem);
-    return out;
-  }
-  std::vector<std::int64_t> counter(rank, 0);
-  const std::int64_t inner = out_shape[rank - 1];
-  const std::int64_t inner_step = step[rank - 1] * in_strides[rank - 1];
-  std::int64_t at = base;
-  for (std::int64_t o = 0; o < total; o += inner) {
-    if (inner_step == 1) {
-      std::memcpy(dst + o * elem, src + at * elem, static_cast<std::size_t>(inner) * elem);
-    } else {
-      for (std::int64_t k = 0; k < inner; ++k) std::memcpy(dst + (o + k) * elem, src + (at + k * inner_step) * elem, elem);
-    }
-    for (std::size_t d = rank - 1; d-- > 0;) {
-      at += step[d] * in_strides[d];
-      if (++counter[d] < out_shape[d]) break;
-      at -= counter[d] * step[d] * in_strides[d];
-      counter[d] = 0;
-    }
-  }
-  return out;
+  const auto* axis = param_if<std::int64_t>(p, "axis");
+  if (axis == nullptr) return std::nullopt;
+  return static_cast<int>(*axis);
 }
 
 Outs broadcast_to(const Ins& in, const Params& p) {
-  const Shape shape = ints(p, "shape");
+  const Shape shape = param_ints(p, "shape");
   const Array& x = in[0];
   if (x.shape() == shape) return {x};
   // Read x as the target shape: leading new axes and size-1 axes step by 0.
@@ -95,20 +51,20 @@ Outs broadcast_to(const Ins& in, const Params& p) {
   for (std::size_t d = 0; d < shape.size(); ++d) {
     if (padded.shape()[d] == 1 && shape[d] != 1) step[d] = 0;
   }
-  return {strided_copy(padded, shape, start, step)};
+  return {detail::strided_copy(padded, shape, start, step)};
 }
 
 Outs slice(const Ins& in, const Params& p) {
-  const auto& start = ints(p, "start");
-  const auto& limit = ints(p, "limit");
-  const auto& step = ints(p, "step");
+  const auto& start = param_ints(p, "start");
+  const auto& limit = param_ints(p, "limit");
+  const auto& step = param_ints(p, "step");
   Shape shape(start.size());
   for (std::size_t d = 0; d < start.size(); ++d) {
     const std::int64_t span = step[d] > 0 ? limit[d] - start[d] : start[d] - limit[d];
     const std::int64_t s = step[d] > 0 ? step[d] : -step[d];
     shape[d] = span <= 0 ? 0 : (span + s - 1) / s;
   }
-  return {strided_copy(in[0], shape, start, step)};
+  return {detail::strided_copy(in[0], shape, start, step)};
 }
 
 Outs concatenate(const Ins& in, const Params& p) {
@@ -116,29 +72,7 @@ Outs concatenate(const Ins& in, const Params& p) {
   for (const Array& a : in) dtype = promote_types(dtype, a.dtype());
   std::vector<Array> parts;
   for (const Array& a : in) parts.push_back(a.astype(dtype));
-  return {Array::concatenate(parts, static_cast<int>(int_of(p, "axis")))};
-}
-
-Outs integer_pow(const Ins& in, const Params& p) {
-  std::int64_t y = int_of(p, "y");
-  const Array& x = in[0];
-  if (y == 0) return {Array::full(x.shape(), 1.0, x.dtype())};
-  const bool invert = y < 0;
-  if (invert) y = -y;
-  // Square and multiply: x ** 2 is x * x exactly, as JAX's integer_pow.
-  Array result;
-  bool have = false;
-  Array base = x;
-  while (y > 0) {
-    if (y & 1) {
-      result = have ? result * base : base;
-      have = true;
-    }
-    y >>= 1;
-    if (y > 0) base = base * base;
-  }
-  if (invert) result = Array::full({}, 1.0, x.dtype()) / result;
-  return {result};
+  return {Array::concatenate(parts, static_cast<int>(param_int(p, "axis")))};
 }
 
 Outs where(const Ins& in, const Params&) {
@@ -197,24 +131,26 @@ const Table& table() {
       {"bitwise_or", [](const Ins& in, const Params&) -> Outs { return {in[0] | in[1]}; }},
       {"bitwise_xor", [](const Ins& in, const Params&) -> Outs { return {in[0] ^ in[1]}; }},
       {"bitwise_not", [](const Ins& in, const Params&) -> Outs { return {~in[0]}; }},
-      {"integer_pow", integer_pow},
+      {"integer_pow",
+       [](const Ins& in, const Params& p) -> Outs { return {detail::integer_pow(in[0], param_int(p, "y"))}; }},
       {"where", where},
-      {"astype", [](const Ins& in, const Params& p) -> Outs { return {in[0].astype(std::get<DType>(p.at("dtype")))}; }},
-      {"sum", [](const Ins& in, const Params& p) -> Outs { return {weft::sum(in[0], reduce_axes(p), flag(p, "keepdims"))}; }},
-      {"mean", [](const Ins& in, const Params& p) -> Outs { return {weft::mean(in[0], reduce_axes(p), flag(p, "keepdims"))}; }},
-      {"max", [](const Ins& in, const Params& p) -> Outs { return {weft::max(in[0], reduce_axes(p), flag(p, "keepdims"))}; }},
-      {"min", [](const Ins& in, const Params& p) -> Outs { return {weft::min(in[0], reduce_axes(p), flag(p, "keepdims"))}; }},
-      {"argmax", [](const Ins& in, const Params& p) -> Outs { return {weft::argmax(in[0], optional_axis(p), flag(p, "keepdims"))}; }},
-      {"argmin", [](const Ins& in, const Params& p) -> Outs { return {weft::argmin(in[0], optional_axis(p), flag(p, "keepdims"))}; }},
-      {"reshape", [](const Ins& in, const Params& p) -> Outs { return {in[0].reshape(ints(p, "shape"))}; }},
+      {"astype", [](const Ins& in, const Params& p) -> Outs { return {in[0].astype(param_dtype(p))}; }},
+      {"sum", [](const Ins& in, const Params& p) -> Outs { return {weft::sum(in[0], reduce_axes(p), param_flag(p, "keepdims"))}; }},
+      {"mean", [](const Ins& in, const Params& p) -> Outs { return {weft::mean(in[0], reduce_axes(p), param_flag(p, "keepdims"))}; }},
+      {"max", [](const Ins& in, const Params& p) -> Outs { return {weft::max(in[0], reduce_axes(p), param_flag(p, "keepdims"))}; }},
+      {"min", [](const Ins& in, const Params& p) -> Outs { return {weft::min(in[0], reduce_axes(p), param_flag(p, "keepdims"))}; }},
+      {"argmax", [](const Ins& in, const Params& p) -> Outs { return {weft::argmax(in[0], optional_axis(p), param_flag(p, "keepdims"))}; }},
+      {"argmin", [](const Ins& in, const Params& p) -> Outs { return {weft::argmin(in[0], optional_axis(p), param_flag(p, "keepdims"))}; }},
+      {"reshape", [](const Ins& in, const Params& p) -> Outs { return {in[0].reshape(param_ints(p, "shape"))}; }},
       {"transpose",
        [](const Ins& in, const Params& p) -> Outs {
-         return {p.contains("perm") ? weft::transpose(in[0], as_int(ints(p, "perm"))) : weft::transpose(in[0])};
+         const auto* perm = param_if<std::vector<std::int64_t>>(p, "perm");
+         return {perm != nullptr ? weft::transpose(in[0], as_int(*perm)) : weft::transpose(in[0])};
        }},
       {"broadcast_to", broadcast_to},
       {"matmul",
        [](const Ins& in, const Params& p) -> Outs {
-         return {weft::matmul(in[0], in[1], {.transpose_a = flag(p, "transpose_a"), .transpose_b = flag(p, "transpose_b")})};
+         return {weft::matmul(in[0], in[1], {.transpose_a = param_flag(p, "transpose_a"), .transpose_b = param_flag(p, "transpose_b")})};
        }},
       {"softmax",
        [](const Ins& in, const Params& p) -> Outs { return {weft::softmax(in[0], optional_axis(p).value_or(-1))}; }},
@@ -222,14 +158,14 @@ const Table& table() {
        [](const Ins& in, const Params& p) -> Outs { return {weft::log_softmax(in[0], optional_axis(p).value_or(-1))}; }},
       {"logsumexp",
        [](const Ins& in, const Params& p) -> Outs {
-         return {weft::logsumexp(in[0], static_cast<int>(int_of(p, "axis")), flag(p, "keepdims"))};
+         return {weft::logsumexp(in[0], static_cast<int>(param_int(p, "axis")), param_flag(p, "keepdims"))};
        }},
       {"concatenate", concatenate},
       {"slice", slice},
       {"take", [](const Ins& in, const Params& p) -> Outs { return {weft::take(in[0], in[1], optional_axis(p))}; }},
       {"one_hot",
        [](const Ins& in, const Params& p) -> Outs {
-         return {weft::one_hot(in[0], static_cast<int>(int_of(p, "num_classes")), std::get<DType>(p.at("dtype")))};
+         return {weft::one_hot(in[0], static_cast<int>(param_int(p, "num_classes")), param_dtype(p))};
        }},
   };
   return kernels;

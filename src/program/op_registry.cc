@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <set>
-#include <variant>
+#include <stdexcept>
 
 #include "custom_calls.hpp"
 
@@ -22,6 +22,13 @@ const std::vector<OpInfo>& all_ops() {
     return list;
   }();
   return ops;
+}
+
+// Built once beside the table (every emit, verification and executor dispatch looks an op up); its keys view
+// the table's names, which never move.
+const OpIndex& op_index() {
+  static const OpIndex index = index_ops(all_ops());
+  return index;
 }
 
 void check_arity(const OpInfo& info, std::size_t given) {
@@ -42,7 +49,7 @@ void check_param_names(const OpInfo& info, const Params& params) {
   }
   for (const auto& [name, value] : params) {
     if (name == kCheckpointParam) {
-      if (!std::holds_alternative<std::int64_t>(value)) throw RuleError("parameter '" + name + "' must be an int");
+      param_int(params, name);  // RuleError unless an int
       continue;
     }
     const bool known = std::count(info.required_params.begin(), info.required_params.end(), name) > 0 ||
@@ -53,11 +60,22 @@ void check_param_names(const OpInfo& info, const Params& params) {
 
 }  // namespace
 
-const OpInfo* find_op(const std::string& name) {
-  for (const OpInfo& info : all_ops()) {
-    if (info.name == name) return &info;
+OpIndex index_ops(const std::vector<OpInfo>& ops) {
+  OpIndex index;
+  index.reserve(ops.size());
+  for (const OpInfo& info : ops) {
+    if (!index.emplace(info.name, &info).second) {
+      throw std::logic_error("op registry: '" + info.name +
+                             "' is registered twice (two families' tables define it; each op has one definition)");
+    }
   }
-  return nullptr;
+  return index;
+}
+
+const OpInfo* find_op(std::string_view name) {
+  const OpIndex& index = op_index();
+  const auto it = index.find(name);
+  return it == index.end() ? nullptr : it->second;
 }
 
 std::vector<std::string> registered_ops() {
@@ -89,8 +107,6 @@ bool communicates_operand(const std::string& op) {
                                             "psum_scatter", "all_to_all", "ppermute", "pbroadcast"};
   return ops.contains(op);
 }
-
-bool has_param(const Params& params, const std::string& name) { return params.contains(name); }
 
 std::vector<std::string> union_varying(const std::vector<ValueType>& ins) {
   std::set<std::string> axes;

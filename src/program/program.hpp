@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "params.hpp"
 #include "weft/dtype.hpp"
 #include "weft/groups.hpp"
 #include "weft/program.hpp"
@@ -21,23 +22,6 @@ using weft::ValueType;
 std::string type_text(const ValueType& type);
 // jaxpr's short dtype names: f32 f64 f16 bf16 i8 i32 i64 u8 bool.
 std::string short_dtype_name(DType dtype);
-
-// Collective groups as JAX's axis_index_groups: lists of indices along the collective's axes.
-using Groups = std::vector<std::vector<int>>;
-// One parameter of an equation, ordered by name (the order jaxprs print them in): weft/program.hpp's.
-using Param = ProgramParam;
-using Params = ProgramParams;
-
-inline Param int_param(std::int64_t v) { return Param{v}; }
-inline Param bool_param(bool v) { return Param{v}; }
-inline Param ints_param(std::vector<std::int64_t> v) { return Param{std::move(v)}; }
-inline Param axes_param(std::vector<std::string> v) { return Param{std::move(v)}; }
-inline Param string_param(std::string v) { return Param{std::move(v)}; }
-// A bool parameter (transpose_a, keepdims, ...), false when the equation does not set it.
-inline bool flag(const Params& p, const char* name) {
-  const auto it = p.find(name);
-  return it != p.end() && std::get<bool>(it->second);
-}
 
 using ValueId = int;
 

@@ -8,17 +8,11 @@
 namespace weft::program {
 namespace {
 
-std::int64_t int_of(const Params& p, const char* name, std::int64_t otherwise) {
-  const auto it = p.find(name);
-  return it != p.end() && std::holds_alternative<std::int64_t>(it->second) ? std::get<std::int64_t>(it->second)
-                                                                          : otherwise;
-}
-
 // How many replicas one instance of the collective spans (its groups' size, else its axes' product).
 std::int64_t members(const Params& p, const Mesh& mesh) {
-  if (const auto it = p.find("groups"); it != p.end()) return static_cast<std::int64_t>(std::get<Groups>(it->second).front().size());
+  if (const Groups* groups = param_if<Groups>(p, "groups")) return static_cast<std::int64_t>(groups->front().size());
   std::int64_t n = 1;
-  for (const std::string& a : std::get<std::vector<std::string>>(p.at("axes"))) n *= mesh.axes()[mesh.axis_position(a)].size;
+  for (const std::string& a : param_axes(p)) n *= mesh.axes()[mesh.axis_position(a)].size;
   return n;
 }
 
@@ -39,12 +33,12 @@ Program gather_scattered_products(const Program& program) {
   std::vector<std::vector<Equation>> replacement(program.equations.size());
   for (std::size_t i = 0; i < program.equations.size(); ++i) {
     const Equation& scatter = program.equations[i];
-    if (scatter.op != "psum_scatter" || !flag(scatter.params, "tiled") || int_of(scatter.params, "axis", -1) != 0) continue;
+    if (scatter.op != "psum_scatter" || !param_flag(scatter.params, "tiled") || param_int(scatter.params, "axis", -1) != 0) continue;
     const ValueId product = scatter.inputs[0];
     const int m_index = defined_by[product];
     if (m_index < 0 || uses[product] != 1) continue;
     const Equation& matmul = program.equations[static_cast<std::size_t>(m_index)];
-    if (matmul.op != "matmul" || !flag(matmul.params, "transpose_a") || flag(matmul.params, "transpose_b")) continue;
+    if (matmul.op != "matmul" || !param_flag(matmul.params, "transpose_a") || param_flag(matmul.params, "transpose_b")) continue;
     const ValueType& x = program.types[matmul.inputs[0]];
     const ValueType& d = program.types[matmul.inputs[1]];
     if (x.shape.size() != 2 || d.shape.size() != 2 || !is_floating(x.dtype) || x.dtype != d.dtype) continue;

@@ -15,11 +15,6 @@ namespace {
 
 bool is_float(DType d) { return d == DType::f32 || d == DType::f64 || d == DType::bf16 || d == DType::f16; }
 
-bool flag_of(const Params& params, const char* name) {
-  auto it = params.find(name);
-  return it != params.end() && std::holds_alternative<bool>(it->second) && std::get<bool>(it->second);
-}
-
 // Classes along one axis of `size` coordinates: one for all (invariant), or one each (varying).
 std::vector<int> one_class(std::int64_t size) { return std::vector<int>(static_cast<std::size_t>(size), 0); }
 std::vector<int> class_each(std::int64_t size) {
@@ -79,11 +74,9 @@ bool equal_within_groups(const std::string& op) {
 ReplicaClasses collective_classes(const Mesh& mesh, const Equation& eq, const ValueType& out,
                                   const ReplicaClasses& operand) {
   ReplicaClasses classes = declared(mesh, out);
-  const auto groups = eq.params.find("groups");
-  const auto axes = eq.params.find("axes");
-  if (!equal_within_groups(eq.op) || groups == eq.params.end() || axes == eq.params.end()) return classes;
-  const auto* lists = std::get_if<Groups>(&groups->second);
-  const auto* named = std::get_if<std::vector<std::string>>(&axes->second);
+  if (!equal_within_groups(eq.op)) return classes;
+  const auto* lists = param_if<Groups>(eq.params, "groups");
+  const auto* named = param_if<std::vector<std::string>>(eq.params, "axes");
   if (lists == nullptr || named == nullptr || named->size() != 1) return classes;  // groups over several axes
   const std::size_t axis = static_cast<std::size_t>(mesh.axis_position(named->front()));
   if (!classes.varies_along(axis)) return classes;  // an invariant operand: one result everywhere
@@ -173,7 +166,7 @@ std::vector<std::optional<SharedProduct>> find_shared_products(const Program& pr
   const std::vector<std::vector<std::string>> axes = true_varying(program, computes_locally);
   for (std::size_t i = 0; i < program.equations.size(); ++i) {
     const Equation& eq = program.equations[i];
-    if (eq.op != "matmul" || eq.inputs.size() != 2 || flag_of(eq.params, "transpose_a")) continue;
+    if (eq.op != "matmul" || eq.inputs.size() != 2 || param_flag(eq.params, "transpose_a")) continue;
     const ValueType& rows = program.types[eq.inputs[0]];
     const ValueType& weight = program.types[eq.inputs[1]];
     if (rows.shape.size() < 2 || weight.shape.size() != 2 || rows.dtype != weight.dtype || !is_float(rows.dtype)) continue;

@@ -53,13 +53,14 @@ CallSite site_of(const Equation& eq) {
   return CallSite(interned(eq.source.substr(0, colon)), line);
 }
 
-const std::vector<std::string>& axes_of(const Params& p) { return std::get<std::vector<std::string>>(p.at("axes")); }
+using program::param_axes;
+using program::param_flag;
+using program::param_if;
+using program::param_int;
 AxisIndexGroups groups_of(const Params& p) {
-  auto it = p.find("groups");
-  return it == p.end() ? AxisIndexGroups{} : std::get<std::vector<std::vector<int>>>(it->second);
+  const program::Groups* groups = param_if<program::Groups>(p, "groups");
+  return groups == nullptr ? AxisIndexGroups{} : *groups;
 }
-int int_of(const Params& p, const char* name) { return static_cast<int>(std::get<std::int64_t>(p.at(name))); }
-using program::flag;
 
 enum class Collective { psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, axis_index, effect };
 
@@ -115,13 +116,12 @@ const Prepared& prepared(const Program::Impl& impl) {
       c.site = site_of(eq);
       if (c.kind == Collective::effect) continue;
       const Params& params = eq.params;
-      c.axes = Axes(axes_of(params));
+      c.axes = Axes(param_axes(params));
       c.groups = groups_of(params);
-      if (params.contains("axis")) c.axis = int_of(params, "axis");
-      if (params.contains("split_axis")) c.axis = int_of(params, "split_axis");
-      if (params.contains("concat_axis")) c.concat_axis = int_of(params, "concat_axis");
-      c.tiled = flag(params, "tiled");
-      if (params.contains("perm")) c.perm = std::get<Permutation>(params.at("perm"));
+      c.axis = static_cast<int>(param_int(params, "split_axis", param_int(params, "axis", 0)));
+      c.concat_axis = static_cast<int>(param_int(params, "concat_axis", 0));
+      c.tiled = param_flag(params, "tiled");
+      if (const Permutation* perm = param_if<Permutation>(params, "perm")) c.perm = *perm;
     }
     impl.executor_data = std::move(p);
   });
@@ -129,8 +129,8 @@ const Prepared& prepared(const Program::Impl& impl) {
 }
 
 ReduceOp reduce_of(const Params& p) {
-  auto it = p.find("op");
-  return it == p.end() ? ReduceOp::sum : reduce_op_from_name(std::get<std::string>(it->second));
+  const std::string* op = param_if<std::string>(p, "op");
+  return op == nullptr ? ReduceOp::sum : reduce_op_from_name(*op);
 }
 
 template <class Handle>
@@ -139,7 +139,7 @@ const Handle& handle(const std::map<std::string, Handle>* handles, const Equatio
   if (handles == nullptr) {
     throw InvalidArgument(eq.op + " is a session effect: it runs only in a session's run (Session::run of a program)");
   }
-  const std::string& name = std::get<std::string>(eq.params.at(key));
+  const std::string& name = program::param_string(eq.params, key);
   auto it = handles->find(name);
   if (it == handles->end()) {
     throw InvalidArgument(eq.op + ": the session's run was given no " + kind + " named '" + name + "'");
@@ -180,7 +180,7 @@ std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite
     r.value(variable) = in[0];
     return {};
   }
-  const ReplicaGroups groups = r.groups(axes_of(p), groups_of(p));
+  const ReplicaGroups groups = r.groups(param_axes(p), groups_of(p));
   if (op == "pprod") return {r.all_reduce(in[0], groups, ReduceOp::prod, site)};
   if (op == "all_reduce_identical_inputs") return {r.all_reduce_identical_inputs(in[0], groups, site)};
   if (op == "all_reduce_identical_grad_inputs") return {r.all_reduce_identical_grad_inputs(in[0], groups, site)};
@@ -193,7 +193,7 @@ std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite
     return {all[std::get<std::int64_t>(p.at("source"))]};
   }
   if (op == "gather_shards") {
-    const auto& shape = std::get<std::vector<std::int64_t>>(p.at("shape"));
+    const auto& shape = program::param_ints(p, "shape");
     return {r.gather_shards(in[0], groups, Shape(shape.begin(), shape.end()), site)};
   }
   throw Error("weft internal error: no kernel and no replica operation for op '" + op + "'");
@@ -329,7 +329,7 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
           if (sharing != nullptr && prep.shared[i]) {
             out.push_back(sharing->multiply(
                 replica->state().local, &impl, i, eq.source, prep.shared[i]->weight_axes, in[0], in[1],
-                flag(eq.params, "transpose_b"),
+                param_flag(eq.params, "transpose_b"),
                 [&] {
                   return "a shared matmul(" + shape_str(in[0].shape()) + ", " + shape_str(in[1].shape()) + ") at " +
                          (eq.source.empty() ? "equation " + std::to_string(i) : eq.source);

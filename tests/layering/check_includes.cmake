@@ -6,7 +6,8 @@
 # Layers, bottom up: core (src/core and the public headers of pure types) < array (src/array, the array
 # library, and the public headers of arrays and their operations) < program (src/program, SSA programs) and
 # transport < collectives < runtime; program and transport/collectives do not include each other
-# (src/runtime and the public headers of the replica API). A quoted #include is checked against the layer of
+# (src/runtime and the public headers of the replica API). Which public header is in which layer is
+# include/weft/layers.cmake's list, read here. A quoted #include is checked against the layer of
 # the including file; a violation names the file, the line and the rule. Exit status non-zero on any
 # violation (ctest `layering_includes`).
 cmake_minimum_required(VERSION 3.20)
@@ -17,10 +18,11 @@ if(NOT DEFINED MIN_FILES)
   set(MIN_FILES 20)  # fewer files checked means a wrong ROOT, not a clean tree
 endif()
 
-# Public headers of the core layer: values and pure functions, no arrays, no runtime.
-set(core_public call_site dtype error groups program_params reduce_op settings)
-# Public headers of the array library: arrays, their memory accounting, operations, random numbers, npy.
-set(array_public array memory npy ops random)
+# The public headers by layer come from the manifest beside them (the real tree's, also for a test ROOT).
+include(${CMAKE_CURRENT_LIST_DIR}/../../include/weft/layers.cmake)
+set(core_public ${weft_core_public})
+set(array_public ${weft_array_public})
+set(program_public ${weft_program_public})
 set(core_allowed "core/")
 foreach(h ${core_public})
   list(APPEND core_allowed "weft/${h}.hpp")
@@ -29,7 +31,10 @@ set(array_allowed ${core_allowed} "array/")
 foreach(h ${array_public})
   list(APPEND array_allowed "weft/${h}.hpp")
 endforeach()
-set(program_allowed ${array_allowed} "program/" "weft/program.hpp")
+set(program_allowed ${array_allowed} "program/")
+foreach(h ${program_public})
+  list(APPEND program_allowed "weft/${h}.hpp")
+endforeach()
 set(transport_allowed ${array_allowed} "transport/")
 set(collectives_allowed ${transport_allowed} "collectives/")
 
@@ -63,7 +68,7 @@ function(check_file file layer)
   endforeach()
 endfunction()
 
-foreach(layer core array)
+foreach(layer core array program)
   foreach(h ${${layer}_public})
     if(EXISTS ${ROOT}/include/weft/${h}.hpp)
       check_file(${ROOT}/include/weft/${h}.hpp ${layer})

@@ -83,6 +83,15 @@ def cmake():
     return os.environ.get("WEFT_CMAKE", "cmake")
 
 
+def registry_ops():
+    """Every op of the C++ op registry, printed by the weft_registry_ops tool (tests/python/registry_ops.cc)."""
+    path = os.environ.get("WEFT_REGISTRY_OPS") or os.path.join(os.environ.get("WEFT_BUILD_DIR", "build"), "bin",
+                                                               "weft_registry_ops")
+    if not os.path.exists(path):
+        pytest.fail(f"{path} is missing: build the target weft_registry_ops (tests/python/CMakeLists.txt)")
+    return subprocess.run([path], check=True, capture_output=True, text=True).stdout.split()
+
+
 def install_python_package(prefix):
     """`cmake --install` of the build tree's Python package into `prefix`; its dist-packages folder."""
     done = subprocess.run([cmake(), "--install", str(build_dir() / "python"), "--prefix", str(prefix)],

@@ -1,7 +1,9 @@
 """The Python docs a user reads (issue 25, item 6): docs/python.md's "The first hour" works as written from a
 fresh install (its shell block, less the build that ctest has already done, then its Python block, whose
 printed line must be the comment that follows it); no user-facing doc cites shared/spec/ (not part of the
-repository); and docs/python.md's claim about ShardedArray arithmetic is what the code does.
+repository); docs/python.md's claim about ShardedArray arithmetic is what the code does; docs/programs.md lists
+every registered op, and docs/design.md the public headers of each layer as include/weft/layers.cmake places
+them (issue 46).
 """
 import os
 import re
@@ -10,7 +12,7 @@ import subprocess
 import numpy as np
 
 import weft
-from conftest import ROOT, build_dir, cmake
+from conftest import ROOT, build_dir, cmake, registry_ops
 
 PYTHON_DOC = ROOT / "docs" / "python.md"
 
@@ -71,3 +73,58 @@ def test_sharded_array_arithmetic_is_as_documented():
     y = weft.pmap(lambda v: v * 2)(np.arange(8, dtype=np.float32).reshape(4, 2))
     assert type(y + 1) is np.ndarray and type(np.negative(y)) is np.ndarray
     assert type(y[:, 0]) is weft.DeviceArray and type(y[::2]) is weft.DeviceArray
+
+
+# ---- docs checked against the code's own lists (issue 46) -------------------------------------------------------
+# Named in the docs ahead of the branches that add them (issue 46's helpers); each may be registered or not
+# until those branches are merged. Empty this once they are.
+OPS_AHEAD_OF_CODE = {"cumsum", "cumprod", "pbroadcast", "custom_jvp_call"}
+HEADERS_AHEAD_OF_CODE = {"transforms"}
+
+
+def programs_doc_ops():
+    """The ops docs/programs.md's "The ops" section lists, one line each (- `name[params]`: what it is)."""
+    text = (ROOT / "docs" / "programs.md").read_text()
+    assert "\n## The ops\n" in text, "docs/programs.md has no section 'The ops'"
+    section = text.split("\n## The ops\n", 1)[1].split("\n## ", 1)[0]
+    items = re.findall(r"^- `([a-z_0-9]+)(?:\[[^\]]*\])?`: \S", section, re.M)
+    bullets = re.findall(r"^- ", section, re.M)
+    assert len(items) == len(bullets), "a line of 'The ops' is not `- `name[params]`: what it is`"
+    return items
+
+
+def test_programs_doc_lists_every_registered_op_once():
+    listed = programs_doc_ops()
+    twice = sorted({op for op in listed if listed.count(op) > 1})
+    assert not twice, f"listed twice in docs/programs.md: {twice}"
+    registered = set(registry_ops())
+    missing = registered - set(listed)
+    assert not missing, f"registered ops docs/programs.md's 'The ops' does not list: {sorted(missing)}"
+    stale = set(listed) - registered - OPS_AHEAD_OF_CODE
+    assert not stale, f"docs/programs.md lists ops the registry does not have: {sorted(stale)}"
+
+
+def layer_manifest():
+    """include/weft/layers.cmake: {layer: [header names]} from its set(weft_<layer>_public ...) lines."""
+    text = (ROOT / "include" / "weft" / "layers.cmake").read_text()
+    layers = {m.group(1): m.group(2).split() for m in re.finditer(r"^set\(weft_(\w+)_public ([^)]*)\)", text, re.M)}
+    assert list(layers) == ["core", "array", "program", "runtime"], layers
+    return layers
+
+
+def test_every_public_header_is_in_one_layer_of_the_manifest():
+    layers = layer_manifest()
+    placed = [h for names in layers.values() for h in names]
+    twice = sorted({h for h in placed if placed.count(h) > 1})
+    assert not twice, f"in two layers of include/weft/layers.cmake: {twice}"
+    on_disk = {p.stem for p in (ROOT / "include" / "weft").glob("*.hpp")}
+    assert not on_disk - set(placed), \
+        f"public headers in no layer of include/weft/layers.cmake (add each to its layer): {sorted(on_disk - set(placed))}"
+    gone = set(placed) - on_disk - HEADERS_AHEAD_OF_CODE
+    assert not gone, f"include/weft/layers.cmake names headers include/weft/ does not have: {sorted(gone)}"
+
+
+def test_design_doc_lists_the_public_headers_of_the_manifest():
+    text = (ROOT / "docs" / "design.md").read_text()
+    documented = {m.group(1): m.group(2).split() for m in re.finditer(r"^- (\w+): `([a-z_ ]+)`", text, re.M)}
+    assert documented == layer_manifest(), "docs/design.md's public headers by layer differ from include/weft/layers.cmake"

@@ -7,25 +7,17 @@ WEFT_FUZZ_SEED (default 1) and WEFT_FUZZ_COUNT (default 300) choose the programs
 failing program with the line that replays it alone (WEFT_FUZZ_SEED=<seed> WEFT_FUZZ_COUNT=1).
 """
 import os
-import subprocess
 import time
 
 import numpy as np
 import pytest
 
 import fuzz_programs as fz
+from conftest import registry_ops
 
 FIRST = int(os.environ.get("WEFT_FUZZ_SEED", "1"))
 COUNT = int(os.environ.get("WEFT_FUZZ_COUNT", "300"))
 SHOWN = 8  # failing programs printed in full
-
-
-def registry_ops():
-    path = os.environ.get("WEFT_REGISTRY_OPS") or os.path.join(os.environ.get("WEFT_BUILD_DIR", "build"), "bin",
-                                                               "weft_registry_ops")
-    if not os.path.exists(path):
-        pytest.fail(f"{path} is missing: build the target weft_registry_ops (tests/python/CMakeLists.txt)")
-    return subprocess.run([path], check=True, capture_output=True, text=True).stdout.split()
 
 
 def test_every_registry_op_is_generated_or_excluded_with_a_reason():
