@@ -5,7 +5,8 @@
 // - the adjoint identity <vjp(u), v> = <u, jvp(v)> between the VJP and the JVP (to 1e-12);
 // - the batched program (weft::batch_program) against the per-example runs stacked, bit for bit, for every
 //   mix of batched and shared inputs.
-// Then the rules' refusals by their text.
+// Then cumsum / cumprod against a naive sequential reference (numpy's cumsum order), in their dtypes, and the
+// rules' refusals by their text.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,7 +39,7 @@ struct Case {
   std::string name;
   std::vector<In> ins;
   Body body;
-  // Flat positions of input 0 set to exactly 0.
+  // Flat positions of input 0 set to exactly 0 (cumprod's zeros).
   std::vector<std::int64_t> zeros = {};
   // Values k / 8 (small dyadic numbers: every sum and product exact, so any order of a product's terms gives
   // the same bits): for matmul, whose kernels (and the executor's shared products, which merge products
@@ -113,6 +114,14 @@ std::vector<Case> Cases() {
       {"logsumexp axis 1", {{{3, 5}}}, Op("logsumexp", Axis(1))},
       {"logsumexp axis 0 keepdims", {{{3, 5}}}, Op("logsumexp", {{"axis", std::int64_t{0}}, {"keepdims", true}})},
       {"logsumexp axis -1 of 3-D", {{{2, 3, 4}}}, Op("logsumexp", Axis(-1))},
+      {"cumsum axis 0", {{{4, 3}}}, Op("cumsum", Axis(0))},
+      {"cumsum axis -1 reverse", {{{2, 3, 4}}}, Op("cumsum", {{"axis", std::int64_t{-1}}, {"reverse", true}})},
+      {"cumprod axis 1", {{{3, 5}}}, Op("cumprod", Axis(1))},
+      {"cumprod axis 0 reverse", {{{5, 2}}}, Op("cumprod", {{"axis", std::int64_t{0}}, {"reverse", true}})},
+      // Zeros: row 0 one zero in the middle, row 1 two, row 2 a zero first and last, row 3 none.
+      {"cumprod with zeros", {{{4, 5}}}, Op("cumprod", Axis(1)), {2, 6, 8, 10, 14}},
+      {"cumprod reverse with zeros", {{{4, 5}}}, Op("cumprod", {{"axis", std::int64_t{1}}, {"reverse", true}}),
+       {2, 6, 8, 10, 14}},
       // ---- shapes
       {"reshape with -1", {{{3, 4}}}, Op("reshape", {{"shape", Shape{2, -1}}})},
       {"reshape to a scalar", {{{1, 1}}}, Op("reshape", {{"shape", Shape{}}})},
@@ -395,10 +404,80 @@ TEST(OpsShapeRules, MatmulOfBatchedRowsAndASharedMatrixIsOneProduct) {
   }
 }
 
+// ---- cumsum, cumprod against a naive sequential reference ----------------------------------------------------
+
+// The running total along `axis` of x (row-major `shape`), from the end when `reverse`.
+std::vector<double> NaiveCumulative(const std::vector<double>& x, const Shape& shape, std::size_t axis, bool product,
+                                    bool reverse) {
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (std::size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  const std::int64_t n = shape[axis];
+  std::vector<double> y(x.size());
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::int64_t i = 0; i < inner; ++i) {
+      double acc = product ? 1 : 0;
+      for (std::int64_t s = 0; s < n; ++s) {
+        const std::size_t at = static_cast<std::size_t>((o * n + (reverse ? n - 1 - s : s)) * inner + i);
+        acc = product ? acc * x[at] : acc + x[at];
+        y[at] = acc;
+      }
+    }
+  }
+  return y;
+}
+
+TEST(OpsShapeRules, CumsumAndCumprodMatchASequentialReference) {
+  std::mt19937_64 rng(7);
+  struct Row {
+    DType in, out;
+    double low, high;
+  };
+  for (const Row& row : std::vector<Row>{{DType::f64, DType::f64, -2, 2}, {DType::i32, DType::i32, -3, 4},
+                                         {DType::i8, DType::i32, -3, 4}, {DType::u8, DType::i32, 0, 4},
+                                         {DType::boolean, DType::i32, 0, 2}}) {
+    for (const Shape& shape : std::vector<Shape>{{7}, {3, 4}, {2, 3, 4}, {0, 3}}) {
+      for (std::size_t axis = 0; axis < shape.size(); ++axis) {
+        for (const char* op : {"cumsum", "cumprod"}) {
+          for (const bool reverse : {false, true}) {
+            SCOPED_TRACE(std::string(op) + " of " + std::string(dtype_name(row.in)) + " axis " +
+                         std::to_string(axis) + (reverse ? " reverse" : ""));
+            ProgramBuilder b;
+            const int x = b.input({row.in, shape, {}});
+            b.set_outputs({b.emit(op, {x}, {{"axis", static_cast<std::int64_t>(axis)}, {"reverse", reverse}})[0]});
+            const Program p = b.build();
+            ASSERT_EQ(p.output_types()[0].dtype, row.out);
+            const Array in = Random({shape, row.in, row.low, row.high}, rng, false);
+            const std::vector<double> want =
+                NaiveCumulative(in.to_doubles(), shape, axis, std::string(op) == "cumprod", reverse);
+            EXPECT_EQ(run_program(p, std::vector<Array>{in})[0].to_doubles(), want);
+          }
+        }
+      }
+    }
+  }
+  // int32 wraps as JAX's: 2^30 + 2^30 is -2^31.
+  ProgramBuilder b;
+  const int x = b.input({DType::i32, {2}, {}});
+  b.set_outputs({b.emit("cumsum", {x}, {{"axis", std::int64_t{0}}})[0]});
+  const Array big = Array::from_vector<std::int32_t>({1 << 30, 1 << 30});
+  EXPECT_EQ(run_program(b.build(), std::vector<Array>{big})[0].to_doubles(), (std::vector<double>{1 << 30, -2147483648.0}));
+}
+
 // ---- refusals -------------------------------------------------------------------------------------------------
 
 TEST(OpsShapeRules, RefusalsNameTheOpAndTheRule) {
   const auto refusal = [](const std::function<void()>& f) { return testing::ErrorOf<InvalidArgument>(f); };
+  {
+    ProgramBuilder b;
+    const int s = b.input({DType::f32, {}, {}});
+    testing::ExpectContains(refusal([&] { b.emit("cumsum", {s}, {{"axis", std::int64_t{0}}}); }),
+                            {"cumsum", "the operand must have at least one dimension"});
+    const int v = b.input({DType::f32, {3}, {}});
+    testing::ExpectContains(refusal([&] { b.emit("cumprod", {v}, {{"axis", std::int64_t{1}}}); }),
+                            {"cumprod", "axis 1 is out of range for rank 1"});
+    testing::ExpectContains(refusal([&] { b.emit("cumsum", {v}); }), {"cumsum needs parameter 'axis'"});
+  }
   {
     // layer_norm's fused VJP has no JVP: a second derivative of layer_norm is refused with the reason.
     ProgramBuilder b;

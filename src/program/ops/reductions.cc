@@ -1,5 +1,6 @@
-// The reductions: sum, mean, max, min, argmax, argmin and logsumexp. Each primitive's type rule (numpy's
-// shapes, JAX's dtypes), VJP, JVP and batching rule side by side, by JAX's rules (jax/_src/lax/lax.py).
+// The reductions: sum, mean, max, min, argmax, argmin, logsumexp, and the cumulative sums and products
+// (cumsum, cumprod). Each primitive's type rule (numpy's shapes, JAX's dtypes), VJP, JVP and batching rule
+// side by side, by JAX's rules (jax/_src/lax/lax.py, jax/_src/lax/control_flow/loops.py).
 #include "array/reduction_dtypes.hpp"
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
@@ -154,6 +155,78 @@ std::vector<ValueId> logsumexp_jvp(JvpContext& c) {
   return {c.e.emit("sum", {c.e.emit("multiply", {soft, c.tangent(0)})}, sum)};
 }
 
+// ---- cumsum, cumprod along `axis` (jnp.cumsum / jnp.cumprod; lax's `reverse` runs from the end): the
+// operand's shape, sum's dtype (bool, int8 and uint8 accumulate in int32).
+std::vector<ValueType> cumulative(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  if (ins[0].shape.empty()) throw RuleError("the operand must have at least one dimension (a scalar has no axis)");
+  normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
+  if (has_param(params, "reverse")) param_as<bool>(params, "reverse", "a bool");
+  ValueType out = ins[0];
+  out.dtype = detail::sum_dtype(ins[0].dtype);
+  return {out};
+}
+
+// The cumulative `op` (cumsum, cumprod) along the equation's axis, in its direction or (`flip`) the other way.
+ValueId cumulative_op(Emitter& e, const char* op, ValueId v, const Params& params, bool flip) {
+  Params q = params;
+  const bool reverse = flag(params, "reverse");
+  q["reverse"] = bool_param(reverse != flip);
+  return e.emit(op, {v}, q);
+}
+
+// cumsum is linear; its transpose sums the cotangent from the other end.
+void cumsum_vjp(VjpContext& c) { c.give(0, cumulative_op(c.e, "cumsum", c.ct(), c.params, true)); }
+
+// cumprod: d out_i / d x_j = prod_{k <= i, k != j} x_k (for j <= i, in scan order). Without dividing by a zero
+// (JAX differentiates its scan, which never divides): with z the first zero of the row in scan order,
+//   for j before z:  out_i / x_j (out_i is 0 from z on, so the sum stops there by itself);
+//   for j = z:       L_z * P_i, L_z the product before z and P_i = prod_{z < k <= i} x_k;
+//   for j after z:   0 (x_z stays in the product).
+// So the JVP is out * cumsum(before * t / x) + P * cumsum(at * L * t) and the VJP its transpose, with the
+// sums running from the other end.
+struct CumprodParts {
+  ValueId before, at;  // masks in the dtype: positions before the first zero, the first zero itself
+  ValueId safe;        // x with its zeros read as 1 (so the divisions are by nonzeros only)
+  ValueId lead;        // cumprod(safe): at the first zero, the product L of what precedes it
+  ValueId after;       // P: cumprod of x with everything up to the first zero read as 1
+};
+
+CumprodParts cumprod_parts(Emitter& e, ValueId x, const Params& params, DType dt) {
+  const ValueId one = e.scalar(1, dt), zero = e.scalar(0, dt);
+  const ValueId is_zero = e.emit("equal", {x, zero});
+  const ValueId zeros_so_far = cumulative_op(e, "cumsum", e.astype(is_zero, dt), params, false);
+  const ValueId zeros_before = e.emit("subtract", {zeros_so_far, e.astype(is_zero, dt)});
+  const ValueId none_before = e.emit("equal", {zeros_before, zero});
+  CumprodParts p;
+  p.before = e.astype(e.emit("equal", {zeros_so_far, zero}), dt);
+  p.at = e.astype(e.emit("bitwise_and", {none_before, is_zero}), dt);
+  p.safe = e.emit("where", {is_zero, one, x});
+  p.lead = cumulative_op(e, "cumprod", p.safe, params, false);
+  p.after = cumulative_op(e, "cumprod", e.emit("where", {none_before, one, x}), params, false);
+  return p;
+}
+
+void cumprod_vjp(VjpContext& c) {
+  Emitter& e = c.e;
+  const CumprodParts p = cumprod_parts(e, c.in(0), c.params, c.dtype());
+  const ValueId from_out = cumulative_op(e, "cumsum", e.emit("multiply", {c.ct(), c.out()}), c.params, true);
+  const ValueId from_after = cumulative_op(e, "cumsum", e.emit("multiply", {c.ct(), p.after}), c.params, true);
+  const ValueId before = e.emit("multiply", {p.before, e.emit("divide", {from_out, p.safe})});
+  const ValueId at = e.emit("multiply", {p.at, e.emit("multiply", {p.lead, from_after})});
+  c.give(0, e.emit("add", {before, at}));
+}
+
+std::vector<ValueId> cumprod_jvp(JvpContext& c) {
+  Emitter& e = c.e;
+  const CumprodParts p = cumprod_parts(e, c.in(0), c.params, c.dtype());
+  const ValueId t = c.tangent(0);
+  const ValueId before = cumulative_op(e, "cumsum", e.emit("multiply", {p.before, e.emit("divide", {t, p.safe})}),
+                                       c.params, false);
+  const ValueId at = cumulative_op(e, "cumsum", e.emit("multiply", {p.at, e.emit("multiply", {p.lead, t})}),
+                                   c.params, false);
+  return {e.emit("add", {e.emit("multiply", {c.out(), before}), e.emit("multiply", {p.after, at})})};
+}
+
 }  // namespace
 
 void register_reduction_ops(std::vector<OpInfo>& ops) {
@@ -172,6 +245,8 @@ void register_reduction_ops(std::vector<OpInfo>& ops) {
   }
   ops.push_back({"logsumexp", 1, 1, {"axis"}, {"keepdims"}, false, logsumexp, logsumexp_vjp, logsumexp_jvp,
                  shifted_axes_batch});
+  ops.push_back({"cumsum", 1, 1, {"axis"}, {"reverse"}, false, cumulative, cumsum_vjp, linear_jvp, shifted_axes_batch});
+  ops.push_back({"cumprod", 1, 1, {"axis"}, {"reverse"}, false, cumulative, cumprod_vjp, cumprod_jvp, shifted_axes_batch});
 }
 
 }  // namespace weft::program
