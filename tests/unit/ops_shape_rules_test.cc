@@ -489,6 +489,17 @@ TEST(OpsShapeRules, RefusalsNameTheOpAndTheRule) {
                             {"layer_norm_vjp", "no JVP rule", "differentiating it again"});
     testing::ExpectContains(refusal([&] { vjp_program(p, {0}); }), {"layer_norm_vjp", "no VJP rule"});
   }
+  {
+    // take of batched x at batched indices: an index past its example's row is refused as a per-example run
+    // refuses it, not read from the next example's row (where the stacked gather would find it).
+    ProgramBuilder b;
+    const int x = b.input({DType::f64, {3}, {}}), i = b.input({DType::i32, {2}, {}});
+    b.set_outputs({b.emit("take", {x, i}, {{"axis", std::int64_t{0}}})[0]});
+    const Program p = batch_program(b.build(), {true, true}, 2).program;
+    const std::vector<Array> args{Array::from_doubles({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64),
+                                  Array::from_vector<std::int32_t>({3, 0, 1, 2}).reshape({2, 2})};
+    testing::ExpectContains(refusal([&] { run_program(p, args); }), {"take: index", "is out of bounds"});
+  }
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ std::vector<ValueId> take_jvp(JvpContext& c) { return {c.e.emit("take", {c.tange
 // x batched, indices shared: the gather along axis + 1 (of each example flattened without an axis).
 // Indices batched: each example's gather of its own x (or the shared one), as one gather from the examples'
 // x stacked along the taken axis, each example's indices offset by its position in the stack (exact, as
-// every gather is).
+// every gather is). An index out of range is refused as per example (naming the index in the stack).
 Batched take_batch(BatchContext& c) {
   Emitter& e = c.e;
   const ValueType& x = c.in_types[0];
@@ -97,7 +97,12 @@ Batched take_batch(BatchContext& c) {
   for (std::int64_t i = 0; i < b; ++i) starts[static_cast<std::size_t>(i)] = i * n;
   const DType it = e.type(idx).dtype;
   const ValueId offsets = e.reshape(e.astype(e.constant(Array::from_vector(starts)), it), column);
-  const ValueId out = e.emit("take", {stacked, e.emit("add", {idx, offsets})}, {{"axis", int_param(0)}});
+  // An index out of its example's range would land in a neighbour's rows: it is sent past the whole stack
+  // instead, so take refuses it as it refuses it per example.
+  const ValueId outside = e.emit("bitwise_or", {e.emit("less", {idx, e.scalar(0, it)}),
+                                                e.emit("greater_equal", {idx, e.scalar(static_cast<double>(n), it)})});
+  const ValueId placed = e.emit("where", {outside, e.scalar(static_cast<double>(b * n), it), e.emit("add", {idx, offsets})});
+  const ValueId out = e.emit("take", {stacked, placed}, {{"axis", int_param(0)}});
   // [B, ids (m axes), pre (a axes), post...] -> [B, pre, ids, post]
   const std::size_t m = ids.size() - 1;
   std::vector<std::int64_t> perm{0};
