@@ -300,6 +300,20 @@ argmax = _arg_reduction("argmax", _np.argmax)
 argmin = _arg_reduction("argmin", _np.argmin)
 
 
+def _cumulative(op):
+    def fn(a, axis=None, dtype=None):
+        a = _x64_accumulation("sum", asarray(a, dtype, op) if dtype is not None else asarray(a))
+        if axis is None:  # numpy's: along the flattened array
+            a, axis = reshape(a, (-1,)), 0
+        params = [("axis", "int", _norm_axis(int(axis), a.ndim, op))]
+        return bind(op, [a], params) if isinstance(a, Tracer) else _concrete(op, [a], params)
+    fn.__name__ = op
+    return fn
+
+
+cumsum, cumprod = _cumulative("cumsum"), _cumulative("cumprod")
+
+
 # ---- shapes -------------------------------------------------------------------------------------------
 def reshape(a, newshape, order="C"):
     if not isinstance(a, Tracer):

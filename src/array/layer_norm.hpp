@@ -10,7 +10,7 @@
 namespace weft::detail {
 
 // x (..., d), scale and bias (d): float32 or float64 (other dtypes compute in float32). The results have x's
-// dtype, as the layer_norm and layer_norm_vjp rules give (src/program/shape_rules.cc).
+// dtype, as the layer_norm and layer_norm_vjp rules give (src/program/ops/nn.cc).
 // The row statistics accumulate in the compute dtype (Eigen's vectorised sums); var is the biased variance
 // (numpy's, PyTorch's).
 Array layer_norm(const Array& x, const Array& scale, const Array& bias, double eps);

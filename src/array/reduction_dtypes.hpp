@@ -1,5 +1,5 @@
 // The dtypes reductions accumulate in and return, one definition for the kernels (array/reductions.cc) and the
-// type rules of traced programs (program/shape_rules.cc), so that a rule never says other than its kernel.
+// type rules of traced programs (program/ops/reductions.cc), so that a rule never says other than its kernel.
 #pragma once
 #include "weft/dtype.hpp"
 

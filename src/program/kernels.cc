@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "array/cumulative.hpp"
 #include "array/gelu.hpp"
 #include "array/integer_pow.hpp"
 #include "array/layer_norm.hpp"
@@ -80,6 +81,11 @@ Outs where(const Ins& in, const Params&) {
   return {weft::where(in[0], in[1].astype(dtype), in[2].astype(dtype))};
 }
 
+Array cumulative(const Array& x, const Params& p, detail::Cumulative op) {
+  const std::int64_t axis = int_of(p, "axis");
+  return detail::cumulative(x, static_cast<int>(axis < 0 ? axis + x.ndim() : axis), op, flag(p, "reverse"));
+}
+
 using Table = std::map<std::string, Kernel>;
 
 const Table& table() {
@@ -141,6 +147,8 @@ const Table& table() {
       {"min", [](const Ins& in, const Params& p) -> Outs { return {weft::min(in[0], reduce_axes(p), param_flag(p, "keepdims"))}; }},
       {"argmax", [](const Ins& in, const Params& p) -> Outs { return {weft::argmax(in[0], optional_axis(p), param_flag(p, "keepdims"))}; }},
       {"argmin", [](const Ins& in, const Params& p) -> Outs { return {weft::argmin(in[0], optional_axis(p), param_flag(p, "keepdims"))}; }},
+      {"cumsum", [](const Ins& in, const Params& p) -> Outs { return {cumulative(in[0], p, detail::Cumulative::sum)}; }},
+      {"cumprod", [](const Ins& in, const Params& p) -> Outs { return {cumulative(in[0], p, detail::Cumulative::product)}; }},
       {"reshape", [](const Ins& in, const Params& p) -> Outs { return {in[0].reshape(param_ints(p, "shape"))}; }},
       {"transpose",
        [](const Ins& in, const Params& p) -> Outs {

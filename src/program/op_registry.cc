@@ -15,7 +15,11 @@ const std::vector<OpInfo>& all_ops() {
   static const std::vector<OpInfo> ops = [] {
     std::vector<OpInfo> list;
     register_elementwise_ops(list);
+    register_reduction_ops(list);
     register_shape_ops(list);
+    register_linalg_ops(list);
+    register_nn_ops(list);
+    register_indexing_ops(list);
     register_collective_ops(list);
     register_effect_ops(list);
     register_custom_ops(list);

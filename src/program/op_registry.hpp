@@ -74,7 +74,12 @@ bool communicates_operand(const std::string& op);
 void register_elementwise_ops(std::vector<OpInfo>& ops);
 // Whether `name` is one of the elementwise family (the candidates for fusion).
 bool is_elementwise_op(const std::string& name);
+// ops/reductions.cc, shape.cc, linalg.cc, nn.cc, indexing.cc
+void register_reduction_ops(std::vector<OpInfo>& ops);
 void register_shape_ops(std::vector<OpInfo>& ops);
+void register_linalg_ops(std::vector<OpInfo>& ops);
+void register_nn_ops(std::vector<OpInfo>& ops);
+void register_indexing_ops(std::vector<OpInfo>& ops);
 void register_collective_ops(std::vector<OpInfo>& ops);
 void register_effect_ops(std::vector<OpInfo>& ops);
 

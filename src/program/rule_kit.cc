@@ -130,6 +130,14 @@ std::vector<bool> reduced_axes(const ValueType& in, const Params& params) {
   return reduced;
 }
 
+std::int64_t normalize_axis(std::int64_t axis, std::size_t rank) {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (axis < -r || axis >= r) {
+    throw RuleError("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  }
+  return axis < 0 ? axis + r : axis;
+}
+
 std::int64_t axis_param(const Params& params, std::size_t rank, std::int64_t fallback) {
   std::int64_t axis = params.contains("axis") ? std::get<std::int64_t>(params.at("axis")) : fallback;
   return axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis;

@@ -59,6 +59,9 @@ class Emitter {
 
 // Which axes of `in` a reduction's `axes` parameter names (all of them when it names none).
 std::vector<bool> reduced_axes(const ValueType& in, const Params& params);
+// A possibly negative axis of a rank-`rank` value made non-negative; RuleError "axis 3 is out of range for
+// rank 2" (the type rules of every family that takes an axis).
+std::int64_t normalize_axis(std::int64_t axis, std::size_t rank);
 // An `axis` parameter made non-negative for an operand of `rank` (`fallback` when absent).
 std::int64_t axis_param(const Params& params, std::size_t rank, std::int64_t fallback = -1);
 // [0, 1, ..., n - 1]

@@ -76,9 +76,6 @@ def test_sharded_array_arithmetic_is_as_documented():
 
 
 # ---- docs checked against the code's own lists (issue 46) -------------------------------------------------------
-# Named in the docs ahead of the branches that add them (issue 46's helpers); each may be registered or not
-# until those branches are merged. Empty this once they are.
-OPS_AHEAD_OF_CODE = {"cumsum", "cumprod", "pbroadcast", "custom_jvp_call"}
 HEADERS_AHEAD_OF_CODE = {"transforms"}
 
 
@@ -100,7 +97,7 @@ def test_programs_doc_lists_every_registered_op_once():
     registered = set(registry_ops())
     missing = registered - set(listed)
     assert not missing, f"registered ops docs/programs.md's 'The ops' does not list: {sorted(missing)}"
-    stale = set(listed) - registered - OPS_AHEAD_OF_CODE
+    stale = set(listed) - registered
     assert not stale, f"docs/programs.md lists ops the registry does not have: {sorted(stale)}"
 
 

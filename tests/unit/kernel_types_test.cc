@@ -63,6 +63,9 @@ std::map<std::string, std::vector<Form>> Forms() {
                  {{{2, 3}}, {{"axis", int_param(1)}}},
                  {{{2, 3}}, {{"axis", int_param(0)}, {"keepdims", bool_param(true)}}}};
   }
+  for (const char* op : {"cumsum", "cumprod"}) {
+    forms[op] = {{{{2, 3}}, {{"axis", int_param(1)}}}, {{{2, 3}}, {{"axis", int_param(0)}, {"reverse", bool_param(true)}}}};
+  }
   forms["reshape"] = {{{{2, 3}}, {{"shape", ints_param({3, 2})}}}};
   forms["transpose"] = {{{{2, 3}}, {}}, {{{2, 3, 4}}, {{"perm", ints_param({1, 2, 0})}}}};
   forms["broadcast_to"] = {{{{3}}, {{"shape", ints_param({2, 3})}}}};

@@ -1,0 +1,136 @@
+// The indexing ops: take (numpy's, along an axis or of the flattened operand) and one_hot. Each primitive's
+// type rule, VJP, JVP and batching rule side by side, by JAX's rules (jax/_src/lax/slicing.py: a gather is
+// linear in its operand, its transpose a scatter-add; the indices are integers and get no derivative).
+#include <numeric>
+
+#include "program/op_registry.hpp"
+#include "program/rule_kit.hpp"
+
+namespace weft::program {
+namespace {
+
+// ---- take: x.shape[:axis] + indices.shape + x.shape[axis+1:] (indices.shape without an axis).
+std::vector<ValueType> take(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  if (!is_integer(ins[1].dtype)) throw RuleError("indices must be integers, not " + short_dtype_name(ins[1].dtype));
+  ValueType out{ins[0].dtype, {}, union_varying(ins)};
+  if (!has_param(params, "axis")) {
+    out.shape = ins[1].shape;
+    return {out};
+  }
+  const std::int64_t axis = normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
+  out.shape.assign(ins[0].shape.begin(), ins[0].shape.begin() + axis);
+  out.shape.insert(out.shape.end(), ins[1].shape.begin(), ins[1].shape.end());
+  out.shape.insert(out.shape.end(), ins[0].shape.begin() + axis + 1, ins[0].shape.end());
+  return {out};
+}
+
+std::int64_t product(const std::vector<std::int64_t>& dims, std::size_t from, std::size_t to) {
+  return std::accumulate(dims.begin() + static_cast<std::ptrdiff_t>(from), dims.begin() + static_cast<std::ptrdiff_t>(to),
+                         std::int64_t{1}, std::multiplies<>());
+}
+
+// Indices into an axis of n made non-negative (take counts negative ones from the end), in int32 at least
+// (n, or an offset added to them, may not fit an int8).
+ValueId wrapped_indices(Emitter& e, ValueId indices, std::int64_t n) {
+  const DType it = e.type(indices).dtype == DType::i64 ? DType::i64 : DType::i32;
+  const ValueId i = e.astype(indices, it);
+  return e.emit("where", {e.emit("less", {i, e.scalar(0, it)}), e.emit("add", {i, e.scalar(static_cast<double>(n), it)}), i});
+}
+
+// take's cotangent for x is the scatter-add of g into zeros at the indices (repeated ones summed):
+// one_hot(indices) [K, n] contracted with g [A, K, B] over K, A and B being x's axes before and after the
+// taken one (x flattened without an axis).
+void take_vjp(VjpContext& c) {
+  Emitter& e = c.e;
+  const ValueType& x = c.in_types[0];
+  const bool has_axis = c.params.contains("axis");
+  const std::int64_t axis = has_axis ? axis_param(c.params, x.shape.size()) : 0;
+  const std::vector<std::int64_t> src = has_axis ? x.shape : std::vector<std::int64_t>{x.num_elements()};
+  const auto a = static_cast<std::size_t>(axis);
+  const std::int64_t n = src[a], before = product(src, 0, a), after = product(src, a + 1, src.size());
+  const std::int64_t k = c.in_types[1].num_elements();
+  const DType dt = e.type(c.ct()).dtype;
+  const ValueId hot = e.reshape(e.emit("one_hot", {wrapped_indices(e, c.in(1), n)},
+                                       {{"num_classes", int_param(n)}, {"dtype", Param{dt}}}),
+                                {k, n});
+  const std::vector<std::int64_t> rows = before == 1 ? std::vector<std::int64_t>{k, after} : std::vector<std::int64_t>{before, k, after};
+  const ValueId ct = e.emit("matmul", {hot, e.reshape(c.ct(), rows)}, {{"transpose_a", bool_param(true)}});
+  c.give(0, e.reshape(ct, x.shape));
+}
+
+// Linear in x: the same gather of x's tangent.
+std::vector<ValueId> take_jvp(JvpContext& c) { return {c.e.emit("take", {c.tangent(0), c.in(1)}, c.params)}; }
+
+// x batched, indices shared: the gather along axis + 1 (of each example flattened without an axis).
+// Indices batched: each example's gather of its own x (or the shared one), as one gather from the examples'
+// x stacked along the taken axis, each example's indices offset by its position in the stack (exact, as
+// every gather is). An index out of range is refused as per example (naming the index in the stack).
+Batched take_batch(BatchContext& c) {
+  Emitter& e = c.e;
+  const ValueType& x = c.in_types[0];
+  const bool has_axis = c.params.contains("axis");
+  const std::int64_t axis = has_axis ? axis_param(c.params, x.shape.size()) : 0;
+  const std::int64_t b = c.size;
+  if (!c.batched[1]) {
+    const ValueId flat = has_axis ? c.in(0) : e.reshape(c.in(0), {b, x.num_elements()});
+    return {{e.emit("take", {flat, c.in(1)}, {{"axis", int_param(axis + 1)}})}, {true}};
+  }
+  if (!c.batched[0]) {
+    const ValueId out = e.emit("take", {c.in(0), c.in(1)}, c.params);  // x.shape[:axis] + [B, ...] + ...
+    return {{e.moveaxis(out, axis, 0)}, {true}};
+  }
+  // x [B, pre..., n, post...] -> [B * n, pre..., post...]; indices + n * example; the gather gives
+  // [B, ids..., pre..., post...], its pre axes moved back in front of the ids'.
+  const std::vector<std::int64_t> src = has_axis ? x.shape : std::vector<std::int64_t>{x.num_elements()};
+  const auto a = static_cast<std::size_t>(axis);
+  const std::int64_t n = src[a];
+  std::vector<std::int64_t> rest{b * n};
+  rest.insert(rest.end(), src.begin(), src.begin() + axis);
+  rest.insert(rest.end(), src.begin() + axis + 1, src.end());
+  ValueId stacked = has_axis ? e.moveaxis(c.in(0), axis + 1, 1) : c.in(0);
+  stacked = e.reshape(stacked, rest);
+  const ValueId idx = wrapped_indices(e, c.in(1), n);
+  const std::vector<std::int64_t> ids = e.type(idx).shape;  // [B, ids...]
+  std::vector<std::int64_t> column(ids.size(), 1);
+  column[0] = b;
+  std::vector<std::int64_t> starts(static_cast<std::size_t>(b));
+  for (std::int64_t i = 0; i < b; ++i) starts[static_cast<std::size_t>(i)] = i * n;
+  const DType it = e.type(idx).dtype;
+  const ValueId offsets = e.reshape(e.astype(e.constant(Array::from_vector(starts)), it), column);
+  // An index out of its example's range would land in a neighbour's rows: it is sent past the whole stack
+  // instead, so take refuses it as it refuses it per example.
+  const ValueId outside = e.emit("bitwise_or", {e.emit("less", {idx, e.scalar(0, it)}),
+                                                e.emit("greater_equal", {idx, e.scalar(static_cast<double>(n), it)})});
+  const ValueId placed = e.emit("where", {outside, e.scalar(static_cast<double>(b * n), it), e.emit("add", {idx, offsets})});
+  const ValueId out = e.emit("take", {stacked, placed}, {{"axis", int_param(0)}});
+  // [B, ids (m axes), pre (a axes), post...] -> [B, pre, ids, post]
+  const std::size_t m = ids.size() - 1;
+  std::vector<std::int64_t> perm{0};
+  for (std::size_t d = 0; d < a; ++d) perm.push_back(static_cast<std::int64_t>(1 + m + d));
+  for (std::size_t d = 0; d < m; ++d) perm.push_back(static_cast<std::int64_t>(1 + d));
+  for (std::size_t d = 1 + m + a; d < e.type(out).shape.size(); ++d) perm.push_back(static_cast<std::int64_t>(d));
+  return {{e.transpose(out, perm)}, {true}};
+}
+
+// ---- one_hot(labels): labels.shape + (num_classes,) of `dtype`; integer labels, so no derivative.
+std::vector<ValueType> one_hot(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  if (!is_integer(ins[0].dtype)) throw RuleError("labels must be integers, not " + short_dtype_name(ins[0].dtype));
+  const std::int64_t n = param_as<std::int64_t>(params, "num_classes", "an int");
+  if (n < 0) throw RuleError("num_classes must be >= 0, got " + std::to_string(n));
+  ValueType out = ins[0];
+  out.shape.push_back(n);
+  out.dtype = param_as<DType>(params, "dtype", "a dtype");
+  return {out};
+}
+
+// The classes axis is last, so batched labels give the batched result as they are.
+Batched one_hot_batch(BatchContext& c) { return {c.e.emit_many("one_hot", c.ins, c.params), {true}}; }
+
+}  // namespace
+
+void register_indexing_ops(std::vector<OpInfo>& ops) {
+  ops.push_back({"take", 2, 2, {}, {"axis"}, false, take, take_vjp, take_jvp, take_batch});
+  ops.push_back({"one_hot", 1, 1, {"num_classes", "dtype"}, {}, false, one_hot, nullptr, zero_jvp, one_hot_batch});
+}
+
+}  // namespace weft::program

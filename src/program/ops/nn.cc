@@ -1,0 +1,170 @@
+// The neural-network ops: softmax, log_softmax (along `axis`), layer_norm and its fused VJP layer_norm_vjp.
+// Each primitive's type rule, VJP, JVP and batching rule side by side, by JAX's rules (jax/_src/nn/
+// functions.py: softmax's and log_softmax's derivatives from their outputs).
+#include "program/op_registry.hpp"
+#include "program/rule_kit.hpp"
+
+namespace weft::program {
+namespace {
+
+// ---- softmax, log_softmax: x's shape, a float dtype (integers give float32).
+std::vector<ValueType> along_axis(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  if (has_param(params, "axis")) normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
+  ValueType out = ins[0];
+  if (!is_floating(out.dtype)) out.dtype = DType::f32;
+  return {out};
+}
+
+// Sums along the op's axis, kept (so they broadcast against x).
+Params kept_axis(const Params& params, std::size_t rank) {
+  return {{"axes", ints_param({axis_param(params, rank)})}, {"keepdims", bool_param(true)}};
+}
+
+// softmax: d out = out * (t - sum(t * out)); the VJP is the same form in the cotangent (the Jacobian is
+// symmetric).
+ValueId softmax_rule(Emitter& e, ValueId v, ValueId out, const Params& params, std::size_t rank) {
+  const ValueId dot = e.emit("sum", {e.emit("multiply", {v, out})}, kept_axis(params, rank));
+  return e.emit("multiply", {out, e.emit("subtract", {v, dot})});
+}
+
+void softmax_vjp(VjpContext& c) { c.give(0, softmax_rule(c.e, c.ct(), c.out(), c.params, c.in_types[0].shape.size())); }
+
+std::vector<ValueId> softmax_jvp(JvpContext& c) {
+  return {softmax_rule(c.e, c.tangent(0), c.out(), c.params, c.in_types[0].shape.size())};
+}
+
+// log_softmax: d out = t - sum(exp(out) * t) (softmax = exp(out)); the VJP g - exp(out) * sum(g).
+void log_softmax_vjp(VjpContext& c) {
+  const Params axis = kept_axis(c.params, c.in_types[0].shape.size());
+  c.give(0, c.e.emit("subtract", {c.ct(), c.e.emit("multiply", {c.e.emit("exp", {c.out()}), c.e.emit("sum", {c.ct()}, axis)})}));
+}
+
+std::vector<ValueId> log_softmax_jvp(JvpContext& c) {
+  const Params axis = kept_axis(c.params, c.in_types[0].shape.size());
+  const ValueId t = c.tangent(0);
+  return {c.e.emit("subtract", {t, c.e.emit("sum", {c.e.emit("multiply", {c.e.emit("exp", {c.out()}), t})}, axis)})};
+}
+
+// ---- layer_norm(x, scale, bias, eps): x (..., d) of a float dtype, scale and bias (d), eps a scalar; the
+// result has x's type, varying over every operand's axes. layer_norm_vjp(x, scale, dy, eps) gives the
+// cotangents (dx like x; dscale and dbias like scale).
+void check_layer_norm(const std::vector<ValueType>& ins, const char* second_vector) {
+  const ValueType& x = ins[0];
+  if (x.shape.empty()) throw RuleError("x must have at least one dimension");
+  if (!is_floating(x.dtype)) throw RuleError("x must be of a float dtype");
+  const std::int64_t d = x.shape.back();
+  if (ins[1].shape != std::vector<std::int64_t>{d}) {
+    throw RuleError("scale must have shape [" + std::to_string(d) + "], the last dimension of x");
+  }
+  if (std::string(second_vector) == "bias" && ins[2].shape != std::vector<std::int64_t>{d}) {
+    throw RuleError("bias must have shape [" + std::to_string(d) + "], the last dimension of x");
+  }
+  if (!ins[3].shape.empty()) throw RuleError("eps must be a scalar");
+}
+
+std::vector<ValueType> layer_norm(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+  check_layer_norm(ins, "bias");
+  return {ValueType{ins[0].dtype, ins[0].shape, union_varying(ins)}};
+}
+
+std::vector<ValueType> layer_norm_vjp_type(const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+  check_layer_norm(ins, "dy");
+  if (ins[2].shape != ins[0].shape) throw RuleError("dy must have x's shape");
+  const std::vector<std::string> varying = union_varying(ins);
+  const ValueType vec{ins[0].dtype, ins[1].shape, varying};
+  return {ValueType{ins[0].dtype, ins[0].shape, varying}, vec, vec};
+}
+
+// One fused equation for the three cotangents (it recomputes the rows' statistics from x). eps is read as a
+// constant (it gets no cotangent, and the JVP no tangent from it).
+void layer_norm_vjp(VjpContext& c) {
+  const std::vector<ValueId> grads = c.e.emit_many("layer_norm_vjp", {c.in(0), c.in(1), c.ct(), c.in(3)});
+  for (std::size_t k = 0; k < 3; ++k) c.give(k, grads[k]);
+}
+
+// y = xhat * scale + bias with xhat = (x - mean) * r, r = 1 / sqrt(var + eps) over the last axis, so
+// d xhat = r * (tx - mean(tx) - xhat * mean(xhat * tx)) (d mean = mean(tx), d var = 2 mean((x - mean) tx))
+// and dy = d xhat * scale + xhat * tscale + tbias: the transpose of layer_norm_vjp's formulas.
+std::vector<ValueId> layer_norm_jvp(JvpContext& c) {
+  Emitter& e = c.e;
+  const DType dt = c.dtype();
+  const Params row{{"axes", ints_param({static_cast<std::int64_t>(c.in_types[0].shape.size()) - 1})},
+                   {"keepdims", bool_param(true)}};
+  const ValueId x = c.in(0);
+  const ValueId centred = e.emit("subtract", {x, e.emit("mean", {x}, row)});
+  const ValueId var = e.emit("mean", {e.emit("multiply", {centred, centred})}, row);
+  const ValueId r = e.emit("rsqrt", {e.emit("add", {var, e.astype(c.in(3), dt)})});
+  const ValueId xhat = e.emit("multiply", {centred, r});
+  std::vector<ValueId> terms;
+  if (c.has_tangent(0)) {
+    const ValueId t = c.tangents[0];
+    const ValueId m1 = e.emit("mean", {t}, row);
+    const ValueId m2 = e.emit("mean", {e.emit("multiply", {xhat, t})}, row);
+    const ValueId dxhat = e.emit("multiply", {r, e.emit("subtract", {e.emit("subtract", {t, m1}), e.emit("multiply", {xhat, m2})})});
+    terms.push_back(e.emit("multiply", {dxhat, c.in(1)}));
+  }
+  if (c.has_tangent(1)) terms.push_back(e.emit("multiply", {xhat, c.tangents[1]}));
+  if (c.has_tangent(2)) terms.push_back(c.tangents[2]);
+  if (terms.empty()) return {kNoValue};  // a tangent of eps only
+  ValueId sum = terms[0];
+  for (std::size_t k = 1; k < terms.size(); ++k) sum = e.emit("add", {sum, terms[k]});
+  return {sum};
+}
+
+// The op once per example, on its slices of the batched operands, results stacked: for operands the fused
+// kernels take per row only (a per-example scale, or the VJP's dscale / dbias, sums over one example's rows).
+// Bit for bit what each example's own run gives.
+Batched per_example_batch(BatchContext& c) {
+  Emitter& e = c.e;
+  std::vector<std::vector<ValueId>> parts(c.out_types.size());
+  for (std::int64_t i = 0; i < c.size; ++i) {
+    std::vector<ValueId> ins;
+    for (std::size_t k = 0; k < c.ins.size(); ++k) {
+      if (!c.batched[k]) {
+        ins.push_back(c.in(k));
+        continue;
+      }
+      std::vector<std::int64_t> shape = e.type(c.in(k)).shape, start(shape.size(), 0), step(shape.size(), 1);
+      start[0] = i;
+      shape[0] = i + 1;
+      const ValueId one = e.emit("slice", {c.in(k)}, {{"start", ints_param(start)}, {"limit", ints_param(shape)},
+                                                     {"step", ints_param(step)}});
+      ins.push_back(e.reshape(one, c.in_types[k].shape));
+    }
+    const std::vector<ValueId> outs = e.emit_many(c.op, ins, c.params);
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      std::vector<std::int64_t> shape = c.out_types[j].shape;
+      shape.insert(shape.begin(), 1);
+      parts[j].push_back(e.reshape(outs[j], shape));
+    }
+  }
+  Batched result;
+  for (std::size_t j = 0; j < parts.size(); ++j) {
+    ValueType type = c.out_types[j];
+    type.shape.insert(type.shape.begin(), c.size);
+    type.varying = {};
+    result.outs.push_back(parts[j].empty() ? e.zeros(type) : e.emit("concatenate", parts[j], {{"axis", int_param(0)}}));
+    result.batched.push_back(true);
+  }
+  return result;
+}
+
+// Rows of every example at once where only x is batched (the kernel normalises row by row).
+Batched layer_norm_batch(BatchContext& c) {
+  if (c.batched[1] || c.batched[2] || c.batched[3]) return per_example_batch(c);
+  return {c.e.emit_many("layer_norm", c.ins, c.params), {true}};
+}
+
+}  // namespace
+
+void register_nn_ops(std::vector<OpInfo>& ops) {
+  ops.push_back({"softmax", 1, 1, {}, {"axis"}, false, along_axis, softmax_vjp, softmax_jvp, shifted_axes_batch});
+  ops.push_back({"log_softmax", 1, 1, {}, {"axis"}, false, along_axis, log_softmax_vjp, log_softmax_jvp,
+                 shifted_axes_batch});
+  ops.push_back({"layer_norm", 4, 4, {}, {}, false, layer_norm, layer_norm_vjp, layer_norm_jvp, layer_norm_batch});
+  ops.push_back({"layer_norm_vjp", 4, 4, {}, {}, false, layer_norm_vjp_type, nullptr, nullptr, per_example_batch,
+                 "layer_norm_vjp is layer_norm's fused VJP; differentiating it again (a second derivative of "
+                 "layer_norm) has no rule yet"});
+}
+
+}  // namespace weft::program

@@ -1,0 +1,252 @@
+// The reductions: sum, mean, max, min, argmax, argmin, logsumexp, and the cumulative sums and products
+// (cumsum, cumprod). Each primitive's type rule (numpy's shapes, JAX's dtypes), VJP, JVP and batching rule
+// side by side, by JAX's rules (jax/_src/lax/lax.py, jax/_src/lax/control_flow/loops.py).
+#include "array/reduction_dtypes.hpp"
+#include "program/op_registry.hpp"
+#include "program/rule_kit.hpp"
+
+namespace weft::program {
+namespace {
+
+// Which axes an `axes` parameter reduces (every axis when absent), each checked once.
+std::vector<bool> checked_reduced_axes(const ValueType& in, const Params& params) {
+  std::vector<bool> reduced(in.shape.size(), !has_param(params, "axes"));
+  if (!has_param(params, "axes")) return reduced;
+  for (std::int64_t axis : param_as<std::vector<std::int64_t>>(params, "axes", "a tuple of ints")) {
+    const std::int64_t a = normalize_axis(axis, in.shape.size());
+    if (reduced[a]) throw RuleError("axis " + std::to_string(axis) + " is reduced twice");
+    reduced[a] = true;
+  }
+  return reduced;
+}
+
+ValueType reduce_shape(const ValueType& in, const std::vector<bool>& reduced, const Params& params) {
+  const bool keepdims = has_param(params, "keepdims") && param_as<bool>(params, "keepdims", "a bool");
+  ValueType out{in.dtype, {}, in.varying};
+  for (std::size_t i = 0; i < in.shape.size(); ++i) {
+    if (!reduced[i]) {
+      out.shape.push_back(in.shape[i]);
+    } else if (keepdims) {
+      out.shape.push_back(1);
+    }
+  }
+  return out;
+}
+
+// A sum accumulates in sum_dtype (bool, int8 and uint8 in int32, as JAX's); max / min keep the dtype; mean of
+// integers is float32.
+std::vector<ValueType> reduction(const std::string& op, const std::vector<ValueType>& ins, const Params& params) {
+  ValueType out = reduce_shape(ins[0], checked_reduced_axes(ins[0], params), params);
+  if (op == "sum") out.dtype = detail::sum_dtype(ins[0].dtype);
+  if (op == "mean" && !is_floating(ins[0].dtype)) out.dtype = DType::f32;
+  return {out};
+}
+
+// The same reduction with every axis named (an absent `axes` means all of them): what a batching rule shifts.
+Params spelled_axes(const Params& params, std::size_t rank) {
+  Params spelled = params;
+  if (!spelled.contains("axes")) spelled["axes"] = ints_param(iota_axes(rank));
+  return spelled;
+}
+
+// ---- sum, mean: linear. The cotangent is broadcast back over the reduced axes (divided by their size for
+// the mean); the JVP is the reduction of the tangent.
+void sum_mean_vjp(VjpContext& c) {
+  const ValueType& x = c.in_types[0];
+  const std::vector<bool> reduced = reduced_axes(x, c.params);
+  ValueId back = c.e.unreduce(c.ct(), x.shape, reduced);
+  if (c.op == "mean") {
+    std::int64_t n = 1;
+    for (std::size_t d = 0; d < x.shape.size(); ++d) n *= reduced[d] ? x.shape[d] : 1;
+    back = c.e.emit("divide", {back, c.e.scalar(static_cast<double>(n), c.e.type(back).dtype)});
+  }
+  c.give(0, back);
+}
+
+Batched reduction_batch(BatchContext& c) {
+  const Params spelled = spelled_axes(c.params, c.in_types[0].shape.size());
+  BatchContext shifted{c.e, c.op, spelled, c.in_types, c.out_types, c.ins, c.batched, c.size, c.axis_name};
+  return shifted_axes_batch(shifted);
+}
+
+// ---- max, min: JAX's rule gives the derivative to the elements equal to the result, shared equally between
+// ties; VJP and JVP both read this one weight, so they are each other's transposes.
+struct ArgWeights {
+  ValueId hit;    // 1 where x equals the result, 0 elsewhere (x's shape, the result's float dtype)
+  ValueId count;  // how many hits each result has (the result's shape)
+};
+
+ArgWeights arg_weights(Emitter& e, const ValueType& x, ValueId in, ValueId out, const Params& params, DType dt) {
+  const std::vector<bool> reduced = reduced_axes(x, params);
+  const ValueId hit = e.astype(e.emit("equal", {in, e.unreduce(out, x.shape, reduced)}), dt);
+  return {hit, e.emit("sum", {hit}, params)};
+}
+
+void max_min_vjp(VjpContext& c) {
+  const ValueType& x = c.in_types[0];
+  const std::vector<bool> reduced = reduced_axes(x, c.params);
+  const ArgWeights w = arg_weights(c.e, x, c.in(0), c.out(), c.params, c.dtype());
+  const ValueId share = c.e.emit("divide", {c.ct(), w.count});
+  c.give(0, c.e.emit("multiply", {c.e.unreduce(share, x.shape, reduced), w.hit}));
+}
+
+std::vector<ValueId> max_min_jvp(JvpContext& c) {
+  const ArgWeights w = arg_weights(c.e, c.in_types[0], c.in(0), c.out(), c.params, c.dtype());
+  const ValueId picked = c.e.emit("sum", {c.e.emit("multiply", {c.tangent(0), w.hit})}, c.params);
+  return {c.e.emit("divide", {picked, w.count})};
+}
+
+// ---- argmax, argmin: int32 indices (no derivative). Per example along `axis` + 1; without an axis JAX takes
+// the index into the flattened operand, here into each example flattened.
+std::vector<ValueType> arg_reduction(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  Params as_axes;
+  if (has_param(params, "axis")) {
+    as_axes["axes"] = ints_param({param_as<std::int64_t>(params, "axis", "an int")});
+  }
+  if (has_param(params, "keepdims")) as_axes["keepdims"] = params.at("keepdims");
+  ValueType out = reduce_shape(ins[0], checked_reduced_axes(ins[0], as_axes), as_axes);
+  out.dtype = DType::i32;
+  return {out};
+}
+
+Batched arg_reduction_batch(BatchContext& c) {
+  if (c.params.contains("axis")) return shifted_axes_batch(c);
+  const ValueType& x = c.in_types[0];
+  Params params = c.params;
+  params["axis"] = int_param(1);
+  const ValueId flat = c.e.reshape(c.in(0), {c.size, x.num_elements()});
+  std::vector<std::int64_t> shape = c.out_types[0].shape;  // keepdims: every axis 1
+  shape.insert(shape.begin(), c.size);
+  return {{c.e.reshape(c.e.emit(c.op, {flat}, params), shape)}, {true}};
+}
+
+// ---- logsumexp along `axis`: its derivative is the softmax along the axis.
+std::vector<ValueType> logsumexp(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  const std::int64_t axis = normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
+  Params as_axes{{"axes", ints_param({axis})}};
+  if (has_param(params, "keepdims")) as_axes["keepdims"] = params.at("keepdims");
+  ValueType out = reduce_shape(ins[0], checked_reduced_axes(ins[0], as_axes), as_axes);
+  if (!is_floating(out.dtype)) out.dtype = DType::f32;
+  return {out};
+}
+
+std::vector<bool> axis_reduced(const ValueType& x, const Params& params) {
+  std::vector<bool> reduced(x.shape.size(), false);
+  reduced[static_cast<std::size_t>(axis_param(params, x.shape.size()))] = true;
+  return reduced;
+}
+
+// exp(x - logsumexp(x)) broadcast to x's shape: the softmax (0 where x is -inf, nan where every x is).
+ValueId lse_softmax(Emitter& e, const ValueType& x, ValueId in, ValueId out, const Params& params) {
+  return e.emit("exp", {e.emit("subtract", {in, e.unreduce(out, x.shape, axis_reduced(x, params))})});
+}
+
+void logsumexp_vjp(VjpContext& c) {
+  const ValueType& x = c.in_types[0];
+  const ValueId soft = lse_softmax(c.e, x, c.in(0), c.out(), c.params);
+  c.give(0, c.e.emit("multiply", {c.e.unreduce(c.ct(), x.shape, axis_reduced(x, c.params)), soft}));
+}
+
+std::vector<ValueId> logsumexp_jvp(JvpContext& c) {
+  const ValueType& x = c.in_types[0];
+  const ValueId soft = lse_softmax(c.e, x, c.in(0), c.out(), c.params);
+  Params sum{{"axes", ints_param({axis_param(c.params, x.shape.size())})}};
+  if (c.params.contains("keepdims")) sum["keepdims"] = c.params.at("keepdims");
+  return {c.e.emit("sum", {c.e.emit("multiply", {soft, c.tangent(0)})}, sum)};
+}
+
+// ---- cumsum, cumprod along `axis` (jnp.cumsum / jnp.cumprod; lax's `reverse` runs from the end): the
+// operand's shape, sum's dtype (bool, int8 and uint8 accumulate in int32).
+std::vector<ValueType> cumulative(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  if (ins[0].shape.empty()) throw RuleError("the operand must have at least one dimension (a scalar has no axis)");
+  normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
+  if (has_param(params, "reverse")) param_as<bool>(params, "reverse", "a bool");
+  ValueType out = ins[0];
+  out.dtype = detail::sum_dtype(ins[0].dtype);
+  return {out};
+}
+
+// The cumulative `op` (cumsum, cumprod) along the equation's axis, in its direction or (`flip`) the other way.
+ValueId cumulative_op(Emitter& e, const char* op, ValueId v, const Params& params, bool flip) {
+  Params q = params;
+  const bool reverse = flag(params, "reverse");
+  q["reverse"] = bool_param(reverse != flip);
+  return e.emit(op, {v}, q);
+}
+
+// cumsum is linear; its transpose sums the cotangent from the other end.
+void cumsum_vjp(VjpContext& c) { c.give(0, cumulative_op(c.e, "cumsum", c.ct(), c.params, true)); }
+
+// cumprod: d out_i / d x_j = prod_{k <= i, k != j} x_k (for j <= i, in scan order). Without dividing by a zero
+// (JAX differentiates its scan, which never divides): with z the first zero of the row in scan order,
+//   for j before z:  out_i / x_j (out_i is 0 from z on, so the sum stops there by itself);
+//   for j = z:       L_z * P_i, L_z the product before z and P_i = prod_{z < k <= i} x_k;
+//   for j after z:   0 (x_z stays in the product).
+// So the JVP is out * cumsum(before * t / x) + P * cumsum(at * L * t) and the VJP its transpose, with the
+// sums running from the other end.
+struct CumprodParts {
+  ValueId before, at;  // masks in the dtype: positions before the first zero, the first zero itself
+  ValueId safe;        // x with its zeros read as 1 (so the divisions are by nonzeros only)
+  ValueId lead;        // cumprod(safe): at the first zero, the product L of what precedes it
+  ValueId after;       // P: cumprod of x with everything up to the first zero read as 1
+};
+
+CumprodParts cumprod_parts(Emitter& e, ValueId x, const Params& params, DType dt) {
+  const ValueId one = e.scalar(1, dt), zero = e.scalar(0, dt);
+  const ValueId is_zero = e.emit("equal", {x, zero});
+  const ValueId zeros_so_far = cumulative_op(e, "cumsum", e.astype(is_zero, dt), params, false);
+  const ValueId zeros_before = e.emit("subtract", {zeros_so_far, e.astype(is_zero, dt)});
+  const ValueId none_before = e.emit("equal", {zeros_before, zero});
+  CumprodParts p;
+  p.before = e.astype(e.emit("equal", {zeros_so_far, zero}), dt);
+  p.at = e.astype(e.emit("bitwise_and", {none_before, is_zero}), dt);
+  p.safe = e.emit("where", {is_zero, one, x});
+  p.lead = cumulative_op(e, "cumprod", p.safe, params, false);
+  p.after = cumulative_op(e, "cumprod", e.emit("where", {none_before, one, x}), params, false);
+  return p;
+}
+
+void cumprod_vjp(VjpContext& c) {
+  Emitter& e = c.e;
+  const CumprodParts p = cumprod_parts(e, c.in(0), c.params, c.dtype());
+  const ValueId from_out = cumulative_op(e, "cumsum", e.emit("multiply", {c.ct(), c.out()}), c.params, true);
+  const ValueId from_after = cumulative_op(e, "cumsum", e.emit("multiply", {c.ct(), p.after}), c.params, true);
+  const ValueId before = e.emit("multiply", {p.before, e.emit("divide", {from_out, p.safe})});
+  const ValueId at = e.emit("multiply", {p.at, e.emit("multiply", {p.lead, from_after})});
+  c.give(0, e.emit("add", {before, at}));
+}
+
+std::vector<ValueId> cumprod_jvp(JvpContext& c) {
+  Emitter& e = c.e;
+  const CumprodParts p = cumprod_parts(e, c.in(0), c.params, c.dtype());
+  const ValueId t = c.tangent(0);
+  const ValueId before = cumulative_op(e, "cumsum", e.emit("multiply", {p.before, e.emit("divide", {t, p.safe})}),
+                                       c.params, false);
+  const ValueId at = cumulative_op(e, "cumsum", e.emit("multiply", {p.at, e.emit("multiply", {p.lead, t})}),
+                                   c.params, false);
+  return {e.emit("add", {e.emit("multiply", {c.out(), before}), e.emit("multiply", {p.after, at})})};
+}
+
+}  // namespace
+
+void register_reduction_ops(std::vector<OpInfo>& ops) {
+  const auto rule = [](const char* name) -> InferRule {
+    const std::string op = name;
+    return [op](const std::vector<ValueType>& ins, const Params& params, const Mesh&) { return reduction(op, ins, params); };
+  };
+  for (const char* name : {"sum", "mean"}) {
+    ops.push_back({name, 1, 1, {}, {"axes", "keepdims"}, false, rule(name), sum_mean_vjp, linear_jvp, reduction_batch});
+  }
+  for (const char* name : {"max", "min"}) {
+    ops.push_back({name, 1, 1, {}, {"axes", "keepdims"}, false, rule(name), max_min_vjp, max_min_jvp, reduction_batch});
+  }
+  for (const char* name : {"argmax", "argmin"}) {
+    ops.push_back({name, 1, 1, {}, {"axis", "keepdims"}, false, arg_reduction, nullptr, nullptr, arg_reduction_batch});
+  }
+  ops.push_back({"logsumexp", 1, 1, {"axis"}, {"keepdims"}, false, logsumexp, logsumexp_vjp, logsumexp_jvp,
+                 shifted_axes_batch});
+  ops.push_back({"cumsum", 1, 1, {"axis"}, {"reverse"}, false, cumulative, cumsum_vjp, linear_jvp, shifted_axes_batch});
+  ops.push_back({"cumprod", 1, 1, {"axis"}, {"reverse"}, false, cumulative, cumprod_vjp, cumprod_jvp, shifted_axes_batch});
+}
+
+}  // namespace weft::program

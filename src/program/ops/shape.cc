@@ -1,0 +1,227 @@
+// The ops that move elements without arithmetic: reshape, transpose, broadcast_to, concatenate and slice.
+// Each primitive's type rule (numpy's shapes), VJP, JVP and batching rule side by side, by JAX's rules
+// (jax/_src/lax/lax.py, slicing.py). All are linear, so each JVP is the op itself on the tangents.
+#include <algorithm>
+#include <numeric>
+
+#include "program/op_registry.hpp"
+#include "program/rule_kit.hpp"
+
+namespace weft::program {
+namespace {
+
+std::string dims_text(const std::vector<std::int64_t>& dims) {
+  std::string text = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(dims[i]);
+  return text + (dims.size() == 1 ? ",)" : ")");
+}
+
+// ---- reshape (one -1 dimension inferred) -------------------------------------------------------------------
+std::vector<ValueType> reshape(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  std::vector<std::int64_t> shape = param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints");
+  const auto unknown = std::count(shape.begin(), shape.end(), -1);
+  if (unknown > 1) throw RuleError("shape " + dims_text(shape) + " has more than one -1");
+  std::int64_t known = 1;
+  for (std::int64_t d : shape) {
+    if (d < -1) throw RuleError("shape " + dims_text(shape) + " has a negative dimension");
+    if (d != -1) known *= d;
+  }
+  const std::int64_t total = ins[0].num_elements();
+  if (unknown == 1 && known != 0 && total % known == 0) {
+    std::replace(shape.begin(), shape.end(), std::int64_t{-1}, total / known);
+  }
+  if (std::count(shape.begin(), shape.end(), -1) > 0 ||
+      std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>()) != total) {
+    throw RuleError("cannot reshape " + type_text(ins[0]) + " (" + std::to_string(total) + " elements) to " +
+                    dims_text(param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints")));
+  }
+  return {ValueType{ins[0].dtype, shape, ins[0].varying}};
+}
+
+void reshape_vjp(VjpContext& c) { c.give(0, c.e.reshape(c.ct(), c.in_types[0].shape)); }
+
+// Each example reshaped to its own result's shape (the -1 resolved), behind the batch axis.
+Batched reshape_batch(BatchContext& c) {
+  std::vector<std::int64_t> shape = c.out_types[0].shape;
+  shape.insert(shape.begin(), c.size);
+  return {{c.e.reshape(c.in(0), shape)}, {true}};
+}
+
+// ---- transpose (numpy's default reverses the axes) ----------------------------------------------------------
+std::vector<std::int64_t> perm_of(const Params& params, std::size_t rank) {
+  std::vector<std::int64_t> perm(rank);
+  std::iota(perm.rbegin(), perm.rend(), std::int64_t{0});
+  if (has_param(params, "perm")) perm = param_as<std::vector<std::int64_t>>(params, "perm", "a tuple of ints");
+  return perm;
+}
+
+std::vector<ValueType> transpose(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  const std::size_t rank = ins[0].shape.size();
+  const std::vector<std::int64_t> perm = perm_of(params, rank);
+  std::vector<std::int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted.size() != rank || sorted[i] != static_cast<std::int64_t>(i)) {
+      throw RuleError("perm " + dims_text(perm) + " is not a permutation of the " + std::to_string(rank) +
+                      " axes of " + type_text(ins[0]));
+    }
+  }
+  if (perm.size() != rank) throw RuleError("perm " + dims_text(perm) + " does not match rank " + std::to_string(rank));
+  ValueType out = ins[0];
+  for (std::size_t i = 0; i < rank; ++i) out.shape[i] = ins[0].shape[perm[i]];
+  return {out};
+}
+
+void transpose_vjp(VjpContext& c) {
+  const std::vector<std::int64_t> perm = perm_of(c.params, c.in_types[0].shape.size());
+  std::vector<std::int64_t> inverse(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
+  c.give(0, c.e.transpose(c.ct(), inverse));
+}
+
+Batched transpose_batch(BatchContext& c) {
+  std::vector<std::int64_t> perm{0};
+  for (const std::int64_t p : perm_of(c.params, c.in_types[0].shape.size())) perm.push_back(p + 1);
+  return {{c.e.transpose(c.in(0), perm)}, {true}};
+}
+
+// ---- broadcast_to (numpy's rules) -----------------------------------------------------------------------------
+std::vector<ValueType> broadcast_to(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  const auto& shape = param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints");
+  const ValueType& in = ins[0];
+  bool ok = shape.size() >= in.shape.size();
+  for (std::size_t i = 0; ok && i < in.shape.size(); ++i) {
+    const std::int64_t target = shape[shape.size() - in.shape.size() + i];
+    ok = in.shape[i] == target || in.shape[i] == 1;
+  }
+  if (!ok) throw RuleError("cannot broadcast " + type_text(in) + " to " + dims_text(shape));
+  return {ValueType{in.dtype, shape, in.varying}};
+}
+
+void broadcast_to_vjp(VjpContext& c) { c.give(0, c.ct()); }  // the machinery sums the broadcast axes back
+
+// Each example given the target's rank behind the batch axis (unit axes), then broadcast.
+Batched broadcast_to_batch(BatchContext& c) {
+  std::vector<std::int64_t> shape = c.out_types[0].shape;
+  shape.insert(shape.begin(), c.size);
+  return {{c.e.broadcast_to(c.aligned(0, c.out_types[0].shape.size()), shape)}, {true}};
+}
+
+// ---- concatenate (numpy's: equal dtypes after promotion, equal shapes but along `axis`) ---------------------------
+std::vector<ValueType> concatenate(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  if (ins.front().shape.empty()) throw RuleError("zero-dimensional arrays cannot be concatenated");
+  const std::int64_t axis = normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins.front().shape.size());
+  ValueType out = ins.front();
+  out.shape[axis] = 0;
+  for (const ValueType& in : ins) {
+    std::vector<std::int64_t> a = in.shape;
+    std::vector<std::int64_t> b = ins.front().shape;
+    if (a.size() == b.size()) a[axis] = b[axis] = 0;
+    if (a != b) {
+      throw RuleError("all inputs must have the same shape but along axis " + std::to_string(axis) + ": " +
+                      type_text(ins.front()) + " and " + type_text(in));
+    }
+    out.shape[axis] += in.shape[axis];
+    out.dtype = promote_types(out.dtype, in.dtype);
+  }
+  out.varying = union_varying(ins);
+  return {out};
+}
+
+// Each input's cotangent is its part of the result's: a slice along the axis.
+void concatenate_vjp(VjpContext& c) {
+  const auto axis = static_cast<std::size_t>(axis_param(c.params, c.in_types[0].shape.size()));
+  const std::vector<std::int64_t> shape = c.e.type(c.ct()).shape;
+  std::int64_t at = 0;
+  for (std::size_t k = 0; k < c.ins.size(); ++k) {
+    const std::int64_t n = c.in_types[k].shape[axis];
+    std::vector<std::int64_t> start(shape.size(), 0), limit = shape, step(shape.size(), 1);
+    start[axis] = at;
+    limit[axis] = at + n;
+    c.give(k, c.e.emit("slice", {c.ct()}, {{"start", ints_param(start)}, {"limit", ints_param(limit)},
+                                          {"step", ints_param(step)}}));
+    at += n;
+  }
+}
+
+// The unbatched inputs broadcast along the batch axis; the axis shifted past it.
+Batched concatenate_batch(BatchContext& c) {
+  std::vector<ValueId> ins;
+  for (std::size_t k = 0; k < c.ins.size(); ++k) ins.push_back(c.materialized(k));
+  const std::int64_t axis = axis_param(c.params, c.in_types[0].shape.size()) + 1;
+  return {{c.e.emit("concatenate", ins, {{"axis", int_param(axis)}})}, {true}};
+}
+
+// ---- slice: Python's basic slicing per axis, indices already normalised (slice.indices): elements start,
+// start+step, ... strictly before limit (after it for a negative step).
+std::vector<ValueType> slice(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
+  const auto& start = param_as<std::vector<std::int64_t>>(params, "start", "a tuple of ints");
+  const auto& limit = param_as<std::vector<std::int64_t>>(params, "limit", "a tuple of ints");
+  const auto& step = param_as<std::vector<std::int64_t>>(params, "step", "a tuple of ints");
+  const std::size_t rank = ins[0].shape.size();
+  if (start.size() != rank || limit.size() != rank || step.size() != rank) {
+    throw RuleError("start, limit and step need one entry per axis of " + type_text(ins[0]));
+  }
+  ValueType out = ins[0];
+  for (std::size_t d = 0; d < rank; ++d) {
+    const std::int64_t n = ins[0].shape[d];
+    if (step[d] == 0) throw RuleError("slice step cannot be zero");
+    const bool ok = step[d] > 0 ? (start[d] >= 0 && start[d] <= n && limit[d] >= 0 && limit[d] <= n)
+                                : (start[d] >= -1 && start[d] < n && limit[d] >= -1 && limit[d] < n);
+    if (!ok) throw RuleError("slice of axis " + std::to_string(d) + " is out of bounds for " + type_text(ins[0]));
+    const std::int64_t span = step[d] > 0 ? limit[d] - start[d] : start[d] - limit[d];
+    const std::int64_t s = step[d] > 0 ? step[d] : -step[d];
+    out.shape[d] = span <= 0 ? 0 : (span + s - 1) / s;
+  }
+  return {out};
+}
+
+// A slice's cotangent is g scattered back to the positions it read, zeros elsewhere: axis by axis, g's
+// elements spread `step` apart (each followed by step - 1 zeros), then padded with zeros before the first
+// position read and after the last. A negative step reads the same positions in reverse order, so g is
+// reversed first and placed as for the positive step from the lowest position read.
+void slice_vjp(VjpContext& c) {
+  const auto& start = std::get<std::vector<std::int64_t>>(c.params.at("start"));
+  const auto& step = std::get<std::vector<std::int64_t>>(c.params.at("step"));
+  const ValueType& x = c.in_types[0];
+  const std::vector<std::int64_t> out_shape = c.e.type(c.ct()).shape;
+  if (std::count(out_shape.begin(), out_shape.end(), std::int64_t{0}) > 0) {
+    c.give(0, c.e.zeros(ValueType{c.e.type(c.ct()).dtype, x.shape, {}}));  // an empty slice read nothing
+    return;
+  }
+  ValueId placed = c.ct();
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    const std::int64_t m = out_shape[d];
+    const std::int64_t s = step[d] > 0 ? step[d] : -step[d];
+    const std::int64_t first = step[d] > 0 ? start[d] : start[d] - (m - 1) * s;  // the lowest position read
+    if (step[d] < 0) placed = c.e.reverse_axis(placed, d);
+    placed = c.e.spread_axis(placed, d, s, x.shape[d] - first);
+    placed = c.e.pad_axis(placed, d, first, x.shape[d] - first - c.e.type(placed).shape[d]);
+  }
+  c.give(0, placed);
+}
+
+// The batch axis taken whole.
+Batched slice_batch(BatchContext& c) {
+  Params params = c.params;
+  for (const auto& [name, value] : {std::pair<const char*, std::int64_t>{"start", 0}, {"limit", c.size}, {"step", 1}}) {
+    std::vector<std::int64_t> v = std::get<std::vector<std::int64_t>>(params.at(name));
+    v.insert(v.begin(), value);
+    params[name] = ints_param(v);
+  }
+  return {{c.e.emit("slice", {c.in(0)}, params)}, {true}};
+}
+
+}  // namespace
+
+void register_shape_ops(std::vector<OpInfo>& ops) {
+  ops.push_back({"reshape", 1, 1, {"shape"}, {}, false, reshape, reshape_vjp, linear_jvp, reshape_batch});
+  ops.push_back({"transpose", 1, 1, {}, {"perm"}, false, transpose, transpose_vjp, linear_jvp, transpose_batch});
+  ops.push_back({"broadcast_to", 1, 1, {"shape"}, {}, false, broadcast_to, broadcast_to_vjp, linear_jvp,
+                 broadcast_to_batch});
+  ops.push_back({"concatenate", 1, -1, {"axis"}, {}, false, concatenate, concatenate_vjp, linear_jvp,
+                 concatenate_batch});
+  ops.push_back({"slice", 1, 1, {"start", "limit", "step"}, {}, false, slice, slice_vjp, linear_jvp, slice_batch});
+}
+
+}  // namespace weft::program
