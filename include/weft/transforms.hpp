@@ -54,6 +54,10 @@ class TransformCache {
   std::shared_ptr<ProgramCache> cache_;
 };
 
+// jax.jvp's checks: each tangent has its primal's dtype and shape (an integer primal's tangent its dtype too:
+// weft has no float0).
+void check_jvp_arguments(std::span<const Array> primals, std::span<const Array> tangents);
+
 // The programs (src/runtime/transforms.cc). Each takes the function's traced program and has the call's
 // inputs as its own.
 // jvp: inputs primals then tangents; outputs f's then their tangents.
@@ -126,6 +130,7 @@ auto jvp(F fn, const Array (&primals)[N], const Array (&tangents)[N]) {
         return std::vector<ValueType>(call.begin(), call.begin() + static_cast<std::ptrdiff_t>(N));
       },
       [](const Program& f, const std::vector<ValueType>&) { return detail::jvp_call_program(f); }, "jvp");
+  detail::check_jvp_arguments(std::span<const Array>(primals, N), std::span<const Array>(tangents, N));
   std::vector<Array> inputs(primals, primals + N);
   inputs.insert(inputs.end(), tangents, tangents + N);
   std::vector<Array> out = cache.run(detail::plain_body<F, N>(std::make_shared<F>(std::move(fn))), std::move(inputs));

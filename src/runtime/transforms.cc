@@ -144,6 +144,22 @@ std::vector<Array> TransformCache::run(const TraceBody& fn, std::vector<Array> i
   return run_program(*program, std::move(inputs));
 }
 
+void check_jvp_arguments(std::span<const Array> primals, std::span<const Array> tangents) {
+  for (std::size_t k = 0; k < primals.size(); ++k) {
+    const Array& p = primals[k];
+    const Array& t = tangents[k];
+    if (p.dtype() != t.dtype()) {
+      throw InvalidArgument("jvp: primal and tangent arguments do not match: argument " + std::to_string(k) +
+                            " has dtype " + dtype_text(p.dtype()) + ", its tangent " + dtype_text(t.dtype()) +
+                            " (dtypes must be equal)");
+    }
+    if (p.shape() != t.shape()) {
+      throw InvalidArgument("jvp called with different primal and tangent shapes: argument " + std::to_string(k) +
+                            " has shape " + shape_str(p.shape()) + ", its tangent " + shape_str(t.shape()));
+    }
+  }
+}
+
 Program jvp_call_program(const Program& fn) { return jvp_program(fn); }
 
 Program jacfwd_call_program(const Program& fn, int argnum, const std::string& name) {

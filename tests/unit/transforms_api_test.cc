@@ -252,6 +252,12 @@ TEST(TransformsApi, JaxsErrorsForBadAxesAndArguments) {
   testing::ExpectContains(
       testing::ErrorOf<InvalidArgument>([&] { jacrev([](const Array& x) { return argmax(x); })(a.reshape({6})); }),
       {"jacrev requires real-valued outputs", "output 0 is int32"});
+  testing::ExpectContains(testing::ErrorOf<InvalidArgument>([&] { jvp(add, {a, a}, {a, b}); }),
+                          {"jvp called with different primal and tangent shapes", "argument 1 has shape (3, 2)",
+                           "its tangent (4, 2)"});
+  testing::ExpectContains(
+      testing::ErrorOf<InvalidArgument>([&] { jvp(add, {a, a}, {a, Array::zeros({3, 2}, DType::f32)}); }),
+      {"jvp: primal and tangent arguments do not match: argument 1 has dtype float64, its tangent float32"});
   testing::ExpectContains(testing::ErrorOf<InvalidArgument>([&] { jacfwd(add, 2)(a, a); }),
                           {"jacfwd: argnum 2 is out of range for a function of 2 argument(s)"});
 }
