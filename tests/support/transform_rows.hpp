@@ -148,6 +148,10 @@ inline std::vector<Row> Rows() {
       {"take", "axis 0, repeated and negative indices", {F64({5, 3}), I32({4}, -5, 4)}, {{"axis", std::int64_t{0}}}},
       {"take", "axis 1, 2-D indices", {F64({2, 4, 3}), I32({2, 2}, -4, 3)}, {{"axis", std::int64_t{1}}}},
       {"take", "flattened", {F64({3, 4}), I32({5}, -12, 11)}, {}},
+      {"cumsum", "", {F64({3, 4})}, {{"axis", std::int64_t{1}}}},
+      {"cumsum", "reverse", {F64({4, 2})}, {{"axis", std::int64_t{0}}, {"reverse", true}}},
+      {"cumprod", "", {F64({2, 5}, 0.5, 1.5)}, {{"axis", std::int64_t{-1}}}},
+      {"cumprod", "reverse, through negatives", {F64({5})}, {{"axis", std::int64_t{0}}, {"reverse", true}}},
       {"one_hot", "", {I32({4}, 0, 4)}, {{"num_classes", std::int64_t{5}}, {"dtype", DType::f64}}},
       {"layer_norm", "", {F64({3, 5}), F64({5}), F64({5})}, {}, Home::here,
        [](ProgramBuilder& b, const std::vector<int>& x) {
@@ -200,6 +204,7 @@ inline std::vector<Row> Rows() {
   rows.push_back(collective("ppermute", "partial", {F64({2})}, with(over_i, "perm", Permutation{{0, 3}, {2, 1}}), line));
   rows.push_back(collective("axis_index", "", {}, over_i, line));
   rows.push_back(collective("pvary", "", {F64({3})}, over_i, line));
+  rows.push_back(collective("pbroadcast", "", {F64({3})}, with(over_i, "source", std::int64_t{2}), line));
   // ---- session effects: built without a session (their names are only looked up when they run)
   ProgramParams stream = {{"stream", std::string("s")}};
   ProgramParams host_load = effect_shape;
@@ -218,6 +223,7 @@ inline std::vector<Row> Rows() {
   rows.push_back({"variable_read", "", {}, variable_read, Home::effect});
   rows.push_back({"variable_update", "", {f32({2})}, variable, Home::effect});
   rows.push_back({"custom_vjp_call", "", {}, {}, Home::custom});
+  rows.push_back({"custom_jvp_call", "", {}, {}, Home::custom});
   return rows;
 }
 

@@ -11,7 +11,7 @@
 // `EveryRegisteredOpHasARow`, so a new primitive arrives with its row. The collectives' rows are built here
 // (so (a) sees their result types) and run in pmap by tests/inproc/transform_rules_collectives_test.cc;
 // session effects are refused by every transformation (jvp.cc, batching.cc) and are listed as such;
-// custom_vjp_call's rows need a registered rule program and live in the custom_vjp family's tests.
+// the custom calls' rows need a registered rule program and live in the custom family's tests.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -51,8 +51,8 @@ TEST(TransformRules, EveryPrimitiveHasItsRulesOrSaysWhyNot) {
   for (const Row& row : Rows()) {
     if (program::find_op(row.op) == nullptr) continue;
     bool& f = floating[row.op];
-    // custom_vjp_call's JVP is refused by the machinery (JAX's rule: a custom_vjp function has no forward
-    // mode); its batching rule is still needed.
+    // The custom calls' forward mode is the machinery's (custom_vjp_call's refused, as JAX does; custom_jvp_call's
+    // registered rule inlined), not a JVP rule's; their batching rules are still needed.
     if (row.home == Home::custom) continue;
     try {
       f = f || AnyFloating(Build(row).output_types());
