@@ -7,9 +7,13 @@ The Jacobians agree (checked before timing). The runs alternate between the ways
 median of --reps runs of --calls calls each, after a warm-up (weft's trace; PyTorch's first vmap).
 
     cd build && PYTHONPATH=python /usr/bin/python3 ../bench/jacfwd_vs_pytorch.py [--reps 7 --calls 50] [--json]
+
+PyTorch runs with --torch-threads intra-op threads (default: every CPU; Debian's build otherwise starts with
+one here).
 """
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -31,10 +35,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--calls", type=int, default=50, help="calls per timed run")
+    parser.add_argument("--torch-threads", type=int, default=os.cpu_count(),
+                        help="PyTorch's intra-op threads (default: every CPU, as weft's kernels may use)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     import torch
+
+    torch.set_num_threads(args.torch_threads)
 
     weft.config.update("jax_enable_x64", True)
     p = parameters()
