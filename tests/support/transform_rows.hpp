@@ -245,10 +245,10 @@ inline std::int64_t Count(const Dims& shape) {
   return n;
 }
 
-// A random input of `spec` (with `lead` in front of its shape when given).
-inline Array Draw(const InputSpec& spec, std::mt19937_64& rng, std::optional<std::int64_t> lead = std::nullopt) {
-  Dims shape = spec.shape;
-  if (lead) shape.insert(shape.begin(), *lead);
+// A random input of `spec`, with `lead` in front of its shape (a batch axis, a mesh's shape).
+inline Array Draw(const InputSpec& spec, std::mt19937_64& rng, const Dims& lead = {}) {
+  Dims shape = lead;
+  shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
   std::vector<double> v(static_cast<std::size_t>(Count(shape)));
   if (is_floating(spec.dtype)) {
     std::uniform_real_distribution<double> dist(spec.low, spec.high);

@@ -211,7 +211,7 @@ TEST(TransformRules, BatchingEqualsPerExampleRunsBitForBit) {
       std::vector<Array> stacked;
       std::vector<std::vector<Array>> examples(B);
       for (std::size_t k = 0; k < n; ++k) {
-        const Array value = Draw(row.inputs[k], rng, batched[k] ? std::optional<std::int64_t>(B) : std::nullopt);
+        const Array value = Draw(row.inputs[k], rng, batched[k] ? Dims{B} : Dims{});
         stacked.push_back(value);
         for (std::int64_t e = 0; e < B; ++e) examples[e].push_back(batched[k] ? value[e].copy() : value);
       }
