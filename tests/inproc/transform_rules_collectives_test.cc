@@ -25,9 +25,23 @@ namespace {
 
 using namespace weft::testing;
 
-// Values for every replica of `mesh`, stacked as pmap takes them: [mesh shape..., shape...].
-Array Stacked(const InputSpec& spec, const Mesh& mesh, std::mt19937_64& rng) { return Draw(spec, rng, mesh.shape()); }
-Array StackedDirection(const ValueType& type, const Mesh& mesh, std::mt19937_64& rng) {
+// `one` (a value of every replica) repeated for each replica of `mesh`: [mesh shape..., shape...].
+Array Tiled(const Array& one, const Mesh& mesh) {
+  const std::vector<double> v = one.to_doubles();
+  std::vector<double> all;
+  for (int r = 0; r < mesh.size(); ++r) all.insert(all.end(), v.begin(), v.end());
+  Dims shape = mesh.shape();
+  shape.insert(shape.end(), one.shape().begin(), one.shape().end());
+  return Array::from_doubles(all, shape, one.dtype());
+}
+
+// Values for every replica of `mesh`, stacked as pmap takes them: [mesh shape..., shape...]; `same`: one value
+// for every replica (an invariant input's).
+Array Stacked(const InputSpec& spec, const Mesh& mesh, std::mt19937_64& rng, bool same) {
+  return same ? Tiled(Draw(spec, rng), mesh) : Draw(spec, rng, mesh.shape());
+}
+Array StackedDirection(const ValueType& type, const Mesh& mesh, std::mt19937_64& rng, bool same) {
+  if (same) return Tiled(Direction(type, rng), mesh);
   ValueType stacked = type;
   const Dims lead = mesh.shape();
   stacked.shape.insert(stacked.shape.begin(), lead.begin(), lead.end());
@@ -75,8 +89,8 @@ TEST(TransformRulesCollectives, JvpMatchesCentralDifferencesAndVjpIsItsAdjoint) 
     const std::vector<ValueType> in_types = f.input_types(), out_types = f.output_types();
     if (!AnyFloating(in_types) || !AnyFloating(out_types)) continue;  // axis_index: nothing to differentiate
     std::vector<Array> x, v;
-    for (const InputSpec& spec : row.inputs) x.push_back(Stacked(spec, mesh, rng));
-    for (const ValueType& t : in_types) v.push_back(StackedDirection(t, mesh, rng));
+    for (const InputSpec& spec : row.inputs) x.push_back(Stacked(spec, mesh, rng, row.invariant));
+    for (const ValueType& t : in_types) v.push_back(StackedDirection(t, mesh, rng, row.invariant));
     const std::optional<Program> jf =
         Transformed(row, "jvp_program", Refuses(info, info.jvp), [&] { return jvp_program(f); });
     if (!jf) continue;
@@ -119,12 +133,14 @@ TEST(TransformRulesCollectives, JvpMatchesCentralDifferencesAndVjpIsItsAdjoint) 
     const std::optional<Program> vf = Transformed(row, "vjp_program", false, [&] { return vjp_program(f, {0}); });
     if (!vf) continue;
     std::vector<Array> u;
-    for (const ValueType& t : out_types) u.push_back(StackedDirection(t, mesh, rng));
+    for (const ValueType& t : out_types) u.push_back(StackedDirection(t, mesh, rng, false));  // outputs vary
     std::vector<Array> vjp_args = x;
     vjp_args.insert(vjp_args.end(), u.begin(), u.end());
     const std::vector<Array> cts = RunInPmap(rt, row, *vf, vjp_args);
-    const double lhs = Dot(cts[n_out], v[0]), rhs = Dot(u[0], jvp_out[n_out]);
-    const double scale = Dot(cts[n_out], v[0], true) + Dot(u[0], jvp_out[n_out], true);
+    // An invariant input is one value: its cotangent (invariant too) counts once, not once per replica.
+    const double once = row.invariant ? 1.0 / mesh.size() : 1.0;
+    const double lhs = once * Dot(cts[n_out], v[0]), rhs = Dot(u[0], jvp_out[n_out]);
+    const double scale = once * Dot(cts[n_out], v[0], true) + Dot(u[0], jvp_out[n_out], true);
     EXPECT_LE(std::abs(lhs - rhs), 1e-12 * std::max(scale, 1e-300))
         << row.name() << ": sum over replicas of <vjp(u), v> = " << lhs << " but of <u, jvp(v)> = " << rhs;
   }
@@ -143,7 +159,7 @@ TEST(TransformRulesCollectives, BatchingEqualsPerExamplePmapRunsBitForBit) {
                                                          [&] { return batch_program(f, {true}, B); });
     if (!bf) continue;
     std::vector<Array> examples;  // per example: every replica's value, [mesh shape..., shape...]
-    for (std::int64_t e = 0; e < B; ++e) examples.push_back(Stacked(row.inputs[0], mesh, rng));
+    for (std::int64_t e = 0; e < B; ++e) examples.push_back(Stacked(row.inputs[0], mesh, rng, row.invariant));
     const int example_axis = mesh.num_axes();  // behind the mesh's axes
     const std::vector<Array> got = RunInPmap(rt, row, bf->program, {Array::stack(examples, example_axis)});
     std::vector<std::vector<Array>> want;
@@ -167,7 +183,7 @@ TEST(TransformRulesCollectives, VmapOverTheMeshAxisEqualsPmap) {
     const Mesh mesh(row.mesh);
     const program::OpInfo& info = Info(row.op);
     const std::string axis = row.mesh[0].name;
-    const std::vector<bool> batched(row.inputs.size(), true);
+    const std::vector<bool> batched(row.inputs.size(), !row.invariant);  // an invariant input: every example's
     if (row.params.count("groups") > 0) {
       // vmap has no axis_index_groups (JAX's rule): refused, naming them.
       EXPECT_NE(testing::ErrorOf<InvalidArgument>([&] { batch_program(f, batched, mesh.size(), axis); })
@@ -180,11 +196,14 @@ TEST(TransformRulesCollectives, VmapOverTheMeshAxisEqualsPmap) {
         Transformed(row, "batch_program over the mesh axis", Refuses(info, info.batch),
                     [&] { return batch_program(f, batched, mesh.size(), axis); });
     if (!bf) continue;
-    std::vector<Array> x;
-    for (const InputSpec& spec : row.inputs) x.push_back(Stacked(spec, mesh, rng));
+    std::vector<Array> x, one;
+    for (const InputSpec& spec : row.inputs) {
+      x.push_back(Stacked(spec, mesh, rng, row.invariant));
+      if (row.invariant) one.push_back(x.back()[0]);
+    }
     std::vector<Array> got;
     try {
-      got = run_program(bf->program, x);
+      got = run_program(bf->program, row.invariant ? one : x);
     } catch (const std::exception& e) {
       ADD_FAILURE() << row.name() << ": the program batched over '" << axis << "' fails to run: " << e.what();
       continue;
