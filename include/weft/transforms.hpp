@@ -29,9 +29,6 @@
 namespace weft {
 namespace detail {
 
-// The types of a call's (concrete or symbolic) arrays.
-std::vector<ValueType> types_of(std::span<const Array> arrays);
-
 // A transformed function's programs, one per call signature. `signature` maps the call's input types to the
 // function's (jvp: the primals; vmap: one example's); `make` builds the program the call runs from the
 // function's traced program and the call's types. The program is traced through a ProgramCache, so it is
@@ -42,10 +39,9 @@ class TransformCache {
   using Make = std::function<Program(const Program& fn, const std::vector<ValueType>& call)>;
   TransformCache(Signature signature, Make make, std::string name);
 
-  // The transformed program's outputs for `inputs`, `fn` being the function traced (trace_body).
+  // The transformed program's outputs for `inputs`, `fn` being the function traced (plain_body).
   std::vector<Array> run(const TraceBody& fn, std::vector<Array> inputs) const;
   std::size_t traces() const { return cache_->traces(); }
-  const std::string& name() const { return name_; }
 
  private:
   Signature signature_;
@@ -59,10 +55,8 @@ class TransformCache {
 void check_jvp_arguments(std::span<const Array> primals, std::span<const Array> tangents);
 
 // The programs (src/runtime/transforms.cc). Each takes the function's traced program and has the call's
-// inputs as its own.
-// jvp: inputs primals then tangents; outputs f's then their tangents.
-Program jvp_call_program(const Program& fn);
-// One Jacobian per output of fn, of shape out.shape + in.shape with respect to input `argnum`.
+// inputs as its own (jvp's is jvp_program itself: primals then tangents in, f's outputs then their tangents
+// out). One Jacobian per output of fn, of shape out.shape + in.shape with respect to input `argnum`.
 Program jacfwd_call_program(const Program& fn, int argnum, const std::string& name);
 Program jacrev_call_program(const Program& fn, int argnum, const std::string& name);
 // vmap: `in_axes` per input (nullopt: shared by every example), `out_axes` per output (nullopt: the output
@@ -92,8 +86,9 @@ TraceBody plain_body(const std::shared_ptr<F>& fn) {
   };
 }
 
-// A function transformed by a TransformCache: called with Arrays, returns what `Result` says.
-template <class F, template <class> class Result>
+// A function transformed by a TransformCache: called with Arrays, returns what f returns (jacfwd / jacrev:
+// one Jacobian per output; vmap: one batched value per output).
+template <class F>
 class Transformed {
  public:
   Transformed(F fn, TransformCache cache) : fn_(std::make_shared<F>(std::move(fn))), cache_(std::move(cache)) {}
@@ -102,7 +97,7 @@ class Transformed {
   template <class... Args>
     requires(std::is_convertible_v<const Args&, const Array&> && ...)
   auto operator()(const Args&... args) const {
-    using R = Result<result_of_n_t<F, sizeof...(Args)>>;
+    using R = result_of_n_t<F, sizeof...(Args)>;
     return rebuild<R>(cache_.run(plain_body<F, sizeof...(Args)>(fn_), std::vector<Array>{Array(args)...}));
   }
   // How many signatures were traced.
@@ -112,10 +107,6 @@ class Transformed {
   std::shared_ptr<F> fn_;
   TransformCache cache_;
 };
-
-// jacfwd / jacrev / vmap return what f returns (one Jacobian or batched value per output).
-template <class R>
-using SameResult = R;
 
 }  // namespace detail
 
@@ -129,7 +120,7 @@ auto jvp(F fn, const Array (&primals)[N], const Array (&tangents)[N]) {
       [](const std::vector<ValueType>& call) {
         return std::vector<ValueType>(call.begin(), call.begin() + static_cast<std::ptrdiff_t>(N));
       },
-      [](const Program& f, const std::vector<ValueType>&) { return detail::jvp_call_program(f); }, "jvp");
+      [](const Program& f, const std::vector<ValueType>&) { return jvp_program(f); }, "jvp");
   detail::check_jvp_arguments(std::span<const Array>(primals, N), std::span<const Array>(tangents, N));
   std::vector<Array> inputs(primals, primals + N);
   inputs.insert(inputs.end(), tangents, tangents + N);
@@ -149,7 +140,7 @@ auto jacfwd(F fn, int argnum = 0, std::string name = "jacfwd") {
                                  return detail::jacfwd_call_program(f, argnum, name);
                                },
                                name);
-  return detail::Transformed<F, detail::SameResult>(std::move(fn), std::move(cache));
+  return detail::Transformed<F>(std::move(fn), std::move(cache));
 }
 
 // jax.jacrev(f, argnums=argnum): the same Jacobian by reverse mode (the VJP of f batched over each output's
@@ -161,7 +152,7 @@ auto jacrev(F fn, int argnum = 0, std::string name = "jacrev") {
                                  return detail::jacrev_call_program(f, argnum, name);
                                },
                                name);
-  return detail::Transformed<F, detail::SameResult>(std::move(fn), std::move(cache));
+  return detail::Transformed<F>(std::move(fn), std::move(cache));
 }
 
 // jax.hessian(f, argnums=argnum): jacfwd(jacrev(f)), in.shape + in.shape for a scalar f.
@@ -184,7 +175,7 @@ auto vmap(F fn, std::vector<std::optional<int>> in_axes = {}, std::vector<std::o
         return detail::vmap_call_program(f, call, axes, name);
       },
       name);
-  return detail::Transformed<F, detail::SameResult>(std::move(fn), std::move(cache));
+  return detail::Transformed<F>(std::move(fn), std::move(cache));
 }
 
 }  // namespace weft

@@ -115,13 +115,13 @@ Mapping mapping(const std::vector<ValueType>& call, const VmapAxes& given, const
   return m;
 }
 
-}  // namespace
-
 std::vector<ValueType> types_of(std::span<const Array> arrays) {
   std::vector<ValueType> types;
   for (const Array& a : arrays) types.push_back(ValueType{a.dtype(), Dims(a.shape().begin(), a.shape().end()), {}});
   return types;
 }
+
+}  // namespace
 
 TransformCache::TransformCache(Signature signature, Make make, std::string name)
     : signature_(std::move(signature)), make_(std::move(make)), name_(std::move(name)),
@@ -159,8 +159,6 @@ void check_jvp_arguments(std::span<const Array> primals, std::span<const Array> 
     }
   }
 }
-
-Program jvp_call_program(const Program& fn) { return jvp_program(fn); }
 
 Program jacfwd_call_program(const Program& fn, int argnum, const std::string& name) {
   check_jacobian(fn, argnum, name);
