@@ -17,3 +17,4 @@
 #include "weft/runtime.hpp"
 #include "weft/session.hpp"
 #include "weft/sharded_array.hpp"
+#include "weft/transforms.hpp"
