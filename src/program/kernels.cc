@@ -82,8 +82,8 @@ Outs where(const Ins& in, const Params&) {
 }
 
 Array cumulative(const Array& x, const Params& p, detail::Cumulative op) {
-  const std::int64_t axis = int_of(p, "axis");
-  return detail::cumulative(x, static_cast<int>(axis < 0 ? axis + x.ndim() : axis), op, flag(p, "reverse"));
+  const std::int64_t axis = param_int(p, "axis");
+  return detail::cumulative(x, static_cast<int>(axis < 0 ? axis + x.ndim() : axis), op, param_flag(p, "reverse"));
 }
 
 using Table = std::map<std::string, Kernel>;
