@@ -83,12 +83,6 @@ void register_indexing_ops(std::vector<OpInfo>& ops);
 void register_collective_ops(std::vector<OpInfo>& ops);
 void register_effect_ops(std::vector<OpInfo>& ops);
 
-// The old spelling of param<T> (params.hpp: the accessors; RuleError names the kind there), still used by the
-// families' rules; it goes once they read param<T>.
-template <class T>
-const T& param_as(const Params& params, const std::string& name, const char* /*kind*/) {
-  return param<T>(params, name);
-}
 // numpy broadcasting of the inputs' shapes; RuleError "shapes [4] and [3] do not broadcast".
 std::vector<std::int64_t> broadcast_shapes(const std::vector<ValueType>& ins);
 // Sorted union of the inputs' varying axes.

@@ -95,8 +95,4 @@ inline const std::string& param_string(const Params& params, const std::string& 
   return param<std::string>(params, name);
 }
 
-// The old spelling of param_flag, still used by the files the op families are moving out of (issue 46); it
-// goes once they read param_flag.
-inline bool flag(const Params& p, const char* name) { return param_flag(p, name); }
-
 }  // namespace weft::program

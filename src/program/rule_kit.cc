@@ -139,7 +139,7 @@ std::int64_t normalize_axis(std::int64_t axis, std::size_t rank) {
 }
 
 std::int64_t axis_param(const Params& params, std::size_t rank, std::int64_t fallback) {
-  std::int64_t axis = params.contains("axis") ? std::get<std::int64_t>(params.at("axis")) : fallback;
+  std::int64_t axis = param_int(params, "axis", fallback);
   return axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis;
 }
 
@@ -214,7 +214,7 @@ Batched shifted_axes_batch(BatchContext& c) {
     }
   }
   if (auto it = params.find("axis"); it != params.end()) {
-    it->second = int_param(shift(std::get<std::int64_t>(it->second)));
+    it->second = int_param(shift(param_int(params, "axis")));
   }
   std::vector<ValueId> outs = c.e.emit_many(c.op, {c.materialized(0)}, params);
   return {outs, std::vector<bool>(outs.size(), true)};

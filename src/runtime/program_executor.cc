@@ -190,7 +190,7 @@ std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite
     // Every member gets member `source`'s value. The runtime has no broadcast collective of its own, so the
     // group's values are gathered and the source's taken (exact; a dedicated one would move G times less).
     const Array all = r.all_gather(in[0], groups, 0, false, site);
-    return {all[std::get<std::int64_t>(p.at("source"))]};
+    return {all[program::param_int(p, "source")]};
   }
   if (op == "gather_shards") {
     const auto& shape = program::param_ints(p, "shape");

@@ -31,7 +31,7 @@ std::string mesh_axes_text(const Mesh& mesh) {
 
 // The number of replicas one collective instance spans: the product of its axes' sizes, or the group size.
 std::int64_t participants(const Params& params, const Mesh& mesh) {
-  const auto& axes = param_as<std::vector<std::string>>(params, "axes", "a tuple of axis names");
+  const auto& axes = param<std::vector<std::string>>(params, "axes");
   if (axes.empty()) throw RuleError("axes must name at least one mesh axis");
   std::set<std::string> seen;
   std::int64_t size = 1;
@@ -43,7 +43,7 @@ std::int64_t participants(const Params& params, const Mesh& mesh) {
     size *= mesh.axes()[mesh.axis_position(axis)].size;
   }
   if (!has_param(params, "groups")) return size;
-  const auto& groups = param_as<Groups>(params, "groups", "a tuple of index tuples");
+  const auto& groups = param<Groups>(params, "groups");
   std::vector<int> count(static_cast<std::size_t>(size), 0);
   for (const auto& group : groups) {
     if (group.size() != groups.front().size()) throw RuleError("groups must all have the same size");
@@ -65,7 +65,7 @@ std::int64_t participants(const Params& params, const Mesh& mesh) {
 // Whether the collective runs in more than one group along its axes (axis_index_groups that split them): its
 // result is then equal within each group only.
 bool split_into_groups(const Params& params) {
-  return has_param(params, "groups") && param_as<Groups>(params, "groups", "a tuple of index tuples").size() > 1;
+  return has_param(params, "groups") && param<Groups>(params, "groups").size() > 1;
 }
 
 // The varying axes of a reduction's or gather's result: the input's without the collective's axes, for the
@@ -75,13 +75,13 @@ bool split_into_groups(const Params& params) {
 // values: issue 45).
 std::vector<std::string> without_axes(std::vector<std::string> varying, const Params& params) {
   if (split_into_groups(params)) return varying;
-  const auto& axes = param_as<std::vector<std::string>>(params, "axes", "a tuple of axis names");
+  const auto& axes = param<std::vector<std::string>>(params, "axes");
   std::erase_if(varying, [&](const std::string& a) { return std::count(axes.begin(), axes.end(), a) > 0; });
   return varying;
 }
 
 std::vector<std::string> with_axes(std::vector<std::string> varying, const Params& params) {
-  const auto& axes = param_as<std::vector<std::string>>(params, "axes", "a tuple of axis names");
+  const auto& axes = param<std::vector<std::string>>(params, "axes");
   std::set<std::string> all(varying.begin(), varying.end());
   all.insert(axes.begin(), axes.end());
   return {all.begin(), all.end()};
@@ -90,7 +90,7 @@ std::vector<std::string> with_axes(std::vector<std::string> varying, const Param
 // A dimension parameter of the operand (past_end: one past the last is allowed, where an axis is inserted);
 // negative counts from the end, as in JAX. Returns it non-negative.
 std::int64_t dimension(const ValueType& in, const Params& params, const std::string& name, bool past_end = false) {
-  const std::int64_t axis = param_as<std::int64_t>(params, name, "an int");
+  const std::int64_t axis = param<std::int64_t>(params, name);
   const auto rank = static_cast<std::int64_t>(in.shape.size()) + (past_end ? 1 : 0);
   if (axis < -rank || axis >= rank) {
     throw RuleError(name + " " + std::to_string(axis) + " is out of range for " + type_text(in) + " (rank " +
@@ -100,7 +100,7 @@ std::int64_t dimension(const ValueType& in, const Params& params, const std::str
   return axis < 0 ? axis + rank : axis;
 }
 
-bool tiled(const Params& params) { return has_param(params, "tiled") && param_as<bool>(params, "tiled", "a bool"); }
+bool tiled(const Params& params) { return has_param(params, "tiled") && param<bool>(params, "tiled"); }
 
 std::vector<ValueType> all_reduce(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
   participants(params, mesh);
@@ -170,7 +170,7 @@ std::vector<ValueType> ppermute(const std::vector<ValueType>& ins, const Params&
   const std::int64_t n = participants(params, mesh);
   std::set<int> sources;
   std::set<int> destinations;
-  for (const auto& [from, to] : param_as<Permutation>(params, "perm", "a tuple of (source, destination) pairs")) {
+  for (const auto& [from, to] : param<Permutation>(params, "perm")) {
     if (from < 0 || from >= n || to < 0 || to >= n) {
       throw RuleError("perm pair (" + std::to_string(from) + ", " + std::to_string(to) + ") is outside 0.." +
                       std::to_string(n - 1));
@@ -211,7 +211,7 @@ std::vector<ValueType> gather_shards(const std::vector<ValueType>& ins, const Pa
   const std::int64_t g = participants(params, mesh);
   if (ins[0].shape.size() != 1) throw RuleError("the shard must be 1-d, not " + type_text(ins[0]));
   ValueType out = ins[0];
-  out.shape = param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints");
+  out.shape = param<std::vector<std::int64_t>>(params, "shape");
   if (out.num_elements() > ins[0].shape[0] * g) {
     throw RuleError("shape " + type_text(out) + " needs more than the " + std::to_string(g) + " shards of " +
                     type_text(ins[0]) + " hold");
@@ -225,10 +225,10 @@ std::vector<ValueType> gather_shards(const std::vector<ValueType>& ins, const Pa
 // JAX's takes no axis_index_groups). Typed varying over the axes, as JAX's collective_vma_rule does.
 std::vector<ValueType> pbroadcast(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
   const std::int64_t n = participants(params, mesh);
-  const std::int64_t source = param_as<std::int64_t>(params, "source", "an int");
+  const std::int64_t source = param<std::int64_t>(params, "source");
   if (source < 0 || source >= n) {
     throw RuleError("source " + std::to_string(source) + " is outside 0.." + std::to_string(n - 1) +
-                    " (the members along axes " + axes_text(param_as<std::vector<std::string>>(params, "axes", "a tuple of axis names")) +
+                    " (the members along axes " + axes_text(param<std::vector<std::string>>(params, "axes")) +
                     ")");
   }
   ValueType out = ins[0];
@@ -239,7 +239,7 @@ std::vector<ValueType> pbroadcast(const std::vector<ValueType>& ins, const Param
 // ---- shared by the rules -----------------------------------------------------------------------------------
 
 const std::vector<std::string>& axes_of(const Params& p) {
-  return param_as<std::vector<std::string>>(p, "axes", "a tuple of axis names");
+  return param<std::vector<std::string>>(p, "axes");
 }
 
 // The parameters of a collective over the same axes and groups (a transpose's, a JVP's psum).
@@ -269,7 +269,7 @@ ValueId pvary_to(Emitter& e, ValueId g, const std::vector<std::string>& axes) {
 ValueId rank_in_group(Emitter& e, const Params& p, std::int64_t group_size) {
   ValueId rank = e.emit("axis_index", {}, {{"axes", p.at("axes")}});
   if (!p.contains("groups")) return rank;
-  const Groups& groups = std::get<Groups>(p.at("groups"));
+  const Groups& groups = param<Groups>(p, "groups");
   std::vector<std::int32_t> rank_of(static_cast<std::size_t>(group_size) * groups.size());
   for (const auto& group : groups) {
     for (std::size_t k = 0; k < group.size(); ++k) rank_of[static_cast<std::size_t>(group[k])] = static_cast<std::int32_t>(k);
@@ -334,7 +334,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 ReduceOp flat_reduce_op(const Params& p) {
   try {
-    return reduce_op_from_name(p.contains("op") ? std::get<std::string>(p.at("op")) : std::string("add"));
+    return reduce_op_from_name(p.contains("op") ? param_string(p, "op") : std::string("add"));
   } catch (const InvalidArgument& e) {
     throw RuleError(std::string("replicated_reduce_scatter: ") + e.what());
   }

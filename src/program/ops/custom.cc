@@ -39,7 +39,7 @@ Table& table() {
 }
 
 std::size_t count_param(const std::string& op, const Params& params, const char* name) {
-  const std::int64_t n = param_as<std::int64_t>(params, name, "an int");
+  const std::int64_t n = param<std::int64_t>(params, name);
   if (n < 0) throw RuleError(op + ": parameter '" + name + "' must not be negative");
   return static_cast<std::size_t>(n);
 }
@@ -311,10 +311,10 @@ const CustomRule& find_custom_rule(CustomKind kind, std::int64_t rule) {
 
 CustomCallLayout custom_call_layout(const std::string& op, const Params& params, std::size_t operands) {
   CustomCallLayout layout;
-  layout.rule = param_as<std::int64_t>(params, "rule", "an int");
+  layout.rule = param<std::int64_t>(params, "rule");
   layout.primals = count_param(op, params, "primals");
   layout.outputs = count_param(op, params, "outputs");
-  layout.name = param_as<std::string>(params, "name", "a string");
+  layout.name = param<std::string>(params, "name");
   if (layout.primals + layout.outputs > operands) {
     throw RuleError(op + ": " + std::to_string(layout.primals) + " primal inputs and " +
                     std::to_string(layout.outputs) + " outputs need at least " +

@@ -8,8 +8,8 @@ namespace {
 
 std::vector<ValueType> declared_result(const std::vector<ValueType>&, const Params& params, const Mesh&) {
   ValueType out;
-  out.dtype = param_as<DType>(params, "dtype", "a dtype");
-  out.shape = param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints");
+  out.dtype = param<DType>(params, "dtype");
+  out.shape = param<std::vector<std::int64_t>>(params, "shape");
   for (std::int64_t d : out.shape) {
     if (d < 0) throw RuleError("shape has a negative dimension");
   }

@@ -90,7 +90,7 @@ std::vector<ValueType> bitwise(const std::vector<ValueType>& ins, const Params&,
 
 // x ** n for a Python int n (JAX's integer_pow): the dtype stays x's; a negative n needs a float x.
 std::vector<ValueType> integer_pow(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
-  const std::int64_t y = param_as<std::int64_t>(params, "y", "an int");
+  const std::int64_t y = param<std::int64_t>(params, "y");
   if (y < 0 && !is_floating(ins[0].dtype)) {
     throw RuleError("integers cannot be raised to the negative power " + std::to_string(y));
   }
@@ -99,7 +99,7 @@ std::vector<ValueType> integer_pow(const std::vector<ValueType>& ins, const Para
 
 std::vector<ValueType> convert(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
   ValueType out = ins[0];
-  out.dtype = param_as<DType>(params, "dtype", "a dtype");
+  out.dtype = param<DType>(params, "dtype");
   return {out};
 }
 
@@ -192,7 +192,7 @@ ValueId power_partial(const Point& p, std::size_t k, ValueId g) {
 }
 // JAX's integer_pow rule: y x^(y-1); x^0 is a constant, so nothing for y = 0 (0 * x^-1 was nan at 0).
 ValueId integer_pow_partial(const Point& p, std::size_t, ValueId g) {
-  const std::int64_t y = param_as<std::int64_t>(p.params, "y", "an int");
+  const std::int64_t y = param<std::int64_t>(p.params, "y");
   if (y == 0) return kNoValue;
   ValueId d = p.scalar(static_cast<double>(y));
   if (y != 1) {

@@ -17,7 +17,7 @@ std::vector<ValueType> take(const std::vector<ValueType>& ins, const Params& par
     out.shape = ins[1].shape;
     return {out};
   }
-  const std::int64_t axis = normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
+  const std::int64_t axis = normalize_axis(param<std::int64_t>(params, "axis"), ins[0].shape.size());
   out.shape.assign(ins[0].shape.begin(), ins[0].shape.begin() + axis);
   out.shape.insert(out.shape.end(), ins[1].shape.begin(), ins[1].shape.end());
   out.shape.insert(out.shape.end(), ins[0].shape.begin() + axis + 1, ins[0].shape.end());
@@ -115,11 +115,11 @@ Batched take_batch(BatchContext& c) {
 // ---- one_hot(labels): labels.shape + (num_classes,) of `dtype`; integer labels, so no derivative.
 std::vector<ValueType> one_hot(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
   if (!is_integer(ins[0].dtype)) throw RuleError("labels must be integers, not " + short_dtype_name(ins[0].dtype));
-  const std::int64_t n = param_as<std::int64_t>(params, "num_classes", "an int");
+  const std::int64_t n = param<std::int64_t>(params, "num_classes");
   if (n < 0) throw RuleError("num_classes must be >= 0, got " + std::to_string(n));
   ValueType out = ins[0];
   out.shape.push_back(n);
-  out.dtype = param_as<DType>(params, "dtype", "a dtype");
+  out.dtype = param<DType>(params, "dtype");
   return {out};
 }
 

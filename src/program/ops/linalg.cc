@@ -17,7 +17,7 @@ std::vector<ValueType> matmul(const std::vector<ValueType>& ins, const Params& p
   std::vector<std::int64_t> b = ins[1].shape;
   if (a.empty() || b.empty()) throw RuleError("matmul needs operands of rank 1 or more");
   for (auto [name, shape] : {std::pair{"transpose_a", &a}, std::pair{"transpose_b", &b}}) {
-    if (!has_param(params, name) || !param_as<bool>(params, name, "a bool")) continue;
+    if (!has_param(params, name) || !param<bool>(params, name)) continue;
     if (shape->size() < 2) throw RuleError(std::string(name) + " needs an operand of rank 2 or more");
     std::swap((*shape)[shape->size() - 1], (*shape)[shape->size() - 2]);
   }
@@ -49,7 +49,7 @@ std::vector<ValueType> matmul(const std::vector<ValueType>& ins, const Params& p
 void matmul_vjp(VjpContext& c) {
   Emitter& e = c.e;
   ValueId a = c.in(0), b = c.in(1), g = c.ct();
-  const bool ta = flag(c.params, "transpose_a"), tb = flag(c.params, "transpose_b");
+  const bool ta = param_flag(c.params, "transpose_a"), tb = param_flag(c.params, "transpose_b");
   if (ta) a = e.swap_last_two(a);
   if (tb) b = e.swap_last_two(b);
   const std::vector<std::int64_t> as = e.type(a).shape, bs = e.type(b).shape, gs = e.type(g).shape;

@@ -9,7 +9,7 @@ namespace {
 
 // ---- softmax, log_softmax: x's shape, a float dtype (integers give float32).
 std::vector<ValueType> along_axis(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
-  if (has_param(params, "axis")) normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
+  if (has_param(params, "axis")) normalize_axis(param<std::int64_t>(params, "axis"), ins[0].shape.size());
   ValueType out = ins[0];
   if (!is_floating(out.dtype)) out.dtype = DType::f32;
   return {out};

@@ -12,7 +12,7 @@ namespace {
 std::vector<bool> checked_reduced_axes(const ValueType& in, const Params& params) {
   std::vector<bool> reduced(in.shape.size(), !has_param(params, "axes"));
   if (!has_param(params, "axes")) return reduced;
-  for (std::int64_t axis : param_as<std::vector<std::int64_t>>(params, "axes", "a tuple of ints")) {
+  for (std::int64_t axis : param<std::vector<std::int64_t>>(params, "axes")) {
     const std::int64_t a = normalize_axis(axis, in.shape.size());
     if (reduced[a]) throw RuleError("axis " + std::to_string(axis) + " is reduced twice");
     reduced[a] = true;
@@ -21,7 +21,7 @@ std::vector<bool> checked_reduced_axes(const ValueType& in, const Params& params
 }
 
 ValueType reduce_shape(const ValueType& in, const std::vector<bool>& reduced, const Params& params) {
-  const bool keepdims = has_param(params, "keepdims") && param_as<bool>(params, "keepdims", "a bool");
+  const bool keepdims = has_param(params, "keepdims") && param<bool>(params, "keepdims");
   ValueType out{in.dtype, {}, in.varying};
   for (std::size_t i = 0; i < in.shape.size(); ++i) {
     if (!reduced[i]) {
@@ -101,7 +101,7 @@ std::vector<ValueId> max_min_jvp(JvpContext& c) {
 std::vector<ValueType> arg_reduction(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
   Params as_axes;
   if (has_param(params, "axis")) {
-    as_axes["axes"] = ints_param({param_as<std::int64_t>(params, "axis", "an int")});
+    as_axes["axes"] = ints_param({param<std::int64_t>(params, "axis")});
   }
   if (has_param(params, "keepdims")) as_axes["keepdims"] = params.at("keepdims");
   ValueType out = reduce_shape(ins[0], checked_reduced_axes(ins[0], as_axes), as_axes);
@@ -122,7 +122,7 @@ Batched arg_reduction_batch(BatchContext& c) {
 
 // ---- logsumexp along `axis`: its derivative is the softmax along the axis.
 std::vector<ValueType> logsumexp(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
-  const std::int64_t axis = normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
+  const std::int64_t axis = normalize_axis(param<std::int64_t>(params, "axis"), ins[0].shape.size());
   Params as_axes{{"axes", ints_param({axis})}};
   if (has_param(params, "keepdims")) as_axes["keepdims"] = params.at("keepdims");
   ValueType out = reduce_shape(ins[0], checked_reduced_axes(ins[0], as_axes), as_axes);
@@ -159,8 +159,8 @@ std::vector<ValueId> logsumexp_jvp(JvpContext& c) {
 // operand's shape, sum's dtype (bool, int8 and uint8 accumulate in int32).
 std::vector<ValueType> cumulative(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
   if (ins[0].shape.empty()) throw RuleError("the operand must have at least one dimension (a scalar has no axis)");
-  normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins[0].shape.size());
-  if (has_param(params, "reverse")) param_as<bool>(params, "reverse", "a bool");
+  normalize_axis(param<std::int64_t>(params, "axis"), ins[0].shape.size());
+  if (has_param(params, "reverse")) param<bool>(params, "reverse");
   ValueType out = ins[0];
   out.dtype = detail::sum_dtype(ins[0].dtype);
   return {out};
@@ -169,7 +169,7 @@ std::vector<ValueType> cumulative(const std::vector<ValueType>& ins, const Param
 // The cumulative `op` (cumsum, cumprod) along the equation's axis, in its direction or (`flip`) the other way.
 ValueId cumulative_op(Emitter& e, const char* op, ValueId v, const Params& params, bool flip) {
   Params q = params;
-  const bool reverse = flag(params, "reverse");
+  const bool reverse = param_flag(params, "reverse");
   q["reverse"] = bool_param(reverse != flip);
   return e.emit(op, {v}, q);
 }

@@ -18,7 +18,7 @@ std::string dims_text(const std::vector<std::int64_t>& dims) {
 
 // ---- reshape (one -1 dimension inferred) -------------------------------------------------------------------
 std::vector<ValueType> reshape(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
-  std::vector<std::int64_t> shape = param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints");
+  std::vector<std::int64_t> shape = param<std::vector<std::int64_t>>(params, "shape");
   const auto unknown = std::count(shape.begin(), shape.end(), -1);
   if (unknown > 1) throw RuleError("shape " + dims_text(shape) + " has more than one -1");
   std::int64_t known = 1;
@@ -33,7 +33,7 @@ std::vector<ValueType> reshape(const std::vector<ValueType>& ins, const Params& 
   if (std::count(shape.begin(), shape.end(), -1) > 0 ||
       std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>()) != total) {
     throw RuleError("cannot reshape " + type_text(ins[0]) + " (" + std::to_string(total) + " elements) to " +
-                    dims_text(param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints")));
+                    dims_text(param<std::vector<std::int64_t>>(params, "shape")));
   }
   return {ValueType{ins[0].dtype, shape, ins[0].varying}};
 }
@@ -51,7 +51,7 @@ Batched reshape_batch(BatchContext& c) {
 std::vector<std::int64_t> perm_of(const Params& params, std::size_t rank) {
   std::vector<std::int64_t> perm(rank);
   std::iota(perm.rbegin(), perm.rend(), std::int64_t{0});
-  if (has_param(params, "perm")) perm = param_as<std::vector<std::int64_t>>(params, "perm", "a tuple of ints");
+  if (has_param(params, "perm")) perm = param<std::vector<std::int64_t>>(params, "perm");
   return perm;
 }
 
@@ -87,7 +87,7 @@ Batched transpose_batch(BatchContext& c) {
 
 // ---- broadcast_to (numpy's rules) -----------------------------------------------------------------------------
 std::vector<ValueType> broadcast_to(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
-  const auto& shape = param_as<std::vector<std::int64_t>>(params, "shape", "a tuple of ints");
+  const auto& shape = param<std::vector<std::int64_t>>(params, "shape");
   const ValueType& in = ins[0];
   bool ok = shape.size() >= in.shape.size();
   for (std::size_t i = 0; ok && i < in.shape.size(); ++i) {
@@ -110,7 +110,7 @@ Batched broadcast_to_batch(BatchContext& c) {
 // ---- concatenate (numpy's: equal dtypes after promotion, equal shapes but along `axis`) ---------------------------
 std::vector<ValueType> concatenate(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
   if (ins.front().shape.empty()) throw RuleError("zero-dimensional arrays cannot be concatenated");
-  const std::int64_t axis = normalize_axis(param_as<std::int64_t>(params, "axis", "an int"), ins.front().shape.size());
+  const std::int64_t axis = normalize_axis(param<std::int64_t>(params, "axis"), ins.front().shape.size());
   ValueType out = ins.front();
   out.shape[axis] = 0;
   for (const ValueType& in : ins) {
@@ -155,9 +155,9 @@ Batched concatenate_batch(BatchContext& c) {
 // ---- slice: Python's basic slicing per axis, indices already normalised (slice.indices): elements start,
 // start+step, ... strictly before limit (after it for a negative step).
 std::vector<ValueType> slice(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
-  const auto& start = param_as<std::vector<std::int64_t>>(params, "start", "a tuple of ints");
-  const auto& limit = param_as<std::vector<std::int64_t>>(params, "limit", "a tuple of ints");
-  const auto& step = param_as<std::vector<std::int64_t>>(params, "step", "a tuple of ints");
+  const auto& start = param<std::vector<std::int64_t>>(params, "start");
+  const auto& limit = param<std::vector<std::int64_t>>(params, "limit");
+  const auto& step = param<std::vector<std::int64_t>>(params, "step");
   const std::size_t rank = ins[0].shape.size();
   if (start.size() != rank || limit.size() != rank || step.size() != rank) {
     throw RuleError("start, limit and step need one entry per axis of " + type_text(ins[0]));
