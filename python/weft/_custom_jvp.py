@@ -32,12 +32,11 @@ that primal output through fun's equations; the rule may not close over traced v
 arguments).
 """
 import functools
-import inspect
 
 import numpy as _np
 
 from . import _tree, _weft
-from ._custom_vjp import in_trace, running_rules, zeros_of
+from ._custom_vjp import bind_call, in_trace, running_rules, zeros_of
 from ._jit import leaf_type, trace_function
 from ._trace import Tracer, UnexpectedTracerError, current_trace, trace_of
 
@@ -98,20 +97,13 @@ class custom_jvp:
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {self._name} using defjvp "
                                  f"(custom_jvp({self._name}): call {self._name}.defjvp(jvp) before calling it)")
-        if kwargs:  # JAX binds keywords to positions, so the rule sees the same argument list
-            args = inspect.signature(self.fun).bind(*args, **kwargs).args
-        nondiff = set()
-        for a in self.nondiff_argnums:
-            if not isinstance(a, int) or not -len(args) <= a < len(args):
-                raise _weft.InvalidArgument(f"custom_jvp({self._name}): nondiff_argnums {self.nondiff_argnums!r} is "
-                                            f"out of range for {len(args)} arguments")
-            nondiff.add(a % len(args))
+        args, nondiff = bind_call(self.fun, args, kwargs, self.nondiff_argnums, f"custom_jvp({self._name})")
         trace = current_trace() or trace_of(_tree.flatten(tuple(args))[0])
         # The rule usually calls f itself for its primal output (JAX's examples: `return f(x), ...`): there f
         # is fun, as in JAX, where the rule sees values no differentiation traces.
         if trace is None or self in running_rules():
             return self.fun(*args)
-        return _TracedCall(self, trace, args, sorted(nondiff)).record()
+        return _TracedCall(self, trace, args, nondiff).record()
 
 
 class _TracedCall:

@@ -75,20 +75,13 @@ class custom_vjp:
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {self._name} using defvjp "
                                  f"({what}: call {self._name}.defvjp(fwd, bwd) before calling it)")
-        if kwargs:  # JAX binds keywords to positions, so fwd and bwd see the same argument list
-            args = inspect.signature(self.fun).bind(*args, **kwargs).args
-        nondiff = set()
-        for a in self.nondiff_argnums:
-            if not isinstance(a, int) or not -len(args) <= a < len(args):
-                raise _weft.InvalidArgument(f"{what}: nondiff_argnums {self.nondiff_argnums!r} is out of range for "
-                                            f"{len(args)} arguments")
-            nondiff.add(a % len(args))
+        args, nondiff = bind_call(self.fun, args, kwargs, self.nondiff_argnums, what)
         trace = current_trace() or trace_of(_tree.flatten(tuple(args))[0])
         # fwd usually calls f itself for the output (JAX's examples: `return f(x), res`); there, as in JAX
         # (where fwd sees values no differentiation traces), f is fun.
         if trace is None or self in running_rules():
             return self.fun(*args)
-        return _TracedCall(self, trace, args, sorted(nondiff)).record()
+        return _TracedCall(self, trace, args, nondiff).record()
 
 
 class _TracedCall:
@@ -215,6 +208,20 @@ class _TracedCall:
 
 # ---- shared with custom_jvp (weft/_custom_jvp.py) -----------------------------------------------------------
 _local = threading.local()
+
+
+def bind_call(fun, args, kwargs, nondiff_argnums, what):
+    """(positional arguments, sorted non-negative nondiff_argnums) of a call of a custom_vjp / custom_jvp
+    function: JAX binds keywords to positions, so the rules see the same argument list as fun."""
+    if kwargs:
+        args = inspect.signature(fun).bind(*args, **kwargs).args
+    nondiff = set()
+    for a in nondiff_argnums:
+        if not isinstance(a, int) or not -len(args) <= a < len(args):
+            raise _weft.InvalidArgument(f"{what}: nondiff_argnums {nondiff_argnums!r} is out of range for "
+                                        f"{len(args)} arguments")
+        nondiff.add(a % len(args))
+    return args, sorted(nondiff)
 
 
 def running_rules():

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../support/errors.hpp"
+#include "../support/singular_points.hpp"
 #include "weft/weft.hpp"
 
 namespace weft {
@@ -22,8 +23,11 @@ namespace {
 
 using Shape = std::vector<std::int64_t>;
 
-// Builds the op under test on inputs of the given shapes; returns its result.
-using Body = std::function<int(ProgramBuilder&, const std::vector<int>&)>;
+using test::Binary;
+using test::Body;
+using test::IntegerPow;
+using test::Singular;
+using test::Unary;
 
 struct Case {
   const char* name;
@@ -36,21 +40,10 @@ ProgramParams Axes(std::vector<std::int64_t> axes, bool keepdims = false) {
   return {{"axes", std::move(axes)}, {"keepdims", keepdims}};
 }
 
-Body Unary(const char* op) {
-  return [op](ProgramBuilder& b, const std::vector<int>& x) { return b.emit(op, {x[0]})[0]; };
-}
-Body Binary(const char* op) {
-  return [op](ProgramBuilder& b, const std::vector<int>& x) { return b.emit(op, {x[0], x[1]})[0]; };
-}
-
 Body Slice(std::vector<std::int64_t> start, std::vector<std::int64_t> limit, std::vector<std::int64_t> step) {
   return [=](ProgramBuilder& b, const std::vector<int>& x) {
     return b.emit("slice", {x[0]}, {{"start", start}, {"limit", limit}, {"step", step}})[0];
   };
-}
-
-Body IntegerPow(std::int64_t y) {
-  return [y](ProgramBuilder& b, const std::vector<int>& x) { return b.emit("integer_pow", {x[0]}, {{"y", y}})[0]; };
 }
 
 // take with constant indices (integers: they get no cotangent, so they are not an input the check moves).
@@ -232,43 +225,16 @@ TEST(Autodiff, EveryOpsVjpMatchesCentralDifferencesInFloat64) {
 // sqrt, rsqrt, log, divide and logsumexp by their formulas (inf, or nan where JAX's is nan too: the norm
 // sqrt(sum(x * x)) at 0, a logsumexp over -inf only). These once gave nan at x = 0 for x ** 2.0, x ** 0 and
 // d/dy 0 ** y. Each row: f's float inputs, f (summed by the seed of ones), d sum(f) / d input.
-struct Singular {
-  const char* name;
-  std::vector<std::vector<double>> inputs;
-  Body body;
-  std::vector<std::vector<double>> want;
-};
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
+// The elementwise rows (support/singular_points.hpp, which the JVP's test reads too), then the reductions'.
 std::vector<Singular> SingularCases() {
   const auto reduce = [](const char* op) {
     return [op](ProgramBuilder& b, const std::vector<int>& x) { return b.emit(op, {x[0]}, Axes({0}))[0]; };
   };
-  return {
-      {"power: x ** y at x = 0 for y = 2, 0.5, 0, -1, 3, and 2 ** 3",
-       {{0, 0, 0, 0, 0, 2}, {2, 0.5, 0, -1, 3, 3}},
-       Binary("power"),
-       {{0, kInf, kNan, -kInf, 0, 12}, {0, 0, 0, kNan, 0, std::log(2.0) * 8}}},
-      {"power to integer exponents 0, 1, 2 at 0 and 0 at 2",
-       {{0, 0, 0, 2}},
-       [](ProgramBuilder& b, const std::vector<int>& x) {
-         return b.emit("power", {x[0], b.constant(Array::from_vector<std::int32_t>({0, 1, 2, 0}))})[0];
-       },
-       {{0, 1, 0, 0}}},
-      {"integer_pow 0", {{0, 2}}, IntegerPow(0), {{0, 0}}},
-      {"integer_pow 1", {{0, 2}}, IntegerPow(1), {{1, 1}}},
-      {"integer_pow 2", {{0, 2}}, IntegerPow(2), {{0, 4}}},
-      {"integer_pow -1", {{0, 2}}, IntegerPow(-1), {{-kInf, -0.25}}},
-      {"sqrt", {{0, 4}}, Unary("sqrt"), {{kInf, 0.25}}},
-      {"rsqrt", {{0, 4}}, Unary("rsqrt"), {{-kInf, -0.0625}}},
-      {"log", {{0, 4}}, Unary("log"), {{kInf, 0.25}}},
-      {"divide by 0", {{1, 0, 0}, {0, 0, 2}}, Binary("divide"), {{kInf, kInf, 0.5}, {-kInf, kNan, 0}}},
-      {"abs at 0 and -0", {{0, -0.0, -2, 3}}, Unary("abs"), {{1, 1, -1, 1}}},
-      {"relu at 0", {{0, 1, -1}}, Unary("relu"), {{0, 1, 0}}},
-      {"maximum ties", {{1, 2, 0}, {1, 1, 3}}, Binary("maximum"), {{0.5, 1, 0}, {0.5, 0, 1}}},
-      {"minimum ties", {{1, 2, 0}, {1, 1, 3}}, Binary("minimum"), {{0.5, 0, 1}, {0.5, 1, 0}}},
+  std::vector<Singular> cases = test::elementwise_singular_points();
+  const std::vector<Singular> reductions = {
       {"max over ties", {{1, 3, 3}}, reduce("max"), {{0, 0.5, 0.5}}},
       {"min over ties", {{2, 2, 5}}, reduce("min"), {{0.5, 0.5, 0}}},
       {"logsumexp with -inf", {{-kInf, 0, 0}}, [](ProgramBuilder& b, const std::vector<int>& x) {
@@ -281,6 +247,8 @@ std::vector<Singular> SingularCases() {
          return b.emit("sqrt", {b.emit("sum", {b.emit("multiply", {x[0], x[0]})[0]})[0]})[0];
        }, {{kNan, kNan}}},
   };
+  cases.insert(cases.end(), reductions.begin(), reductions.end());
+  return cases;
 }
 
 // nan matches nan, infinities match exactly, finite values to the dtype's precision.

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/singular_points.hpp"
 #include "program/op_registry.hpp"
 #include "weft/weft.hpp"
 
@@ -29,7 +30,11 @@ namespace weft {
 namespace {
 
 using Shape = std::vector<std::int64_t>;
-using Body = std::function<int(ProgramBuilder&, const std::vector<int>&)>;
+using test::Binary;
+using test::Body;
+using test::IntegerPow;
+using test::Singular;
+using test::Unary;
 
 // An operand: of the dtype under test, or of a fixed one (an integer exponent, a bool condition).
 struct Operand {
@@ -51,15 +56,6 @@ struct Case {
   bool finite_differences = true;
 };
 
-Body Unary(const char* op) {
-  return [op](ProgramBuilder& b, const std::vector<int>& x) { return b.emit(op, {x[0]})[0]; };
-}
-Body Binary(const char* op) {
-  return [op](ProgramBuilder& b, const std::vector<int>& x) { return b.emit(op, {x[0], x[1]})[0]; };
-}
-Body IntegerPow(std::int64_t y) {
-  return [y](ProgramBuilder& b, const std::vector<int>& x) { return b.emit("integer_pow", {x[0]}, {{"y", y}})[0]; };
-}
 Body AsType(DType to) {
   return [to](ProgramBuilder& b, const std::vector<int>& x) { return b.emit("astype", {x[0]}, {{"dtype", to}})[0]; };
 }
@@ -403,45 +399,10 @@ TEST(ElementwiseRules, VmapEqualsThePerExampleProgramBitForBit) {
 
 // ---- JAX's values at the singular points --------------------------------------------------------------------
 // The JVP of each operand alone (the others constants, so their tangents are symbolically zero) with a
-// tangent of ones: for an elementwise op, d f_i / d x_i, the values autodiff_test.cc's
-// SingularPointsGiveJaxsValues lists for the VJP (JAX's lax.py rules); the VJP of ones gives the same, so the
-// two rules agree at these points too.
-struct Singular {
-  const char* name;
-  std::vector<std::vector<double>> inputs;
-  Body body;
-  std::vector<std::vector<double>> want;
-};
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-
-std::vector<Singular> SingularCases() {
-  return {
-      {"power: x ** y at x = 0 for y = 2, 0.5, 0, -1, 3, and 2 ** 3",
-       {{0, 0, 0, 0, 0, 2}, {2, 0.5, 0, -1, 3, 3}},
-       Binary("power"),
-       {{0, kInf, kNan, -kInf, 0, 12}, {0, 0, 0, kNan, 0, std::log(2.0) * 8}}},
-      {"power to integer exponents 0, 1, 2 at 0 and 0 at 2",
-       {{0, 0, 0, 2}},
-       [](ProgramBuilder& b, const std::vector<int>& x) {
-         return b.emit("power", {x[0], b.constant(Array::from_vector<std::int32_t>({0, 1, 2, 0}))})[0];
-       },
-       {{0, 1, 0, 0}}},
-      {"integer_pow 0", {{0, 2}}, IntegerPow(0), {{0, 0}}},
-      {"integer_pow 1", {{0, 2}}, IntegerPow(1), {{1, 1}}},
-      {"integer_pow 2", {{0, 2}}, IntegerPow(2), {{0, 4}}},
-      {"integer_pow -1", {{0, 2}}, IntegerPow(-1), {{-kInf, -0.25}}},
-      {"sqrt", {{0, 4}}, Unary("sqrt"), {{kInf, 0.25}}},
-      {"rsqrt", {{0, 4}}, Unary("rsqrt"), {{-kInf, -0.0625}}},
-      {"log", {{0, 4}}, Unary("log"), {{kInf, 0.25}}},
-      {"divide by 0", {{1, 0, 0}, {0, 0, 2}}, Binary("divide"), {{kInf, kInf, 0.5}, {-kInf, kNan, 0}}},
-      {"abs at 0 and -0", {{0, -0.0, -2, 3}}, Unary("abs"), {{1, 1, -1, 1}}},
-      {"relu at 0", {{0, 1, -1}}, Unary("relu"), {{0, 1, 0}}},
-      {"maximum ties", {{1, 2, 0}, {1, 1, 3}}, Binary("maximum"), {{0.5, 1, 0}, {0.5, 0, 1}}},
-      {"minimum ties", {{1, 2, 0}, {1, 1, 3}}, Binary("minimum"), {{0.5, 0, 1}, {0.5, 1, 0}}},
-  };
-}
+// tangent of ones: for an elementwise op, d f_i / d x_i, the table the VJP's test reads too
+// (support/singular_points.hpp, JAX's lax.py rules); the VJP of ones gives the same, so the two rules agree at
+// these points too.
+std::vector<Singular> SingularCases() { return test::elementwise_singular_points(); }
 
 bool SameValue(double got, double want, DType dtype) {
   if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
