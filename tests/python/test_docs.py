@@ -100,6 +100,16 @@ def test_programs_doc_lists_every_registered_op_once():
     assert not stale, f"docs/programs.md lists ops the registry does not have: {sorted(stale)}"
 
 
+def test_programs_doc_names_every_family_file():
+    """"The ops" names each family's file (`ops/<family>.cc`); those are exactly src/program/ops/*.cc."""
+    text = (ROOT / "docs" / "programs.md").read_text()
+    section = text.split("\n## The ops\n", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`ops/([a-z_]+)\.cc`", section))
+    on_disk = {p.stem for p in (ROOT / "src" / "program" / "ops").glob("*.cc")}
+    assert named == on_disk, (f"docs/programs.md's 'The ops' names family files {sorted(named - on_disk)} that "
+                              f"src/program/ops/ lacks, and not {sorted(on_disk - named)}")
+
+
 def layer_manifest():
     """include/weft/layers.cmake: {layer: [header names]} from its set(weft_<layer>_public ...) lines."""
     text = (ROOT / "include" / "weft" / "layers.cmake").read_text()
