@@ -36,7 +36,7 @@ import functools
 import numpy as _np
 
 from . import _tree, _weft
-from ._custom_vjp import bind_call, in_trace, running_rules, zeros_of
+from ._custom_vjp import bind_call, in_trace, running_rules, split_nondiff, zeros_of
 from ._jit import leaf_type, trace_function
 from ._trace import Tracer, UnexpectedTracerError, current_trace, trace_of
 
@@ -113,13 +113,11 @@ class _TracedCall:
     def __init__(self, f, trace, args, nondiff):
         self.f, self.trace, self.args = f, trace, args
         self.what = f"custom_jvp({f._name})"
-        self.nondiff = [args[i] for i in nondiff]
-        self.diff = [i for i in range(len(args)) if i not in nondiff]
-        for i in nondiff:
-            if any(isinstance(leaf, Tracer) for leaf in _tree.flatten(args[i])[0]):
-                raise UnexpectedTracerError(
-                    f"{self.what}: argument {i} is in nondiff_argnums but is a traced array; nondiff_argnums are for "
-                    "arguments that can't be traced (functions, Python values): pass arrays as ordinary arguments")
+        self.nondiff, self.diff, traced = split_nondiff(args, nondiff)
+        for i in traced:
+            raise UnexpectedTracerError(
+                f"{self.what}: argument {i} is in nondiff_argnums but is a traced array; nondiff_argnums are for "
+                "arguments that can't be traced (functions, Python values): pass arrays as ordinary arguments")
 
     def record(self):
         out_leaves, out_def = _tree.flatten(self.f.fun(*self.args))

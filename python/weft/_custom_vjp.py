@@ -91,13 +91,11 @@ class _TracedCall:
     def __init__(self, f, trace, args, nondiff):
         self.f, self.trace, self.args = f, trace, args
         self.what = f"custom_vjp({f._name})"
-        self.nondiff = [args[i] for i in nondiff]
-        self.diff = [i for i in range(len(args)) if i not in nondiff]
-        for i in nondiff:
-            if any(isinstance(leaf, Tracer) for leaf in _tree.flatten(args[i])[0]):
-                raise _weft.InvalidArgument(
-                    f"{self.what}: argument {i} is in nondiff_argnums but is a traced array; pass it as a "
-                    "differentiable argument instead (bwd may return None for its cotangent)")
+        self.nondiff, self.diff, traced = split_nondiff(args, nondiff)
+        for i in traced:
+            raise _weft.InvalidArgument(
+                f"{self.what}: argument {i} is in nondiff_argnums but is a traced array; pass it as a "
+                "differentiable argument instead (bwd may return None for its cotangent)")
 
     def record(self):
         running = running_rules()
@@ -222,6 +220,13 @@ def bind_call(fun, args, kwargs, nondiff_argnums, what):
                                         f"{len(args)} arguments")
         nondiff.add(a % len(args))
     return args, sorted(nondiff)
+
+
+def split_nondiff(args, nondiff):
+    """(the nondiff arguments' values, the differentiated arguments' positions, the nondiff positions holding a
+    traced array: each an error, which the caller words) of a custom rule's call."""
+    traced = [i for i in nondiff if any(isinstance(leaf, Tracer) for leaf in _tree.flatten(args[i])[0])]
+    return [args[i] for i in nondiff], [i for i in range(len(args)) if i not in nondiff], traced
 
 
 def running_rules():

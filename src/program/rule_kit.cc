@@ -124,8 +124,8 @@ ValueId Emitter::moveaxis(ValueId v, std::int64_t from, std::int64_t to) {
 std::vector<bool> reduced_axes(const ValueType& in, const Params& params) {
   std::vector<bool> reduced(in.shape.size(), !params.contains("axes"));
   if (!params.contains("axes")) return reduced;
-  for (std::int64_t a : std::get<std::vector<std::int64_t>>(params.at("axes"))) {
-    reduced[static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(in.shape.size()) : a)] = true;
+  for (std::int64_t a : param_ints(params, "axes")) {
+    reduced[static_cast<std::size_t>(normalize_axis(a, in.shape.size()))] = true;
   }
   return reduced;
 }
@@ -207,7 +207,7 @@ Batched elementwise_batch(BatchContext& c) {
 Batched shifted_axes_batch(BatchContext& c) {
   Params params = c.params;
   const std::size_t rank = c.in_types[0].shape.size();
-  const auto shift = [&](std::int64_t a) { return (a < 0 ? a + static_cast<std::int64_t>(rank) : a) + 1; };
+  const auto shift = [&](std::int64_t a) { return normalize_axis(a, rank) + 1; };
   if (auto it = params.find("axes"); it != params.end()) {
     if (auto* axes = std::get_if<std::vector<std::int64_t>>(&it->second)) {
       for (std::int64_t& a : *axes) a = shift(a);

@@ -100,7 +100,7 @@ std::int64_t dimension(const ValueType& in, const Params& params, const std::str
   return axis < 0 ? axis + rank : axis;
 }
 
-bool tiled(const Params& params) { return has_param(params, "tiled") && param<bool>(params, "tiled"); }
+bool tiled(const Params& params) { return param_flag(params, "tiled"); }
 
 std::vector<ValueType> all_reduce(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
   participants(params, mesh);
