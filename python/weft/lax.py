@@ -35,10 +35,14 @@ def _perm(perm):
     return [(int(source), int(destination)) for source, destination in perm]
 
 
+# A parameter's kind -> how a JAX argument becomes its value.
+_CONVERSIONS = {"int": int, "bool": bool, "perm": _perm}
+
+
 @dataclasses.dataclass(frozen=True)
 class _Collective:
     """A collective of weft.lax: the primitive `name` (the equation's op; weft.lax.<name> in messages), the
-    parameters its JAX arguments give after `axes`, in the equation's order, as (param, kind, conversion);
+    parameters its JAX arguments give after `axes`, in the equation's order, as (param, kind);
     `eager`, what an eager replica runs: eager(x, axis_name, *those values[, groups]); `fused`: element-wise, so
     a pytree goes as one collective per dtype; `operand`: whether it takes an x (axis_index does not)."""
     name: str
@@ -51,22 +55,21 @@ class _Collective:
 
     def __post_init__(self):
         object.__setattr__(self, "api", f"weft.lax.{self.name}")
-        object.__setattr__(self, "converts", tuple(convert for _, _, convert in self.params))
+        object.__setattr__(self, "converts", tuple(_CONVERSIONS[kind] for _, kind in self.params))
 
 
 # weft._weft's eager collectives (python/src/lax.cc) take their arguments in the parameters' order,
 # axis_index_groups last, and check the axes' names themselves.
-_INT, _BOOL = ("int", int), ("bool", bool)
 _PSUM = _Collective("psum", _weft.psum, fused=True)
 _PMEAN = _Collective("pmean", _weft.pmean, fused=True)
 _PMAX = _Collective("pmax", _weft.pmax, fused=True)
 _PMIN = _Collective("pmin", _weft.pmin, fused=True)
-_ALL_GATHER = _Collective("all_gather", _weft.all_gather, (("axis", *_INT), ("tiled", *_BOOL)))
-_PSUM_SCATTER = _Collective("psum_scatter", _weft.psum_scatter, (("axis", *_INT), ("tiled", *_BOOL)))
-_ALL_TO_ALL = _Collective("all_to_all", _weft.all_to_all, (("split_axis", *_INT), ("concat_axis", *_INT),
-                                                           ("tiled", *_BOOL)))
-_PPERMUTE = _Collective("ppermute", _weft.ppermute, (("perm", "perm", _perm),))
-_PBROADCAST = _Collective("pbroadcast", _weft.pbroadcast, (("source", *_INT),))
+_ALL_GATHER = _Collective("all_gather", _weft.all_gather, (("axis", "int"), ("tiled", "bool")))
+_PSUM_SCATTER = _Collective("psum_scatter", _weft.psum_scatter, (("axis", "int"), ("tiled", "bool")))
+_ALL_TO_ALL = _Collective("all_to_all", _weft.all_to_all, (("split_axis", "int"), ("concat_axis", "int"),
+                                                           ("tiled", "bool")))
+_PPERMUTE = _Collective("ppermute", _weft.ppermute, (("perm", "perm"),))
+_PBROADCAST = _Collective("pbroadcast", _weft.pbroadcast, (("source", "int"),))
 _PVARY = _Collective("pvary", _weft.pvary)
 _AXIS_INDEX = _Collective("axis_index", lambda axis_name: _np.int32(_weft.axis_index(axis_name)), operand=False)
 
@@ -79,7 +82,7 @@ def _axes(axis_name):
 def _params(collective, axis_name, values, groups):
     """The equation's parameters of `collective`, from its converted values (the one place they are built)."""
     params = [("axes", "strs", _axes(axis_name))]
-    params += [(name, kind, value) for (name, kind, _), value in zip(collective.params, values)]
+    params += [(name, kind, value) for (name, kind), value in zip(collective.params, values)]
     if groups is not None:
         params.append(("groups", "groups", groups))
     return params
