@@ -19,6 +19,7 @@ _interpreter.check()  # the interpreter weft was built for, with numpy; else an 
 from . import _weft
 from ._weft import (Error, InvalidArgument, MismatchError, TimeoutError, AbortedError, PeerLostError,
                     OutOfMemoryError, Device, Runtime)
+from . import _tracer_methods  # noqa: F401  (a Tracer's operators and methods: weft.numpy's functions)
 from ._arrays import DeviceArray, ShardedArray
 from ._pmap import pmap
 from ._jit import jit, make_program, Program

@@ -142,6 +142,16 @@ def _with_static(fun, static, values, n):
     return call
 
 
+class LowersItself:
+    """A transformed function that makes its own program for given arguments, `lower(*args)` giving a Program
+    (weft.shard_map's, whose program is the one every device runs): weft.make_program hands it over to that
+    instead of tracing it as a Python function. (A base class here rather than an import of those modules:
+    they build on this one.)"""
+
+    def lower(self, *args):
+        raise NotImplementedError
+
+
 class _Jitted:
     def __init__(self, fun, static_argnums):
         self._fun = fun
@@ -196,8 +206,7 @@ def jit(fun=None, static_argnums=(), **unsupported):
 def make_program(fun, static_argnums=(), axis_env=None):
     """jax.make_jaxpr: make_program(f)(*args) is f's program for those arguments' signature. `axis_env`
     ([('i', 8)]) binds axis names for collectives, as make_jaxpr's axis_env does."""
-    from ._shard_map import _ShardMapped  # (it imports this module)
-    if isinstance(fun, _ShardMapped):
+    if isinstance(fun, LowersItself):
         return fun.lower
     jitted = fun if isinstance(fun, _Jitted) else _Jitted(fun, static_argnums)
 

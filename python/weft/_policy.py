@@ -13,6 +13,7 @@ import numpy as _np
 
 from . import _tree
 from ._trace import Tracer
+from ._weft import bfloat16  # (weft.bfloat16 is this one)
 
 _NAMES = {"float32": "float32", "f32": "float32", "float64": "float64", "f64": "float64",
           "bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "f16": "float16", "half": "float16"}
@@ -23,7 +24,6 @@ _ROLES = {"params": "param_dtype", "param": "param_dtype", "p": "param_dtype",
 
 def _dtype(d):
     """A numpy dtype from a dtype-like, 'bfloat16' and weft.bfloat16 included."""
-    from . import bfloat16
     if isinstance(d, str):
         name = _NAMES.get(d.lower())
         if name is None:
@@ -33,7 +33,6 @@ def _dtype(d):
 
 
 def _is_floating(x):
-    from . import bfloat16
     dtype = x.dtype if isinstance(x, Tracer) else getattr(x, "dtype", None)
     if dtype is None:
         return isinstance(x, float)
@@ -50,7 +49,6 @@ def _round_to_bfloat16(x):
 
 
 def _cast_tree(tree, dtype):
-    from . import bfloat16
 
     def cast(x):
         if not _is_floating(x):
@@ -87,7 +85,6 @@ class Policy:
         return dataclasses.replace(self, output_dtype=output_dtype)
 
     def __str__(self):
-        from . import bfloat16
         name = lambda d: "bfloat16" if d == bfloat16 else d.name  # noqa: E731
         return f"params={name(self.param_dtype)},compute={name(self.compute_dtype)},output={name(self.output_dtype)}"
 

@@ -79,8 +79,7 @@ class Session(_weft.Session):
         self._program = None
         # The session runs on the runtime current now: keep it alive as long as the session (weft.init may
         # make another one current meanwhile).
-        from . import runtime
-        self._runtime = runtime()
+        self._runtime = _weft.current_runtime()  # (what weft.runtime() returns)
 
     # ---- groupings ---------------------------------------------------------------------------------------
     def replica_grouping(self, stride=1, group_size=None):

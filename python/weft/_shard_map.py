@@ -28,7 +28,7 @@ import math
 import numpy as _np
 
 from . import _dtypes, _tree, _weft
-from ._jit import leaf_value, leaf_weak, trace_function
+from ._jit import LowersItself, Program, leaf_value, leaf_weak, trace_function
 from ._pmap import _run_engine
 from ._trace import current_trace
 
@@ -343,7 +343,7 @@ class _Traced:
         self.engines = {}
 
 
-class _ShardMapped:
+class _ShardMapped(LowersItself):
     """What weft.shard_map returns: call it with global arrays (pytrees of them)."""
 
     def __init__(self, fun, mesh, in_specs, out_specs, check_vma, name):
@@ -453,7 +453,6 @@ class _ShardMapped:
 
     def lower(self, *args):
         """The program every device runs for these arguments (weft.make_program(shard_map(...))(*args) too)."""
-        from ._jit import Program
         entry = self._entry(args)[0]
         return Program(entry.program, entry.out_def)
 

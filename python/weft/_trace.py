@@ -189,19 +189,11 @@ def bind_many(op, inputs, params=(), trace=None):
     return trace.emit(op, inputs, params)
 
 
-def _conversion_error(what):
+def conversion_error(what):
     return TracerConversionError(
         f"{what} was given a traced value (a Tracer of a function being traced by weft.jit / weft.pmap): it has "
         "no data until the program runs. Use weft.numpy / weft.lax on it instead of numpy, or weft.pmap(f, "
         "eager=True) for code that needs concrete values.")
-
-
-# numpy ufuncs a Tracer takes part in as an operand (np_array * tracer), by their weft.numpy names.
-_UFUNCS = {"add": "add", "subtract": "subtract", "multiply": "multiply", "true_divide": "divide", "divide": "divide",
-           "power": "power", "matmul": "matmul", "maximum": "maximum", "minimum": "minimum", "equal": "equal",
-           "not_equal": "not_equal", "less": "less", "less_equal": "less_equal", "greater": "greater",
-           "greater_equal": "greater_equal", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
-           "bitwise_xor": "bitwise_xor", "negative": "negative"}
 
 
 class Tracer:
@@ -234,10 +226,6 @@ class Tracer:
     def size(self):
         return int(_np.prod(self.shape, dtype=_np.int64))
 
-    @property
-    def T(self):
-        return _jnp().transpose(self)
-
     def __repr__(self):
         name = "bfloat16" if self.dtype == _dtypes.BF16 else self.dtype.name
         return f"Traced<{name}[{','.join(map(str, self.shape))}]{', weak_type=True' if self._weak else ''}>"
@@ -256,90 +244,28 @@ class Tracer:
 
     # ---- conversions that need values ----
     def __array__(self, dtype=None, copy=None):
-        raise _conversion_error("numpy.asarray (or a numpy function)")
+        raise conversion_error("numpy.asarray (or a numpy function)")
 
     def __bool__(self):
-        raise _conversion_error("bool() (an `if` or `while` on a traced value)")
+        raise conversion_error("bool() (an `if` or `while` on a traced value)")
 
     def __float__(self):
-        raise _conversion_error("float()")
+        raise conversion_error("float()")
 
     def __int__(self):
-        raise _conversion_error("int()")
+        raise conversion_error("int()")
 
     def __index__(self):
-        raise _conversion_error("an index (operator.index)")
+        raise conversion_error("an index (operator.index)")
 
     def item(self):
-        raise _conversion_error(".item()")
+        raise conversion_error(".item()")
 
     def tolist(self):
-        raise _conversion_error(".tolist()")
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        name = _UFUNCS.get(ufunc.__name__)
-        if method != "__call__" or name is None or kwargs:
-            raise _conversion_error(f"numpy.{ufunc.__name__}")
-        return getattr(_jnp(), name)(*inputs)
+        raise conversion_error(".tolist()")
 
     def __array_function__(self, func, types, args, kwargs):
-        raise _conversion_error(f"numpy.{func.__name__} (use weft.numpy.{func.__name__})")
+        raise conversion_error(f"numpy.{func.__name__} (use weft.numpy.{func.__name__})")
 
-    # ---- operators ----
-    def __add__(self, o): return _jnp().add(self, o)
-    def __radd__(self, o): return _jnp().add(o, self)
-    def __sub__(self, o): return _jnp().subtract(self, o)
-    def __rsub__(self, o): return _jnp().subtract(o, self)
-    def __mul__(self, o): return _jnp().multiply(self, o)
-    def __rmul__(self, o): return _jnp().multiply(o, self)
-    def __truediv__(self, o): return _jnp().divide(self, o)
-    def __rtruediv__(self, o): return _jnp().divide(o, self)
-    def __pow__(self, o): return _jnp().power(self, o)
-    def __rpow__(self, o): return _jnp().power(o, self)
-    def __matmul__(self, o): return _jnp().matmul(self, o)
-    def __rmatmul__(self, o): return _jnp().matmul(o, self)
-    def __neg__(self): return _jnp().negative(self)
-    def __pos__(self): return self
-    def __abs__(self): return _jnp().abs(self)
-    def __invert__(self): return _jnp().bitwise_not(self)
-    def __and__(self, o): return _jnp().bitwise_and(self, o)
-    def __rand__(self, o): return _jnp().bitwise_and(o, self)
-    def __or__(self, o): return _jnp().bitwise_or(self, o)
-    def __ror__(self, o): return _jnp().bitwise_or(o, self)
-    def __xor__(self, o): return _jnp().bitwise_xor(self, o)
-    def __rxor__(self, o): return _jnp().bitwise_xor(o, self)
-    def __lt__(self, o): return _jnp().less(self, o)
-    def __le__(self, o): return _jnp().less_equal(self, o)
-    def __gt__(self, o): return _jnp().greater(self, o)
-    def __ge__(self, o): return _jnp().greater_equal(self, o)
-    def __eq__(self, o): return _jnp().equal(self, o)
-    def __ne__(self, o): return _jnp().not_equal(self, o)
-    def __getitem__(self, index): return _jnp()._getitem(self, index)
-
-    # ---- methods ----
-    def reshape(self, *shape, order="C"):
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
-        return _jnp().reshape(self, shape, order=order)
-
-    def transpose(self, *axes):
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        return _jnp().transpose(self, axes or None)
-
-    def sum(self, axis=None, dtype=None, keepdims=False): return _jnp().sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
-    def mean(self, axis=None, dtype=None, keepdims=False): return _jnp().mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
-    def max(self, axis=None, keepdims=False): return _jnp().max(self, axis=axis, keepdims=keepdims)
-    def min(self, axis=None, keepdims=False): return _jnp().min(self, axis=axis, keepdims=keepdims)
-    def argmax(self, axis=None, keepdims=False): return _jnp().argmax(self, axis=axis, keepdims=keepdims)
-    def argmin(self, axis=None, keepdims=False): return _jnp().argmin(self, axis=axis, keepdims=keepdims)
-    def astype(self, dtype): return _jnp().asarray(self, dtype=dtype, what="astype")
-    def squeeze(self, axis=None): return _jnp().squeeze(self, axis)
-    def swapaxes(self, a, b): return _jnp().swapaxes(self, a, b)
-    def ravel(self): return _jnp().reshape(self, (-1,))
-    def flatten(self): return _jnp().reshape(self, (-1,))
-
-
-def _jnp():
-    from . import _jnp as module
-    return module
+    # Its operators and array methods (+, @, [], .sum(), .T, numpy's ufuncs) are weft.numpy's functions, set on
+    # this class by weft/_tracer_methods.py.

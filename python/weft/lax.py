@@ -7,7 +7,15 @@ Each finds the replica of the calling thread (as jax.lax finds the axis environm
 the collective of the C++ runtime with the GIL released while it waits for the other replicas. `x` may be a
 numpy array, a Python scalar or a pytree of them; results are read-only numpy views of weft's buffers. The
 element-wise reductions of a pytree (psum, pmean, pmax, pmin) run one collective per dtype, not per leaf.
+
+Each collective is one row of a table (_Collective: its primitive, its parameters, how an eager replica runs
+it) and one dispatch (_apply) serves both paths: the arguments are converted once, into the equation's
+parameters under a trace, or handed in the same order to the eager collective of weft._weft
+(python/src/lax.cc). Both paths check the axes' names with the one check there.
 """
+import dataclasses
+from typing import Callable
+
 import numpy as _np
 
 from . import _jnp, _weft
@@ -23,176 +31,158 @@ bitwise_not = _jnp.bitwise_not
 stop_gradient = _jnp.stop_gradient
 
 
+def _perm(perm):
+    return [(int(source), int(destination)) for source, destination in perm]
+
+
+# A parameter's kind -> how a JAX argument becomes its value.
+_CONVERSIONS = {"int": int, "bool": bool, "perm": _perm}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Collective:
+    """A collective of weft.lax: the primitive `name` (the equation's op; weft.lax.<name> in messages), the
+    parameters its JAX arguments give after `axes`, in the equation's order, as (param, kind);
+    `eager`, what an eager replica runs: eager(x, axis_name, *those values[, groups]); `fused`: element-wise, so
+    a pytree goes as one collective per dtype; `operand`: whether it takes an x (axis_index does not)."""
+    name: str
+    eager: Callable
+    params: tuple = ()
+    fused: bool = False
+    operand: bool = True
+    api: str = dataclasses.field(init=False)  # weft.lax.<name>, as messages name it
+    converts: tuple = dataclasses.field(init=False)  # the parameters' conversions, in order
+
+    def __post_init__(self):
+        object.__setattr__(self, "api", f"weft.lax.{self.name}")
+        object.__setattr__(self, "converts", tuple(_CONVERSIONS[kind] for _, kind in self.params))
+
+
+# weft._weft's eager collectives (python/src/lax.cc) take their arguments in the parameters' order,
+# axis_index_groups last, and check the axes' names themselves.
+_PSUM = _Collective("psum", _weft.psum, fused=True)
+_PMEAN = _Collective("pmean", _weft.pmean, fused=True)
+_PMAX = _Collective("pmax", _weft.pmax, fused=True)
+_PMIN = _Collective("pmin", _weft.pmin, fused=True)
+_ALL_GATHER = _Collective("all_gather", _weft.all_gather, (("axis", "int"), ("tiled", "bool")))
+_PSUM_SCATTER = _Collective("psum_scatter", _weft.psum_scatter, (("axis", "int"), ("tiled", "bool")))
+_ALL_TO_ALL = _Collective("all_to_all", _weft.all_to_all, (("split_axis", "int"), ("concat_axis", "int"),
+                                                           ("tiled", "bool")))
+_PPERMUTE = _Collective("ppermute", _weft.ppermute, (("perm", "perm"),))
+_PBROADCAST = _Collective("pbroadcast", _weft.pbroadcast, (("source", "int"),))
+_PVARY = _Collective("pvary", _weft.pvary)
+_AXIS_INDEX = _Collective("axis_index", lambda axis_name: _np.int32(_weft.axis_index(axis_name)), operand=False)
+
+
 def _axes(axis_name):
     names = list(axis_name) if isinstance(axis_name, (tuple, list)) else [axis_name]
     return [str(n) for n in names]
 
 
-def _check_named(op, trace, params):
-    """A pmap made without axis_name has an axis nobody can name: say how to name it (as the eager path)."""
-    axes = next(value for name, _, value in params if name == "axes")
-    unnamed = any(name.startswith("_pmap_axis") for name in trace.axis_sizes)
-    for name in axes:
-        if unnamed and name not in trace.axis_sizes:
-            raise _weft.InvalidArgument(
-                f"weft.lax.{op}: axis name '{name}' is not bound: this pmap was made without axis_name, so its axis "
-                f"has no name; name it where the pmap is made, e.g. weft.pmap(f, axis_name='{name}') or "
-                f"@functools.partial(weft.pmap, axis_name='{name}')")
+def _params(collective, axis_name, values, groups):
+    """The equation's parameters of `collective`, from its converted values (the one place they are built)."""
+    params = [("axes", "strs", _axes(axis_name))]
+    params += [(name, kind, value) for (name, kind), value in zip(collective.params, values)]
+    if groups is not None:
+        params.append(("groups", "groups", groups))
+    return params
 
 
-def _traced(op, x, params):
-    """The collective `op` on each leaf of x as a program equation (a Python number becomes a constant)."""
+def _apply(collective, x, axis_name, *values, axis_index_groups=None):
+    """`collective` of x's leaves: equations under a trace, else the eager replica's collectives. The values
+    are converted once, here, for both."""
+    if values:
+        values = [convert(value) for convert, value in zip(collective.converts, values)]
+    groups = None if axis_index_groups is None else [list(map(int, group)) for group in axis_index_groups]
     trace = _current_trace()
-    _check_named(op, trace, params)
-    return _tree_map(lambda leaf: _bind(op, [leaf], params, trace=trace), x)
+    if trace is None:
+        args = (axis_name, *values) if groups is None else (axis_name, *values, groups)
+        if isinstance(x, _np.ndarray):  # the common case, straight to C++: an eager replica's Python time is
+            return collective.eager(x, *args)  # the GIL's, which every replica waits for
+        run = lambda *leaf: collective.eager(*leaf, *args)  # noqa: E731
+    else:
+        params = _params(collective, axis_name, values, groups)
+        # The one check of the axes' names (python/src/lax.cc), against the trace's mesh.
+        _weft.check_axes_named(collective.api, trace.mesh, params[0][2])
+        run = lambda *leaf: _bind(collective.name, list(leaf), params, trace=trace)  # noqa: E731
+    if not collective.operand:
+        return run()
+    if isinstance(x, _Tracer):
+        return run(x)
+    return _fused(run, x, trace) if collective.fused else _tree_map(run, x)
 
 
-def _traced_fused(op, x, params):
-    """An element-wise reduction of a pytree under trace as one collective per dtype, as _fused does eagerly:
-    the leaves of a dtype flattened and concatenated, reduced once, sliced back."""
-    trace = _current_trace()
-    _check_named(op, trace, params)
+def _fused(run, x, trace):
+    """An element-wise reduction (psum, pmean, pmax, pmin) of a pytree as few collectives as its dtypes allow:
+    the array leaves of each dtype are flattened into one buffer, reduced in one collective, and split back (a
+    dict of float32 gradients is one pmean, as XLA fuses JAX's). Under a trace the buffer is an equation's and
+    every leaf that is not a tracer first becomes a constant of the program; eagerly, Python numbers go alone."""
     leaves, treedef = _flatten(x)
-    if len(leaves) < 2:
-        return _unflatten(treedef, [_bind(op, [leaf], params, trace=trace) for leaf in leaves])
-    leaves = [leaf if isinstance(leaf, _Tracer) else trace.constant(leaf) for leaf in leaves]
     out = [None] * len(leaves)
     by_dtype = {}
     for index, leaf in enumerate(leaves):
-        by_dtype.setdefault(leaf.dtype, []).append(index)
+        if trace is not None and not isinstance(leaf, _Tracer):
+            leaf = leaves[index] = trace.constant(leaf)  # (in the dtype the program takes it in)
+        if isinstance(leaf, (_np.ndarray, _np.generic, _Tracer)):
+            by_dtype.setdefault(leaf.dtype, []).append(index)
+        else:
+            out[index] = run(leaf)
+    concatenate = _np.concatenate if trace is None else _jnp.concatenate
     for indices in by_dtype.values():
         if len(indices) == 1:
-            out[indices[0]] = _bind(op, [leaves[indices[0]]], params, trace=trace)
+            out[indices[0]] = run(leaves[indices[0]])
             continue
-        flat = _jnp.concatenate([_jnp.reshape(leaves[i], (-1,)) for i in indices])
-        reduced = _bind(op, [flat], params, trace=trace)
+        reduced = run(concatenate([leaves[i].reshape(-1) for i in indices]))
         at = 0
         for i in indices:
             n = leaves[i].size
-            out[i] = _jnp.reshape(reduced[at:at + n], leaves[i].shape)
+            out[i] = reduced[at:at + n].reshape(leaves[i].shape)
             at += n
     return _unflatten(treedef, out)
 
 
-def _group_params(axis_index_groups):
-    if axis_index_groups is None:
-        return []
-    return [("groups", "groups", [list(map(int, g)) for g in axis_index_groups])]
-
-
-_NO_GROUPS = ()
-
-
-def _groups(axis_index_groups):
-    return _NO_GROUPS if axis_index_groups is None else [list(map(int, g)) for g in axis_index_groups]
-
-
-def _each(op, x, *args):
-    """op(leaf, *args) for each leaf of x; an array (the common case) without the pytree walk. Axis names go
-    to C++ as given (a name, or a tuple / list of names)."""
-    if isinstance(x, _np.ndarray):
-        return op(x, *args)
-    return _tree_map(lambda leaf: op(leaf, *args), x)
-
-
-def _fused(op, x, *args):
-    """An element-wise reduction (psum, pmean, pmax, pmin) of a pytree as few collectives as its dtypes allow:
-    the array leaves of each dtype are packed into one flat buffer, reduced in one collective, and split back
-    (a dict of float32 gradients is one pmean, as XLA fuses JAX's). Other leaves (Python numbers) go alone."""
-    if isinstance(x, _np.ndarray):
-        return op(x, *args)
-    leaves, treedef = _flatten(x)
-    if len(leaves) < 2:
-        return _unflatten(treedef, [op(leaf, *args) for leaf in leaves])
-    out = [None] * len(leaves)
-    by_dtype = {}
-    for index, leaf in enumerate(leaves):
-        if isinstance(leaf, (_np.ndarray, _np.generic)):
-            by_dtype.setdefault(_np.asarray(leaf).dtype, []).append(index)
-        else:
-            out[index] = op(leaf, *args)
-    for indices in by_dtype.values():
-        if len(indices) == 1:
-            out[indices[0]] = op(leaves[indices[0]], *args)
-            continue
-        parts = [_np.asarray(leaves[i]) for i in indices]
-        reduced = op(_np.concatenate([p.ravel() for p in parts]), *args)
-        at = 0
-        for i, p in zip(indices, parts):
-            out[i] = reduced[at:at + p.size].reshape(p.shape)
-            at += p.size
-    return _unflatten(treedef, out)
-
-
 def psum(x, axis_name, *, axis_index_groups=None):
-    if _current_trace() is not None:
-        return _traced_fused("psum", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
-    return _fused(_weft.psum, x, axis_name, _groups(axis_index_groups))
+    return _apply(_PSUM, x, axis_name, axis_index_groups=axis_index_groups)
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
-    if _current_trace() is not None:
-        return _traced_fused("pmean", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
-    return _fused(_weft.pmean, x, axis_name, _groups(axis_index_groups))
+    return _apply(_PMEAN, x, axis_name, axis_index_groups=axis_index_groups)
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
-    if _current_trace() is not None:
-        return _traced_fused("pmax", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
-    return _fused(_weft.pmax, x, axis_name, _groups(axis_index_groups))
+    return _apply(_PMAX, x, axis_name, axis_index_groups=axis_index_groups)
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
-    if _current_trace() is not None:
-        return _traced_fused("pmin", x, [("axes", "strs", _axes(axis_name))] + _group_params(axis_index_groups))
-    return _fused(_weft.pmin, x, axis_name, _groups(axis_index_groups))
+    return _apply(_PMIN, x, axis_name, axis_index_groups=axis_index_groups)
 
 
 def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
-    if _current_trace() is not None:
-        return _traced("all_gather", x, [("axes", "strs", _axes(axis_name)), ("axis", "int", int(axis)),
-                                         ("tiled", "bool", bool(tiled))] + _group_params(axis_index_groups))
-    return _each(_weft.all_gather, x, axis_name, _groups(axis_index_groups), int(axis), bool(tiled))
+    return _apply(_ALL_GATHER, x, axis_name, axis, tiled, axis_index_groups=axis_index_groups)
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
-    if _current_trace() is not None:
-        return _traced("psum_scatter", x, [("axes", "strs", _axes(axis_name)), ("axis", "int", int(scatter_dimension)),
-                                           ("tiled", "bool", bool(tiled))] + _group_params(axis_index_groups))
-    return _each(_weft.psum_scatter, x, axis_name, _groups(axis_index_groups), int(scatter_dimension), bool(tiled))
+    return _apply(_PSUM_SCATTER, x, axis_name, scatter_dimension, tiled, axis_index_groups=axis_index_groups)
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
-    if _current_trace() is not None:
-        return _traced("all_to_all", x, [("axes", "strs", _axes(axis_name)), ("split_axis", "int", int(split_axis)),
-                                         ("concat_axis", "int", int(concat_axis)), ("tiled", "bool", bool(tiled))]
-                       + _group_params(axis_index_groups))
-    return _each(_weft.all_to_all, x, axis_name, _groups(axis_index_groups), int(split_axis), int(concat_axis),
-                 bool(tiled))
+    return _apply(_ALL_TO_ALL, x, axis_name, split_axis, concat_axis, tiled, axis_index_groups=axis_index_groups)
 
 
 def ppermute(x, axis_name, perm):
-    if _current_trace() is not None:
-        return _traced("ppermute", x, [("axes", "strs", _axes(axis_name)),
-                                       ("perm", "perm", [(int(a), int(b)) for a, b in perm])])
-    return _each(_weft.ppermute, x, axis_name, [(int(s), int(d)) for s, d in perm])
+    return _apply(_PPERMUTE, x, axis_name, perm)
 
 
 def pbroadcast(x, axis_name, source):
     """jax.lax.pbroadcast: every replica along `axis_name` gets the value of the one at index `source` (JAX's
     definition: psum(where(axis_index == source, x, 0))). Its transpose sums the cotangents to the source."""
-    if _current_trace() is not None:
-        return _traced("pbroadcast", x, [("axes", "strs", _axes(axis_name)), ("source", "int", int(source))])
-    # Eagerly, as the runtime runs the traced one: the group's values gathered, the source's taken.
-    return _tree_map(lambda leaf: all_gather(leaf, axis_name)[int(source)], x)
+    return _apply(_PBROADCAST, x, axis_name, source)
 
 
 def pvary(x, axis_name):
     """jax.lax.pvary (shard_map's): x, now typed as varying over `axis_name` too; no data moves. Its transpose
     is psum. Outside a trace (no types to change) it returns x."""
-    if _current_trace() is not None:
-        return _traced("pvary", x, [("axes", "strs", _axes(axis_name))])
-    return x
+    return _apply(_PVARY, x, axis_name)
 
 
 def pshuffle(x, axis_name, perm):
@@ -202,22 +192,21 @@ def pshuffle(x, axis_name, perm):
 
 def axis_index(axis_name):
     """This replica's index along `axis_name` (a name or a tuple of names), as an int32 scalar."""
-    trace = _current_trace()
-    if trace is not None:
-        params = [("axes", "strs", _axes(axis_name))]
-        _check_named("axis_index", trace, params)
-        return _bind("axis_index", [], params, trace=trace)
-    return _np.int32(_weft.axis_index(axis_name))
+    return _apply(_AXIS_INDEX, None, axis_name)
 
 
 def axis_size(axis_name):
+    """The size of `axis_name` (a name or a tuple of names: their product), a Python int: the trace's mesh says
+    it, or the eager replica's."""
     trace = _current_trace()
-    if trace is not None:
-        size = 1
-        for name in _axes(axis_name):
-            if name not in trace.axis_sizes:
-                raise _weft.InvalidArgument(f"weft.lax.axis_size: unbound axis name: {name} (the trace has axes "
-                                            f"{sorted(trace.axis_sizes)})")
-            size *= trace.axis_sizes[name]
-        return size
-    return _weft.axis_size(axis_name)
+    if trace is None:
+        return _weft.axis_size(axis_name)
+    axes = _axes(axis_name)
+    _weft.check_axes_named("weft.lax.axis_size", trace.mesh, axes)
+    size = 1
+    for name in axes:
+        if name not in trace.axis_sizes:
+            raise _weft.InvalidArgument(f"weft.lax.axis_size: unbound axis name: {name} (the trace has axes "
+                                        f"{sorted(trace.axis_sizes)})")
+        size *= trace.axis_sizes[name]
+    return size
