@@ -291,6 +291,37 @@ def test_grad_of_vmap():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+# ---- take with per-example indices: one gather, each example's indices into its own rows -----------------------
+def test_per_example_take_nested_differentiated_and_refused_by_example():
+    xs, idx = _r(2, 3, 5), RNG.integers(-5, 5, (2, 3, 4)).astype(np.int32)
+    f = lambda x, i: jnp.take(x, i, axis=0)
+    jitted = weft.jit(f)
+    # vmap of vmap, both batching x and the indices (the inner gather's examples merged with the outer's)
+    got = weft.vmap(weft.vmap(f))(xs, idx)
+    _assert_same(got, np.array([[np.asarray(jitted(xs[a, b], idx[a, b])) for b in range(3)] for a in range(2)]))
+    # the outer vmap batching x only (the inner gather along the next axis)
+    got = weft.vmap(weft.vmap(f), in_axes=(0, None))(xs, idx[0])
+    _assert_same(got, np.array([[np.asarray(jitted(xs[a, b], idx[0, b])) for b in range(3)] for a in range(2)]))
+    # reverse and forward mode through the batched gather: the scatter-add of the cotangent into each
+    # example's own row (repeated and negative indices summed), by numpy's add.at
+    # example (float32: a repeated index's two terms may be added in another order)
+    w = _r(3, 4)
+    loss = lambda x: jnp.sum(weft.vmap(f)(x, idx[0]) * w)
+    want = np.zeros((3, 5))
+    for b in range(3):
+        np.add.at(want[b], idx[0, b] % 5, w[b].astype(np.float64))
+    np.testing.assert_allclose(np.asarray(weft.grad(loss)(xs[0])), want, rtol=1e-6)
+    t = _r(3, 5)
+    _, tangent = weft.jvp(lambda x: weft.vmap(f)(x, idx[0]), (xs[0],), (t,))
+    _assert_same(np.asarray(tangent), np.stack([t[b][idx[0, b] % 5] for b in range(3)]))
+    # an index out of its example's range: named by the example and its own value, as that example's run
+    bad = idx[0].copy()
+    bad[1, 2] = 7
+    with pytest.raises(weft.InvalidArgument, match=r"take: index 7 of example 1 \(under vmap\) is out of bounds "
+                                                   r"for its axis of size 5"):
+        weft.vmap(f)(xs[0], bad)
+
+
 def test_vmap_inside_pmap():
     # pmap of a function calling vmap with an axis name: collectives over both axes, as two nested pmaps.
     z = _r(2, 3, 4)
@@ -305,7 +336,7 @@ def test_vmap_inside_pmap():
 
 
 # ---- vmap of a pmapped function: the per-example pmaps stacked, bit for bit ---------------------------------
-def _per_example(pmapped, args, in_axes, size, out_axis=0):
+def _stacked_pmaps(pmapped, args, in_axes, size, out_axis=0):
     """The reference: the pmapped function on each example's arguments, stacked at out_axis."""
     outs = [pmapped(*[_take(a, ax, i) for a, ax in zip(args, in_axes)]) for i in range(size)]
     return np.stack([np.asarray(o) for o in outs], axis=out_axis)
@@ -337,7 +368,7 @@ def test_vmap_of_pmap_is_the_per_example_pmaps_stacked(name, pmapped, in_axes, a
     first = next(ax for ax in axes if ax is not None)
     size = np.shape(args[axes.index(first)] if not isinstance(first, dict) else args[0]["a"])[
         first if isinstance(first, int) else 0]
-    _assert_same(np.asarray(got), _per_example(pmapped, args, axes, size, out_axes))
+    _assert_same(np.asarray(got), _stacked_pmaps(pmapped, args, axes, size, out_axes))
 
 
 def test_vmap_with_an_axis_name_of_pmap_is_two_nested_pmaps():

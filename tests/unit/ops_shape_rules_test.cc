@@ -531,14 +531,44 @@ TEST(OpsShapeRules, RefusalsNameTheOpAndTheRule) {
   }
   {
     // take of batched x at batched indices: an index past its example's row is refused as a per-example run
-    // refuses it, not read from the next example's row (where the stacked gather would find it).
-    ProgramBuilder b;
-    const int x = b.input({DType::f64, {3}, {}}), i = b.input({DType::i32, {2}, {}});
-    b.set_outputs({b.emit("take", {x, i}, {{"axis", std::int64_t{0}}})[0]});
-    const Program p = batch_program(b.build(), {true, true}, 2).program;
-    const std::vector<Array> args{Array::from_doubles({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64),
-                                  Array::from_vector<std::int32_t>({3, 0, 1, 2}).reshape({2, 2})};
-    testing::ExpectContains(refusal([&] { run_program(p, args); }), {"take: index", "is out of bounds"});
+    // refuses it, not read from the next example's row (where the stacked gather would find it), and named
+    // by its example and its own value (not its position in the stack of the examples' rows).
+    struct OutOfRange {
+      const char* what;
+      Shape x;  // one example's
+      std::optional<std::int64_t> axis;
+      Shape indices;  // one example's
+      std::vector<std::int32_t> stacked;  // every example's indices, stacked
+      std::string text;
+    };
+    const std::vector<OutOfRange> cases{
+        {"past the end in example 0", {3}, 0, {2}, {3, 0, 1, 2}, "take: index 3 of example 0 (under vmap) is out of "
+                                                                 "bounds for its axis of size 3"},
+        {"too negative in example 2", {3}, 0, {2}, {0, 1, -3, 2, -4, 0}, "take: index -4 of example 2 (under vmap)"},
+        {"axis 1 of a matrix", {2, 4}, 1, {1}, {3, 4}, "take: index 4 of example 1 (under vmap) is out of bounds for "
+                                                       "its axis of size 4"},
+        {"2-D indices", {5}, 0, {2, 2}, {0, 1, 2, 3, 4, 4, 5, 0}, "take: index 5 of example 1 (under vmap)"},
+        {"the flattened array", {2, 2}, std::nullopt, {1}, {3, -5}, "take: index -5 of example 1 (under vmap) is out "
+                                                                     "of bounds for its axis of size 4"},
+    };
+    for (const OutOfRange& c : cases) {
+      SCOPED_TRACE(c.what);
+      ProgramBuilder b;
+      const int x = b.input({DType::f64, c.x, {}}), i = b.input({DType::i32, c.indices, {}});
+      ProgramParams params;
+      if (c.axis) params["axis"] = *c.axis;
+      b.set_outputs({b.emit("take", {x, i}, params)[0]});
+      const std::int64_t examples = static_cast<std::int64_t>(c.stacked.size()) / num_elements(c.indices);
+      const Program p = batch_program(b.build(), {true, true}, examples).program;
+      Shape xs = c.x, is = c.indices;
+      xs.insert(xs.begin(), examples);
+      is.insert(is.begin(), examples);
+      std::vector<double> values(static_cast<std::size_t>(num_elements(xs)));
+      for (std::size_t k = 0; k < values.size(); ++k) values[k] = static_cast<double>(k);
+      const std::vector<Array> args{Array::from_doubles(values, xs, DType::f64),
+                                    Array::from_vector<std::int32_t>(c.stacked).reshape(is)};
+      testing::ExpectContains(refusal([&] { run_program(p, args); }), {c.text});
+    }
   }
 }
 
