@@ -16,6 +16,7 @@ import numpy as _np
 from . import _dtypes, _jnp, _tree, _weft
 from ._autodiff import _argnums, _run, _trace
 from ._jit import leaf_type, leaf_weak, trace_function
+from ._pmap import _Pmapped
 from ._trace import Tracer, current_trace, trace_of
 
 # JAX's dtype of the tangent of an integer or boolean value (jax.dtypes.float0): zero bytes per element.
@@ -426,7 +427,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     under a pmap of that name): fun is traced on the enclosing mesh plus (axis_name, size), and the batching
     removes that axis. Unmapped arguments reach fun as they are (a function, a Python flag; arrays become
     constants where used), as in JAX. spmd_axis_name (JAX: shard the batch axis over that mesh axis inside
-    pjit) is refused: weft's jit does not partition, so it has nothing to act on.
+    pjit) is refused: weft's jit does not partition, so it has nothing to act on. fun a pmapped function
+    (weft.pmap(f), nested or not): pmap of vmap, the batch axis moved inside the device axes (_vmap_of_pmap).
     """
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)  # JAX's reading: a list of entries for the positional arguments
@@ -473,6 +475,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             raise _inconsistent_sizes(fun, args, kwargs, [types[k][1] if k in types else () for k in every],
                                       [types[k][0] if k in types else None for k in every], axes, axis_size)
         size = axis_size if axis_size is not None else sizes.pop()
+        if isinstance(fun, _Pmapped):
+            return _vmap_of_pmap(fun, name, args, kwargs, axes, size, out_axes, axis_name)
 
         outer = current_trace() or trace_of(leaves)
         mesh = list(outer.mesh) if outer is not None else []
@@ -526,3 +530,85 @@ def _place(x, batched, out_axis, size, axis_name):
     full = shape[:out_axis] + (size,) + shape[out_axis:]
     y = _jnp.broadcast_to(_jnp.expand_dims(x, out_axis), full)
     return y if isinstance(y, Tracer) else _np.array(y)
+
+
+# ---- vmap of a pmapped function ---------------------------------------------------------------------------
+# vmap(pmap(f)) is pmap(vmap(f)) with the batch axis moved inside the device axes: each device runs the
+# batched program of its slice of every example, so every example sees the collectives over pmap's axis it
+# would see alone, and the results are the per-example pmaps stacked, bit for bit (a batched program equals
+# its per-example runs). vmap of a function that calls a pmap somewhere inside stays refused by the pmap.
+
+def _shifted_out_axes(spec):
+    """A pmap out_axes spec for outputs that gained a leading batch axis: each non-negative axis one further
+    (a negative one counts from the end, which the batch axis does not move)."""
+    if spec is None:
+        return None
+    if isinstance(spec, int):
+        return spec + 1 if spec >= 0 else spec
+    if isinstance(spec, (tuple, list)):
+        return type(spec)(_shifted_out_axes(s) for s in spec)
+    if isinstance(spec, dict):
+        return {k: _shifted_out_axes(v) for k, v in spec.items()}
+    return spec  # the pmap names what it cannot read
+
+
+def _vmap_of_pmap(pm, name, args, kwargs, axes, size, out_axes, axis_name):
+    """vmap (batch axes `axes` per leaf of (args, kwargs), `size` examples) of the pmapped function `pm`."""
+    levels, inner = pm._levels()
+    if levels[0]._eager:
+        raise _weft.InvalidArgument(
+            f"{name}: vmap of an eager pmap ({levels[0]._name}, eager=True) is not supported: its replicas run "
+            "Python one by one, with no program to batch; use a traced pmap, or vmap inside the pmap")
+    if kwargs:
+        raise TypeError(f"{levels[0]._name}: pmapped functions take positional arguments only, got {sorted(kwargs)}")
+    depth = len(levels)
+    if depth > 1 and any(lv._out_axes != 0 for lv in levels):
+        raise _weft.InvalidArgument(f"{name}: vmap of nested pmaps needs out_axes=0 at every level (got "
+                                    f"{[lv._out_axes for lv in levels]})")
+    p_in = levels[0]._in_axes
+    if isinstance(p_in, list):
+        p_in = tuple(p_in)
+    if isinstance(p_in, tuple) and len(p_in) != len(args):
+        raise ValueError(f"{levels[0]._name}: pmap in_axes specification must be a tree prefix of the corresponding "
+                         f"value, got specification {levels[0]._in_axes!r} for {len(args)} arguments")
+    new_args, pmap_axes, vmap_axes = [], [], []
+    start = 0
+    for k, arg in enumerate(args):
+        arg_leaves, arg_def = _tree.flatten(arg)
+        p_leaves = _tree.broadcast_prefix(p_in[k] if isinstance(p_in, tuple) else p_in, arg, "pmap in_axes")
+        moved, p_new, v_new = [], [], []
+        for j, (leaf, p) in enumerate(zip(arg_leaves, p_leaves)):
+            v = axes[start + j]
+            if v is None:  # shared by the examples: the pmap maps it as it would
+                moved.append(leaf)
+                p_new.append(p)
+                v_new.append(None)
+                continue
+            x = leaf if v == 0 else _jnp.moveaxis(leaf, v, 0)  # [B, the example's axes]
+            if p is not None and depth > 1:
+                x = _jnp.moveaxis(x, 0, depth)  # nested pmaps map the leading axes: [D1 .. Dk, B, ...]
+            elif p is not None and type(p) is int:
+                rank = len(leaf_type(leaf, name)[1]) - 1
+                if not -rank <= p < rank:
+                    raise ValueError(f"{levels[0]._name}: pmap in_axes {p} is out of range for an example of rank "
+                                     f"{rank} (vmap's axis left out)")
+                p = p % rank + 1  # the device axis, past the batch axis
+            moved.append(x)
+            p_new.append(p)
+            v_new.append(0)
+        start += len(arg_leaves)
+        new_args.append(_tree.unflatten(arg_def, moved))
+        pmap_axes.append(_tree.unflatten(arg_def, p_new))
+        vmap_axes.append(_tree.unflatten(arg_def, v_new))
+    # One vmap, innermost, of the function the nest maps; each level rebuilt around it as it was.
+    g = vmap(inner, in_axes=tuple(vmap_axes), out_axes=0, axis_name=axis_name, axis_size=size)
+    for level, lv in reversed(list(enumerate(levels))):
+        level_in = tuple(pmap_axes) if level == 0 else lv._in_axes
+        level_out = _shifted_out_axes(lv._out_axes) if depth == 1 else lv._out_axes
+        g = _Pmapped(g, lv._axis_name, level_in, level_out, lv._devices, lv._name)
+    out = g(*new_args)
+    out_leaves, out_def = _tree.flatten(out)
+    if depth > 1:  # [D1 .. Dk, B, ...] -> [B, D1 .. Dk, ...]
+        out_leaves = [_jnp.moveaxis(x, depth, 0) for x in out_leaves]
+    leaf_axes = _tree.broadcast_prefix(out_axes, _tree.unflatten(out_def, out_leaves), "vmap out_axes")
+    return _tree.unflatten(out_def, [_place(x, True, oa, size, axis_name) for x, oa in zip(out_leaves, leaf_axes)])

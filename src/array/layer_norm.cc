@@ -36,7 +36,13 @@ void forward(const T* x, const T* g, const T* b, T* y, std::int64_t rows, std::i
     const T mean = xr.mean();
     yr = xr - mean;  // the centred row, in place in y
     const T rstd = static_cast<T>(1.0 / std::sqrt(static_cast<double>(yr.square().mean()) + eps));
-    yr = yr * (rstd * gm) + bm;
+    // xhat, then the scale, then the bias, each its own pass and so its own rounding (one expression would let
+    // the compiler fuse the last two into an FMA): scale 1 and bias 0 give xhat exactly, and per-example
+    // scales and biases applied to it by the program's multiply and add give each example's own result bit
+    // for bit (layer_norm's batching rule, src/program/ops/nn.cc).
+    yr *= rstd;
+    yr *= gm;
+    yr += bm;
   }
 }
 

@@ -12,7 +12,8 @@ namespace weft::detail {
 // x (..., d), scale and bias (d): float32 or float64 (other dtypes compute in float32). The results have x's
 // dtype, as the layer_norm and layer_norm_vjp rules give (src/program/ops/nn.cc).
 // The row statistics accumulate in the compute dtype (Eigen's vectorised sums); var is the biased variance
-// (numpy's, PyTorch's).
+// (numpy's, PyTorch's). The output is rounded as xhat = (x - mean) * rstd, then xhat * scale, then + bias, one
+// rounding each (no fused multiply-add), which layer_norm's batching rule relies on.
 Array layer_norm(const Array& x, const Array& scale, const Array& bias, double eps);
 
 struct LayerNormGrads {

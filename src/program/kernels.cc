@@ -86,6 +86,29 @@ Array cumulative(const Array& x, const Params& p, detail::Cumulative op) {
   return detail::cumulative(x, static_cast<int>(axis < 0 ? axis + x.ndim() : axis), op, param_flag(p, "reverse"));
 }
 
+// take with per_example=B (take's batching rule, src/program/ops/indexing.cc): `axis` holds B equal blocks and
+// indices [B, ...] index their example's block (negative from its end). Made positions in the whole axis here,
+// each checked against its own block, so an index out of range is named by its example and its own value.
+Outs take_per_example(const Ins& in, const Params& p) {
+  const Array& x = in[0];
+  const std::int64_t axis = param_int(p, "axis");
+  const int ax = static_cast<int>(axis < 0 ? axis + x.ndim() : axis);
+  const std::int64_t examples = param_int(p, "per_example");
+  const std::int64_t n = x.shape()[static_cast<std::size_t>(ax)] / examples;
+  std::vector<std::int64_t> index = in[1].astype(DType::i64).to_vector<std::int64_t>();
+  const std::int64_t per = examples == 0 ? 0 : static_cast<std::int64_t>(index.size()) / examples;
+  for (std::size_t k = 0; k < index.size(); ++k) {
+    std::int64_t& i = index[k];
+    const std::int64_t example = static_cast<std::int64_t>(k) / per;
+    if (i < -n || i >= n) {
+      throw InvalidArgument("take: index " + std::to_string(i) + " of example " + std::to_string(example) +
+                            " (under vmap) is out of bounds for its axis of size " + std::to_string(n));
+    }
+    i = (i < 0 ? i + n : i) + example * n;
+  }
+  return {weft::take(x, Array::from_vector(index, in[1].shape()), ax)};
+}
+
 using Table = std::map<std::string, Kernel>;
 
 const Table& table() {
@@ -170,7 +193,11 @@ const Table& table() {
        }},
       {"concatenate", concatenate},
       {"slice", slice},
-      {"take", [](const Ins& in, const Params& p) -> Outs { return {weft::take(in[0], in[1], optional_axis(p))}; }},
+      {"take",
+       [](const Ins& in, const Params& p) -> Outs {
+         if (has_param(p, "per_example")) return take_per_example(in, p);
+         return {weft::take(in[0], in[1], optional_axis(p))};
+       }},
       {"one_hot",
        [](const Ins& in, const Params& p) -> Outs {
          return {weft::one_hot(in[0], static_cast<int>(param_int(p, "num_classes")), param_dtype(p))};

@@ -289,7 +289,6 @@ std::vector<VmapCase> VmapCases() {
       {"all_to_all tiled concat first", b4, {3, 8}, "all_to_all", a2a(1, 0, true)},
       {"all_to_all tiled same axis", b4, {8}, "all_to_all", a2a(0, 0, true)},
       {"ppermute cycle", b4, {3}, "ppermute", {{"axes", kAxes({"b"})}, {"perm", Permutation{{0, 1}, {1, 2}, {2, 3}, {3, 0}}}}},
-      {"ppermute partial", b4, {2}, "ppermute", {{"axes", kAxes({"b"})}, {"perm", Permutation{{0, 3}, {3, 1}}}}},
       {"pbroadcast", b4, {3}, "pbroadcast", {{"axes", kAxes({"b"})}, {"source", std::int64_t{2}}}},
       {"axis_index", b4, {1}, "axis_index", over_b},
       {"pvary", b4, {2}, "pvary", over_b},
@@ -310,7 +309,6 @@ std::vector<VmapCase> VmapCases() {
       {"all_to_all unbatched", b4, {4, 2}, "all_to_all", a2a(0, 1, false), false},
       {"ppermute cycle unbatched", b4, {2}, "ppermute",
        {{"axes", kAxes({"b"})}, {"perm", Permutation{{0, 1}, {1, 2}, {2, 3}, {3, 0}}}}, false},
-      {"ppermute partial unbatched", b4, {2}, "ppermute", {{"axes", kAxes({"b"})}, {"perm", Permutation{{1, 2}}}}, false},
       {"replica_sharded_slice unbatched", b4, {5}, "replica_sharded_slice", over_b, false},
       {"gather_shards unbatched", b4, {2}, "gather_shards",
        {{"axes", kAxes({"b"})}, {"shape", std::vector<std::int64_t>{2, 3}}}, false},
@@ -443,11 +441,19 @@ TEST(OpsCollectivesRules, VmapRefusesWhatJaxRefuses) {
        "all_gather over vmap's axis 'b': together with ('i',) it has no batching rule"},
       {{"ppermute over b, i", {{"b", 2}, {"i", 2}}, {2}, "ppermute", {{"axes", kAxes({"b", "i"})}, {"perm", Permutation{{0, 1}}}}},
        "ppermute over vmap's axis 'b': together with ('i',)"},
+      // A partial permutation, batched operand or not (JAX's batcher asserts len(perm) == axis size first).
+      {{"ppermute partial", {{"b", 4}}, {2}, "ppermute", {{"axes", kAxes({"b"})}, {"perm", Permutation{{0, 3}, {3, 1}}}}},
+       "ppermute over vmap's axis 'b': perm has 2 (source, destination) pairs for 4 examples; JAX's batcher takes "
+       "a full permutation only (\"Permutation doesn't match the axis size!\")"},
+      {{"ppermute partial unbatched", {{"b", 4}}, {2}, "ppermute", {{"axes", kAxes({"b"})}, {"perm", Permutation{{1, 2}}}},
+        false},
+       "ppermute over vmap's axis 'b': perm has 1 (source, destination) pairs for 4 examples"},
   };
   for (const Refusal& r : refusals) {
     SCOPED_TRACE(r.c.name);
     const Program p = vmap_program(r.c);
-    testing::ExpectContains(testing::ErrorOf<InvalidArgument>([&] { batch_program(p, {true}, r.c.mesh[0].size, "b"); }),
+    testing::ExpectContains(
+        testing::ErrorOf<InvalidArgument>([&] { batch_program(p, {r.c.batched}, r.c.mesh[0].size, "b"); }),
                             {"equation 0", "under vmap", r.why});
   }
 }

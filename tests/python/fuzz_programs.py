@@ -451,6 +451,40 @@ def ref_reduce(op, a, axes, keepdims):
     raise KeyError(op)
 
 
+def ref_cumulative(op, a, axis):
+    """jnp.cumsum / jnp.cumprod along `axis` (None: of the flattened value), sum's dtype (promote_integers).
+    Floating: the float64 scan rounded once, each position's bound its inputs' (a sum's: their bounds added; a
+    product's: prod(|x| + e) - prod(|x|), its terms all non-negative) plus n roundings of the running
+    magnitude, n the axis length. Integers: the int64 scan wrapped to the dtype (wrap-around is modular, so
+    the same as scanning in the dtype); unknown from the first unknown element on."""
+    dt = sum_dtype(a.dt)
+    v, e = a.v, a.e
+    if axis is None:
+        v, e = v.reshape(N, -1), e.reshape(N, -1)
+        ax = 1
+    else:
+        ax = axis + 1
+    n = v.shape[ax]
+    if dt in FLOATS:
+        x = v.astype(np.float64)
+        with np.errstate(all="ignore"):
+            if op == "cumsum":
+                r = np.cumsum(x, axis=ax)
+                mag = np.cumsum(np.abs(x), axis=ax)
+                prop = np.cumsum(e, axis=ax)
+            else:
+                r = np.cumprod(x, axis=ax)
+                mag = np.cumprod(np.abs(x) + e, axis=ax)
+                prop = mag - np.cumprod(np.abs(x), axis=ax)
+        out = rnd(dt, r)
+        return R(out, dt, prop + n * EPS[dt] * mag + ulp(dt, out))
+    fn = np.cumsum if op == "cumsum" else np.cumprod
+    with np.errstate(all="ignore"):
+        r = fn(v.astype(np.int64), axis=ax).astype(np_dtype(dt))
+    unknown = np.maximum.accumulate(np.isinf(e), axis=ax)
+    return R(r, dt, np.where(unknown, np.inf, 0.0))
+
+
 def ref_arg(op, a, axis, keepdims):
     v = a.f64()
     e = a.e
@@ -1054,6 +1088,32 @@ def make_reduce(op):
     return make
 
 
+def make_cumulative(op):
+    def make(g):
+        # cumprod: small factors along a short axis (no overflow to inf, no int64 wrap the model would miss)
+        short = op == "cumprod"
+
+        def ok(r):
+            if r.size == 0 or len(r.shape) == 0 or r.dt not in DTYPES or not np.all(np.isfinite(r.e) | (r.dt not in FLOATS)):
+                return False
+            if r.dt in FLOATS and not np.all(np.isfinite(r.v)):
+                return False
+            return not short or (np.all(np.abs(r.v.astype(np.float64)) <= 20) and min(r.shape) <= 8)
+
+        a = g.pick(ok, fresh=(g.dtype(), g.shape(min_rank=1)))
+        r = g.p.refs[a]
+        if not ok(r):
+            return None
+        nd = len(r.shape)
+        short_axes = [d for d in range(nd) if r.shape[d] <= 8] if short else list(range(nd))
+        if (not short or r.size <= 8) and g.rng.random() < 0.2:
+            axis = None
+        else:
+            axis = int(g.rng.choice(short_axes))
+        return [("v", a)], {"axis": axis}, ref_cumulative(op, r, axis)
+    return make
+
+
 def make_arg(op):
     def make(g):
         a = g.pick(lambda r: r.dt != "bool" and r.size > 0, fresh=(g.dtype(NUMERIC), g.shape()))
@@ -1385,6 +1445,9 @@ OPS["logsumexp"] = Op(make_softmax("logsumexp"), lambda api, a, p: api.nn.logsum
                                                                                       keepdims=p["keepdims"]),
                       weight=0.6, covers=("logsumexp",),
                       vjp=lambda refs, p: ref_softmax("logsumexp", refs[0], p["axis"], p["keepdims"]))
+for _name in ("cumsum", "cumprod"):
+    OPS[_name] = Op(make_cumulative(_name), (lambda n: lambda api, a, p: getattr(api.jnp, n)(a[0], axis=p["axis"]))(
+        _name), weight=0.6, covers=(_name,), vjp=(lambda n: lambda refs, p: ref_cumulative(n, refs[0], p["axis"]))(_name))
 OPS["one_hot"] = Op(make_one_hot, lambda api, a, p: api.nn.one_hot(a[0], p["num_classes"], dtype=_dt(p["dtype"])),
                     weight=0.5, covers=("one_hot",))
 OPS["layer_norm"] = Op(make_layer_norm, lambda api, a, p: api.nn.layer_norm(*a, eps=p["eps"]), weight=0.5,
@@ -1427,10 +1490,6 @@ EXCLUDED = {
     "remote_store": "a session effect (remote buffers), not array math: test_popxl_*",
     "variable_read": "a session effect (variables), not array math: test_popxl_*",
     "variable_update": "a session effect (variables), not array math: test_popxl_*",
-    "cumsum": "values against a sequential reference in every dtype (tests/unit/ops_shape_rules_test.cc), "
-              "jnp.cumsum in test_programs.py; no generator with error bounds yet",
-    "cumprod": "values against a sequential reference in every dtype (tests/unit/ops_shape_rules_test.cc), "
-               "jnp.cumprod in test_programs.py; no generator with error bounds yet",
     "custom_vjp_call": "a user's custom_vjp rule (weft.custom_vjp), not an op of its own: test_custom_vjp.py",
     "custom_jvp_call": "a user's custom_jvp rule (weft.custom_jvp), not an op of its own: test_custom_jvp.py",
 }

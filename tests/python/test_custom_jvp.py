@@ -372,3 +372,35 @@ def test_misuse_is_named():
     program = weft.make_program(g)(np.float64(1.0))._program
     with pytest.raises(weft.InvalidArgument, match=r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp"):
         _weft.jvp_program(program)
+
+
+# ---- reverse mode needs a rule linear in the tangents -----------------------------------------------------------
+# JAX differentiates a custom_jvp function in reverse mode by transposing the rule's tangent part and raises
+# where that part is not linear in the tangents (a missing transpose rule, e.g. "for 'sin' not implemented").
+# weft transposed such a rule at zero tangents, silently giving the rule's slope at t = 0.
+NONLINEAR = [
+    ("tanh of the tangent", lambda p, t: (p[0] * 2.0, jnp.tanh(t[0])), "= tanh"),
+    ("tangent squared", lambda p, t: (p[0] * 2.0, t[0] * t[0] * p[0]), "= multiply"),
+    ("a branch on the tangent", lambda p, t: (p[0] * 2.0, jnp.where(t[0] > 0, t[0], 0.0)), "made from a tangent"),
+]
+
+
+@pytest.mark.parametrize("rule, equation", [c[1:] for c in NONLINEAR], ids=[c[0] for c in NONLINEAR])
+def test_reverse_mode_refuses_a_rule_not_linear_in_its_tangents(rule, equation):
+    f = _with_rule(rule)
+    with pytest.raises(weft.InvalidArgument) as info:
+        weft.grad(f)(np.float64(1.5))
+    text = str(info.value)
+    assert "custom_jvp(f): the jvp rule is not linear in its tangents, so reverse mode cannot transpose it" in text
+    assert equation in text
+    # Forward mode runs the rule as written (nothing to transpose): the rule's own tangent.
+    _, tangent = jvp(f, [np.float64(1.5)], [np.float64(0.5)])
+    assert float(tangent[0]) == float(np.asarray(rule([np.float64(1.5)], [np.float64(0.5)])[1]))
+
+
+def test_reverse_mode_transposes_a_rule_linear_in_its_tangents_with_any_primal_coefficients():
+    # Coefficients made of the primals by any function (a branch on x, a quotient by x) are still linear in t.
+    f = _with_rule(lambda p, t: (p[0] * 2.0, jnp.where(p[0] > 0, t[0] / p[0], -t[0]) * jnp.tanh(p[0])))
+    for x in (1.5, -0.5):
+        want = (1 / x if x > 0 else -1.0) * np.tanh(x)
+        np.testing.assert_allclose(weft.grad(f)(np.float64(x)), want, rtol=1e-12)

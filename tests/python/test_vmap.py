@@ -182,9 +182,12 @@ ERRORS = [
      "vmap: spmd_axis_name='d' is not supported"),
     ("axis_name_taken", lambda: weft.pmap(weft.vmap(lambda x: x, axis_name="i"), axis_name="i")(_r(2, 3)),
      weft.InvalidArgument, "vmap(<lambda>): axis_name 'i' is already an axis of the enclosing mesh"),
-    # vmap of a pmapped function (not built: the pmap refuses a transformation around it, naming it)
-    ("vmap_of_pmap", lambda: weft.vmap(weft.pmap(lambda x: x * 2.0))(_r(2, 2, 3)), weft.InvalidArgument,
-     "pmap(<lambda>): called while vmap(<lambda>) traces it"),
+    # vmap of a function that calls a pmap inside (vmap of the pmapped function itself works: below): the
+    # pmap refuses the transformation around it, naming it
+    ("vmap_of_a_call_of_pmap", lambda: weft.vmap(lambda x: weft.pmap(lambda y: y * 2.0)(x) + 1.0)(_r(2, 2, 3)),
+     weft.InvalidArgument, "pmap(<lambda>): called while vmap(<lambda>) traces it"),
+    ("vmap_of_eager_pmap", lambda: weft.vmap(weft.pmap(lambda x: x * 2.0, eager=True))(_r(2, 2, 3)),
+     weft.InvalidArgument, "vmap(<lambda>): vmap of an eager pmap (pmap(<lambda>), eager=True) is not supported"),
 ]
 
 
@@ -288,6 +291,37 @@ def test_grad_of_vmap():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+# ---- take with per-example indices: one gather, each example's indices into its own rows -----------------------
+def test_per_example_take_nested_differentiated_and_refused_by_example():
+    xs, idx = _r(2, 3, 5), RNG.integers(-5, 5, (2, 3, 4)).astype(np.int32)
+    f = lambda x, i: jnp.take(x, i, axis=0)
+    jitted = weft.jit(f)
+    # vmap of vmap, both batching x and the indices (the inner gather's examples merged with the outer's)
+    got = weft.vmap(weft.vmap(f))(xs, idx)
+    _assert_same(got, np.array([[np.asarray(jitted(xs[a, b], idx[a, b])) for b in range(3)] for a in range(2)]))
+    # the outer vmap batching x only (the inner gather along the next axis)
+    got = weft.vmap(weft.vmap(f), in_axes=(0, None))(xs, idx[0])
+    _assert_same(got, np.array([[np.asarray(jitted(xs[a, b], idx[0, b])) for b in range(3)] for a in range(2)]))
+    # reverse and forward mode through the batched gather: the scatter-add of the cotangent into each
+    # example's own row (repeated and negative indices summed), by numpy's add.at
+    # example (float32: a repeated index's two terms may be added in another order)
+    w = _r(3, 4)
+    loss = lambda x: jnp.sum(weft.vmap(f)(x, idx[0]) * w)
+    want = np.zeros((3, 5))
+    for b in range(3):
+        np.add.at(want[b], idx[0, b] % 5, w[b].astype(np.float64))
+    np.testing.assert_allclose(np.asarray(weft.grad(loss)(xs[0])), want, rtol=1e-6)
+    t = _r(3, 5)
+    _, tangent = weft.jvp(lambda x: weft.vmap(f)(x, idx[0]), (xs[0],), (t,))
+    _assert_same(np.asarray(tangent), np.stack([t[b][idx[0, b] % 5] for b in range(3)]))
+    # an index out of its example's range: named by the example and its own value, as that example's run
+    bad = idx[0].copy()
+    bad[1, 2] = 7
+    with pytest.raises(weft.InvalidArgument, match=r"take: index 7 of example 1 \(under vmap\) is out of bounds "
+                                                   r"for its axis of size 5"):
+        weft.vmap(f)(xs[0], bad)
+
+
 def test_vmap_inside_pmap():
     # pmap of a function calling vmap with an axis name: collectives over both axes, as two nested pmaps.
     z = _r(2, 3, 4)
@@ -299,6 +333,51 @@ def test_vmap_inside_pmap():
     got = np.asarray(weft.pmap(lambda x: weft.vmap(lambda r: r * lax.psum(r, "i"))(x), axis_name="i")(z))
     want = z * np.sum(z, axis=0, keepdims=True)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# ---- vmap of a pmapped function: the per-example pmaps stacked, bit for bit ---------------------------------
+def _stacked_pmaps(pmapped, args, in_axes, size, out_axis=0):
+    """The reference: the pmapped function on each example's arguments, stacked at out_axis."""
+    outs = [pmapped(*[_take(a, ax, i) for a, ax in zip(args, in_axes)]) for i in range(size)]
+    return np.stack([np.asarray(o) for o in outs], axis=out_axis)
+
+
+VMAP_OF_PMAP = [
+    # (name, pmapped function, vmap in_axes, args, vmap out_axes)
+    ("psum", weft.pmap(lambda x: x * 2.0 + lax.psum(x, "i"), axis_name="i"), 0, (_r(3, 4, 5),), 0),
+    ("batch axis 1", weft.pmap(lambda x: jnp.tanh(x) - lax.pmean(x, "i"), axis_name="i"), 1, (_r(4, 3, 5),), 0),
+    ("out_axes 2", weft.pmap(lambda x: x * lax.psum(x, "i"), axis_name="i"), 0, (_r(3, 8, 2),), 2),
+    ("pmap in_axes 1, out_axes 1",
+     weft.pmap(lambda x: lax.all_gather(x, "i") @ jnp.ones((3,), np.float32), axis_name="i", in_axes=1, out_axes=1),
+     0, (_r(2, 3, 4),), 0),
+    ("shared weights, mapped data",  # w: every example's, split over devices; x: per example, broadcast
+     weft.pmap(lambda w, x: lax.psum(x @ w, "i"), axis_name="i", in_axes=(0, None)), (None, 0),
+     (_r(4, 3, 2), _r(5, 3)), 0),
+    ("pmap out_axes None", weft.pmap(lambda x: lax.psum(x, "i"), axis_name="i", out_axes=None), 0, (_r(3, 4, 2),), 0),
+    ("a dict of arguments", weft.pmap(lambda d: d["a"] * lax.pmax(d["b"], "i"), axis_name="i"), ({"a": 0, "b": None},),
+     ({"a": _r(3, 4, 2), "b": _r(4, 2)},), 0),
+    ("nested pmaps", weft.pmap(weft.pmap(lambda x: x + lax.psum(x, "j") * lax.psum(x, "i"), axis_name="j"),
+                               axis_name="i"), 0, (_r(3, 2, 4, 3),), 0),
+]
+
+
+@pytest.mark.parametrize("name,pmapped,in_axes,args,out_axes", VMAP_OF_PMAP, ids=[c[0] for c in VMAP_OF_PMAP])
+def test_vmap_of_pmap_is_the_per_example_pmaps_stacked(name, pmapped, in_axes, args, out_axes):
+    got = weft.vmap(pmapped, in_axes=in_axes, out_axes=out_axes)(*args)
+    axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+    first = next(ax for ax in axes if ax is not None)
+    size = np.shape(args[axes.index(first)] if not isinstance(first, dict) else args[0]["a"])[
+        first if isinstance(first, int) else 0]
+    _assert_same(np.asarray(got), _stacked_pmaps(pmapped, args, axes, size, out_axes))
+
+
+def test_vmap_with_an_axis_name_of_pmap_is_two_nested_pmaps():
+    # Collectives over vmap's axis and pmap's: what pmap over ('b', 'i') gives, bit for bit.
+    g = lambda v: lax.psum(v, "b") * 2.0 + lax.psum(v, "i") - lax.pmax(v, ("b", "i"))
+    z = _r(2, 4, 3)
+    got = np.asarray(weft.vmap(weft.pmap(g, axis_name="i"), axis_name="b")(z))
+    want = np.asarray(weft.pmap(weft.pmap(g, axis_name="i"), axis_name="b")(z))
+    _assert_same(got, want)
 
 
 def test_vmap_inside_shard_map():

@@ -199,3 +199,87 @@ TEST(AutodiffCustomJvp, RuleAndLayoutErrorsNameTheCall) {
 
 }  // namespace
 }  // namespace weft
+
+namespace weft {
+namespace {
+
+// A jvp rule (x, t) -> (exp(x), tangent(b, x, t)) for the table below.
+using TangentOf = std::function<int(ProgramBuilder&, int x, int t)>;
+std::int64_t RuleWithTangent(const TangentOf& tangent, const std::string& name) {
+  ProgramBuilder b;
+  const int x = b.input(kVec);
+  const int t = b.input(kVec);
+  b.set_outputs({b.emit("exp", {x})[0], tangent(b, x, t)});
+  return detail::register_custom_jvp(b.build(), name);
+}
+
+// Reverse mode transposes the rule's tangent part, which JAX requires to be linear in the tangents (it raises
+// for a rule that is not: "Transpose rule ... for 'sin' not implemented", or mul's one-linear-operand
+// assertion). A linear rule, coefficients from the primals, is transposed (its VJP equals the hand-written
+// coefficient times the cotangent); one that is not is refused, naming its equation and why, instead of being
+// transposed at zero tangents.
+TEST(AutodiffCustomJvp, ReverseModeRefusesARuleThatIsNotLinearInItsTangents) {
+  const auto emit = [](ProgramBuilder& b, const char* op, std::vector<int> ins) { return b.emit(op, ins)[0]; };
+  struct Linear {
+    const char* what;
+    TangentOf tangent;
+    std::function<double(double)> coefficient;  // d tangent / d t at x, by hand
+  };
+  const std::vector<Linear> linear{
+      {"t * x", [&](ProgramBuilder& b, int x, int t) { return Mul(b, t, x); }, [](double x) { return x; }},
+      {"t / x", [&](ProgramBuilder& b, int x, int t) { return emit(b, "divide", {t, x}); },
+       [](double x) { return 1 / x; }},
+      {"affine t + exp(x)", [&](ProgramBuilder& b, int x, int t) { return Add(b, t, emit(b, "exp", {x})); },
+       [](double) { return 1.0; }},
+      {"where(x > 0, t, -t)",
+       [&](ProgramBuilder& b, int x, int t) {
+         return emit(b, "where", {emit(b, "greater", {x, Scalar(b, 0)}), t, emit(b, "negative", {t})});
+       },
+       [](double x) { return x > 0 ? 1.0 : -1.0; }},
+      {"tanh(x) * (t + t)", [&](ProgramBuilder& b, int x, int t) { return Mul(b, emit(b, "tanh", {x}), Add(b, t, t)); },
+       [](double x) { return 2 * std::tanh(x); }},
+  };
+  const std::vector<double> xs{-1.0, 0.5, 2.0}, gs{1.0, -2.0, 0.25};
+  for (const Linear& c : linear) {
+    SCOPED_TRACE(c.what);
+    const Program p = ExpCallOf(RuleWithTangent(c.tangent, "linear"));
+    const std::vector<Array> out = run_program(vjp_program(p, {0}), std::vector<Array>{Vec(xs), Vec(gs)});
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_NEAR(out[1].to_doubles()[i], 2 * gs[i] * c.coefficient(xs[i]), 1e-12);
+  }
+  struct Nonlinear {
+    const char* what;
+    TangentOf tangent;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Nonlinear> nonlinear{
+      {"exp(t)", [&](ProgramBuilder& b, int, int t) { return emit(b, "exp", {t}); },
+       {"= exp b` is not linear in operand 0 (made from a tangent): its derivative depends on it"}},
+      {"t * t", [&](ProgramBuilder& b, int, int t) { return Mul(b, t, t); },
+       {"= multiply b b` is not linear in operand 0 (made from a tangent): its derivative depends on it"}},
+      {"x / t", [&](ProgramBuilder& b, int x, int t) { return emit(b, "divide", {x, t}); },
+       {"= divide a b` is not linear in operand 1"}},
+      {"relu(t) * x", [&](ProgramBuilder& b, int x, int t) { return Mul(b, emit(b, "relu", {t}), x); },
+       {"= relu b` is not linear in operand 0"}},
+      {"where(t > 0, t, 0)",
+       [&](ProgramBuilder& b, int, int t) {
+         return emit(b, "where", {emit(b, "greater", {t, Scalar(b, 0)}), t, Scalar(b, 0)});
+       },
+       {"= where f d b` reads a bool[3] made from a tangent"}},
+      {"sign(t)", [&](ProgramBuilder& b, int, int t) { return emit(b, "sign", {t}); },
+       {"= sign b` has a zero derivative"}},
+  };
+  for (const Nonlinear& c : nonlinear) {
+    SCOPED_TRACE(c.what);
+    const Program p = ExpCallOf(RuleWithTangent(c.tangent, "bent"));
+    std::vector<std::string> parts{"custom_jvp(tripled_exp): the jvp rule is not linear in its tangents, so reverse "
+                                   "mode cannot transpose it"};
+    parts.insert(parts.end(), c.parts.begin(), c.parts.end());
+    const std::string text = testing::ErrorOf<InvalidArgument>([&] { vjp_program(p, {0}); });
+    for (const std::string& part : parts) EXPECT_NE(text.find(part), std::string::npos) << text;
+    // Forward mode runs the rule as written: nothing to transpose.
+    EXPECT_NO_THROW(jvp_program(p));
+  }
+}
+
+}  // namespace
+}  // namespace weft

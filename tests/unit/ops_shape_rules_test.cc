@@ -157,8 +157,12 @@ std::vector<Case> Cases() {
       {"layer_norm", {{{3, 5}}, {{5}}, {{5}}}, LayerNorm()},
       {"layer_norm 3-D", {{{2, 3, 4}}, {{4}}, {{4}}}, LayerNorm()},
       {"layer_norm eps an input", {{{2, 4}}, {{4}}, {{4}}, {{}, DType::f64, 1e-3, 1e-2}}, Op("layer_norm"), {}, false, {3}},
-      {"layer_norm_vjp (batching only)", {{{2, 4}}, {{4}}, {{2, 4}}, {{}, DType::f64, 1e-3, 1e-2}},
-       Op("layer_norm_vjp")},
+      // layer_norm_vjp's own derivatives (second derivatives of layer_norm), eps held still; 3-D rows too.
+      {"layer_norm_vjp", {{{2, 4}}, {{4}}, {{2, 4}}, {{}, DType::f64, 1e-3, 1e-2}}, Op("layer_norm_vjp"), {}, false, {3}},
+      {"layer_norm_vjp 3-D", {{{2, 3, 4}}, {{4}}, {{2, 3, 4}}, {{}, DType::f64, 1e-3, 1e-2}}, Op("layer_norm_vjp"), {},
+       false, {3}},
+      {"layer_norm_vjp of a vector", {{{5}}, {{5}}, {{5}}, {{}, DType::f64, 1e-3, 1e-2}}, Op("layer_norm_vjp"), {}, false,
+       {3}},
       // ---- indexing
       {"take constant indices axis 0", {{{5, 3}}}, TakeConst(Array::from_vector<std::int32_t>({3, 0, 3, 1, 3}), 0)},
       {"take constant indices flattened", {{{3, 4}}}, TakeConst(Array::from_vector<std::int32_t>({11, 0, 11, 5, -1}), std::nullopt)},
@@ -388,6 +392,53 @@ TEST(OpsShapeRules, BatchedProgramIsThePerExampleRunsStackedBitForBit) {
   }
 }
 
+// layer_norm with per-example scale or bias (vmap over a layer's affine parameters): one normalisation of every
+// example's rows, not one layer_norm per example, and still each example's own result bit for bit, in every
+// float dtype (bfloat16 and float16 compute in float32, as the kernel does).
+TEST(OpsShapeRules, LayerNormWithBatchedScaleOrBiasIsOneNormalisationBitForBit) {
+  std::mt19937_64 rng(2046);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  constexpr std::int64_t kBatch = 5;
+  const Shape x_shape{2, 3, 4}, vec{4};
+  for (const DType dt : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    // x, scale, bias batched or shared; scale or bias batched in each.
+    for (const std::vector<bool>& batched : std::vector<std::vector<bool>>{
+             {false, true, false}, {false, false, true}, {false, true, true}, {true, true, false},
+             {true, false, true}, {true, true, true}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " batched " + (batched[0] ? "B" : "-") + (batched[1] ? "B" : "-") +
+                   (batched[2] ? "B" : "-"));
+      ProgramBuilder b;
+      const int x = b.input({dt, x_shape, {}}), scale = b.input({dt, vec, {}}), bias = b.input({dt, vec, {}});
+      b.set_outputs({b.emit("layer_norm", {x, scale, bias, b.constant(Array::scalar(1e-5, DType::f64))})[0]});
+      const Program f = b.build();
+      const BatchedProgram bp = batch_program(f, batched, kBatch);
+      const std::string text = bp.program.text();
+      std::size_t norms = 0;
+      for (std::size_t at = text.find(" layer_norm "); at != std::string::npos; at = text.find(" layer_norm ", at + 1)) ++norms;
+      EXPECT_EQ(norms, 1u) << text;
+      EXPECT_EQ(text.find(" slice"), std::string::npos) << text;
+      std::vector<std::vector<Array>> examples(3);
+      std::vector<Array> args;
+      for (std::size_t k = 0; k < 3; ++k) {
+        const Shape& shape = k == 0 ? x_shape : vec;
+        for (std::int64_t i = 0; i < (batched[k] ? kBatch : 1); ++i) {
+          std::vector<double> v(static_cast<std::size_t>(num_elements(shape)));
+          for (double& e : v) e = (k == 1 ? 1.0 : 0.0) + normal(rng);
+          examples[k].push_back(Array::from_doubles(v, shape, dt));
+        }
+        args.push_back(batched[k] ? Stack(examples[k], {dt, shape, {}}) : examples[k][0]);
+      }
+      const std::vector<Array> got = run_program(bp.program, args);
+      ASSERT_TRUE(bp.out_batched[0]);
+      for (std::int64_t i = 0; i < kBatch; ++i) {
+        std::vector<Array> one;
+        for (std::size_t k = 0; k < 3; ++k) one.push_back(examples[k][batched[k] ? static_cast<std::size_t>(i) : 0]);
+        EXPECT_TRUE(SameBits(Example(got[0], i), run_program(f, one)[0])) << "example " << i;
+      }
+    }
+  }
+}
+
 // A batch of one matmul equation for a batched vector and a shared matrix or vector, no copy of the shared
 // operand (no broadcast_to of it): [B, k] @ w is one product.
 TEST(OpsShapeRules, MatmulOfBatchedRowsAndASharedMatrixIsOneProduct) {
@@ -479,26 +530,45 @@ TEST(OpsShapeRules, RefusalsNameTheOpAndTheRule) {
     testing::ExpectContains(refusal([&] { b.emit("cumsum", {v}); }), {"cumsum needs parameter 'axis'"});
   }
   {
-    // layer_norm's fused VJP has no JVP: a second derivative of layer_norm is refused with the reason.
-    ProgramBuilder b;
-    const int x = b.input({DType::f64, {2, 3}, {}}), g = b.input({DType::f64, {3}, {}});
-    const int dy = b.input({DType::f64, {2, 3}, {}});
-    b.set_outputs({b.emit("layer_norm_vjp", {x, g, dy, b.constant(Array::scalar(1e-5, DType::f64))})[0]});
-    const Program p = b.build();
-    testing::ExpectContains(refusal([&] { jvp_program(p); }),
-                            {"layer_norm_vjp", "no JVP rule", "differentiating it again"});
-    testing::ExpectContains(refusal([&] { vjp_program(p, {0}); }), {"layer_norm_vjp", "no VJP rule"});
-  }
-  {
     // take of batched x at batched indices: an index past its example's row is refused as a per-example run
-    // refuses it, not read from the next example's row (where the stacked gather would find it).
-    ProgramBuilder b;
-    const int x = b.input({DType::f64, {3}, {}}), i = b.input({DType::i32, {2}, {}});
-    b.set_outputs({b.emit("take", {x, i}, {{"axis", std::int64_t{0}}})[0]});
-    const Program p = batch_program(b.build(), {true, true}, 2).program;
-    const std::vector<Array> args{Array::from_doubles({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64),
-                                  Array::from_vector<std::int32_t>({3, 0, 1, 2}).reshape({2, 2})};
-    testing::ExpectContains(refusal([&] { run_program(p, args); }), {"take: index", "is out of bounds"});
+    // refuses it, not read from the next example's row (where the stacked gather would find it), and named
+    // by its example and its own value (not its position in the stack of the examples' rows).
+    struct OutOfRange {
+      const char* what;
+      Shape x;  // one example's
+      std::optional<std::int64_t> axis;
+      Shape indices;  // one example's
+      std::vector<std::int32_t> stacked;  // every example's indices, stacked
+      std::string text;
+    };
+    const std::vector<OutOfRange> cases{
+        {"past the end in example 0", {3}, 0, {2}, {3, 0, 1, 2}, "take: index 3 of example 0 (under vmap) is out of "
+                                                                 "bounds for its axis of size 3"},
+        {"too negative in example 2", {3}, 0, {2}, {0, 1, -3, 2, -4, 0}, "take: index -4 of example 2 (under vmap)"},
+        {"axis 1 of a matrix", {2, 4}, 1, {1}, {3, 4}, "take: index 4 of example 1 (under vmap) is out of bounds for "
+                                                       "its axis of size 4"},
+        {"2-D indices", {5}, 0, {2, 2}, {0, 1, 2, 3, 4, 4, 5, 0}, "take: index 5 of example 1 (under vmap)"},
+        {"the flattened array", {2, 2}, std::nullopt, {1}, {3, -5}, "take: index -5 of example 1 (under vmap) is out "
+                                                                     "of bounds for its axis of size 4"},
+    };
+    for (const OutOfRange& c : cases) {
+      SCOPED_TRACE(c.what);
+      ProgramBuilder b;
+      const int x = b.input({DType::f64, c.x, {}}), i = b.input({DType::i32, c.indices, {}});
+      ProgramParams params;
+      if (c.axis) params["axis"] = *c.axis;
+      b.set_outputs({b.emit("take", {x, i}, params)[0]});
+      const std::int64_t examples = static_cast<std::int64_t>(c.stacked.size()) / num_elements(c.indices);
+      const Program p = batch_program(b.build(), {true, true}, examples).program;
+      Shape xs = c.x, is = c.indices;
+      xs.insert(xs.begin(), examples);
+      is.insert(is.begin(), examples);
+      std::vector<double> values(static_cast<std::size_t>(num_elements(xs)));
+      for (std::size_t k = 0; k < values.size(); ++k) values[k] = static_cast<double>(k);
+      const std::vector<Array> args{Array::from_doubles(values, xs, DType::f64),
+                                    Array::from_vector<std::int32_t>(c.stacked).reshape(is)};
+      testing::ExpectContains(refusal([&] { run_program(p, args); }), {c.text});
+    }
   }
 }
 

@@ -601,30 +601,25 @@ Batched all_to_all_batch(BatchContext& c) {
   return {{merge_axes(c.e, x, static_cast<std::size_t>(1 + concat))}, {true}};
 }
 
-// Over vmap's axis: example `to` gets example `from`'s value; an example no pair sends to gets zeros (as the
-// collective gives; JAX's batcher takes full permutations only).
+// Over vmap's axis: example `to` gets example `from`'s value. A partial permutation (some example receiving
+// nothing, which pmap fills with zeros) is refused, batched operand or not, as JAX's batcher refuses it
+// (jax/_src/lax/parallel.py, _ppermute_batcher: "Permutation doesn't match the axis size!").
 Batched ppermute_batch(BatchContext& c) {
   const AxesSplit s = split_axes(c);
   if (!s.batch_axis) return same_collective(c, c.params);
   batch_axis_alone(c, s);
-  std::vector<std::int32_t> source(static_cast<std::size_t>(c.size), -1);
-  for (const auto& [from, to] : std::get<Permutation>(c.params.at("perm"))) source[static_cast<std::size_t>(to)] = from;
-  const bool full = std::find(source.begin(), source.end(), -1) == source.end();
-  if (full && !c.batched[0]) return {{c.in(0)}, {false}};
-  std::vector<std::int32_t> index(source.size()), received(source.size());
-  for (std::size_t k = 0; k < source.size(); ++k) {
-    index[k] = std::max(source[k], 0);
-    received[k] = source[k] >= 0 ? 1 : 0;
+  const Permutation& perm = param<Permutation>(c.params, "perm");
+  if (static_cast<std::int64_t>(perm.size()) != c.size) {
+    refuse(c, "perm has " + std::to_string(perm.size()) + " (source, destination) pairs for " +
+                  std::to_string(c.size) + " examples; JAX's batcher takes a full permutation only (\"Permutation "
+                  "doesn't match the axis size!\"): name every example as a source once, or run it under pmap, "
+                  "which fills the examples nothing is sent to with zeros");
   }
-  ValueId y = c.e.emit("take", {c.materialized(0), c.e.constant(Array::from_vector(index))}, {{"axis", int_param(0)}});
-  if (!full) {
-    std::vector<std::int64_t> shape(c.in_types[0].shape.size() + 1, 1);
-    shape[0] = c.size;
-    const ValueId mask = c.e.reshape(c.e.constant(Array::from_vector(received)), shape);
-    y = c.e.emit("where", {c.e.emit("not_equal", {mask, c.e.scalar(0, DType::i32)}), y,
-                           c.e.scalar(0, c.in_types[0].dtype)});
-  }
-  return {{y}, {true}};
+  if (!c.batched[0]) return {{c.in(0)}, {false}};
+  // (The type rule made the sources and the destinations distinct, so `perm` covers every example.)
+  std::vector<std::int32_t> source(static_cast<std::size_t>(c.size));
+  for (const auto& [from, to] : perm) source[static_cast<std::size_t>(to)] = from;
+  return {{c.e.emit("take", {c.in(0), c.e.constant(Array::from_vector(source))}, {{"axis", int_param(0)}})}, {true}};
 }
 
 // Called only when it names vmap's axis: the examples' indices (an int32 iota), combined with the other axes'

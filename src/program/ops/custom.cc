@@ -1,8 +1,11 @@
 // The custom-rule calls, custom_vjp_call and custom_jvp_call: the table of the users' rule programs, the calls'
 // type rules and their transformation rules (program/custom_calls.hpp explains the design).
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <tuple>
 
 #include "program/autodiff.hpp"
@@ -211,16 +214,108 @@ std::vector<ValueId> custom_jvp_jvp(JvpContext& c) {
   return tangents;
 }
 
+// Why equation `eq` of a jvp rule is not linear in its operands flagged `dependent` (those a tangent input
+// reaches), or nothing. Its own JVP is taken with respect to those operands alone, in a scratch program: the
+// equation is linear in them exactly when that derivative reads none of them, directly or through the
+// equation's results (t * c's is dt * c, reshape(t)'s reshape(dt); exp(t)'s reads exp(t), t * t's reads t,
+// where(t > 0, t, 0)'s its condition). A zero derivative (sign(t), stop_gradient(t)) is not linear either, nor is a derivative that
+// does not exist.
+std::optional<std::string> nonlinear_in(const Program& rule, const Equation& eq, const std::vector<bool>& dependent) {
+  Builder b(rule.mesh, rule.rules);
+  Emitter e(b);
+  Params params = eq.params;
+  params.erase(kCheckpointParam);
+  JvpContext c{e, eq.op, params, {}, {}, {}, {}, {}};
+  for (std::size_t k = 0; k < eq.inputs.size(); ++k) {
+    const ValueType& type = rule.types[eq.inputs[k]];
+    if (dependent[k] && !is_floating(type.dtype)) {
+      return "reads a " + type_text(type) + " made from a tangent (a comparison or cast of a tangent is a step, "
+             "not a linear map)";
+    }
+    c.in_types.push_back(type);
+    c.ins.push_back(b.input(type));
+    c.tangents.push_back(dependent[k] ? b.input(type) : kNoValue);
+  }
+  c.outs = b.emit(eq.op, c.ins, params, eq.source);
+  bool floating = false;
+  for (ValueId out : c.outs) {
+    c.out_types.push_back(b.type(out));
+    floating = floating || is_floating(c.out_types.back().dtype);
+  }
+  if (!floating) return std::nullopt;  // integer results: whatever reads them is judged
+  const OpInfo* info = find_op(eq.op);
+  if (info->jvp == nullptr || info->effectful) return std::string("has no derivative");
+  std::vector<ValueId> tangents = info->jvp(c);
+  std::vector<ValueId> read;
+  for (std::size_t k = 0; k < tangents.size(); ++k) {
+    if (!is_floating(c.out_types[k].dtype)) continue;
+    if (tangents[k] == kNoValue) return std::string("has a zero derivative (a step or a constant is not linear)");
+    read.push_back(tangents[k]);
+  }
+  b.set_outputs(read);
+  const Program scratch = b.build();
+  // Walk back from the derivative: which of the scratch program's values it reads.
+  std::set<ValueId> reached(scratch.outputs.begin(), scratch.outputs.end());
+  for (std::size_t i = scratch.equations.size(); i-- > 0;) {
+    const Equation& s = scratch.equations[i];
+    bool used = false;
+    for (ValueId out : s.outputs) used = used || reached.count(out) > 0;
+    if (used) reached.insert(s.inputs.begin(), s.inputs.end());
+  }
+  for (std::size_t k = 0; k < c.ins.size(); ++k) {
+    if (dependent[k] && reached.count(c.ins[k]) > 0) {
+      return "is not linear in operand " + std::to_string(k) + " (made from a tangent): its derivative depends on it";
+    }
+  }
+  return std::nullopt;
+}
+
+// JAX transposes the linear part of a custom_jvp rule for reverse mode and raises where it meets an equation
+// that is not linear in the tangents (its transpose rule is missing: "Transpose rule (for reverse-mode
+// differentiation) for 'sin' not implemented"; or mul's asserts one linear operand). So does this: every
+// equation a tangent input reaches and a tangent output reads must be linear in the tangents (nonlinear_in);
+// equations of the primal outputs alone are free. Refused with the first equation that is not.
+void check_linear_in_tangents(const Program& rule, const std::string& what) {
+  const std::size_t primals = rule.inputs.size() / 2;
+  std::set<ValueId> needed(rule.outputs.begin() + static_cast<std::ptrdiff_t>(rule.outputs.size() / 2), rule.outputs.end());
+  for (std::size_t i = rule.equations.size(); i-- > 0;) {
+    const Equation& eq = rule.equations[i];
+    bool used = false;
+    for (ValueId out : eq.outputs) used = used || needed.count(out) > 0;
+    if (used) needed.insert(eq.inputs.begin(), eq.inputs.end());
+  }
+  std::set<ValueId> dependent(rule.inputs.begin() + static_cast<std::ptrdiff_t>(primals), rule.inputs.end());
+  for (std::size_t i = 0; i < rule.equations.size(); ++i) {
+    const Equation& eq = rule.equations[i];
+    std::vector<bool> reached;
+    for (ValueId in : eq.inputs) reached.push_back(dependent.count(in) > 0);
+    if (std::find(reached.begin(), reached.end(), true) == reached.end()) continue;
+    dependent.insert(eq.outputs.begin(), eq.outputs.end());
+    bool used = false;
+    for (ValueId out : eq.outputs) used = used || needed.count(out) > 0;
+    if (!used) continue;
+    if (const std::optional<std::string> why = nonlinear_in(rule, eq, reached)) {
+      std::string where = equation_error_prefix(rule, i);
+      where.resize(where.size() - 2);  // its ": "
+      throw RuleError(what + "is not linear in its tangents, so reverse mode cannot transpose it (JAX raises for "
+                      "such a rule too): its " + where + " " + *why +
+                      ". Write the tangent outputs as linear maps of the tangents (coefficients from the primals)");
+    }
+  }
+}
+
 // The VJP of the jvp rule's tangent outputs with respect to its tangent inputs: inputs (primals, tangents,
 // then one cotangent per tangent output), outputs the tangent outputs, then the tangents' cotangents. The
 // primal outputs are left out (JAX transposes the linear part of the JVP only): nothing flows back from them,
 // so the rule's primal computation may hold ops without a transpose (a pmax).
-const Program& transposed_jvp_rule(std::int64_t number, const CustomRule& rule) {
+const Program& transposed_jvp_rule(const CustomCallLayout& layout, const CustomRule& rule) {
+  const std::int64_t number = layout.rule;
   Table& t = table();
   {
     std::lock_guard lock(t.mutex);
     if (const auto it = t.transposed.find(number); it != t.transposed.end()) return *it->second;
   }
+  check_linear_in_tangents(rule.program, who(layout, CustomKind::jvp) + "the jvp rule ");
   const std::size_t primals = rule.program.inputs.size() / 2;
   std::vector<int> wrt;
   for (std::size_t k = primals; k < 2 * primals; ++k) wrt.push_back(static_cast<int>(k));
@@ -245,7 +340,7 @@ void custom_jvp_vjp(VjpContext& c) {
                     std::to_string(rule.program.outputs.size()) + " outputs; the call needs " +
                     std::to_string(2 * layout.primals) + " to " + std::to_string(2 * layout.outputs));
   }
-  const Program& transposed = transposed_jvp_rule(layout.rule, rule);
+  const Program& transposed = transposed_jvp_rule(layout, rule);
   std::vector<ValueId> ins(c.ins.begin(), c.ins.begin() + static_cast<std::ptrdiff_t>(layout.primals));
   for (std::size_t k = 0; k < layout.primals; ++k) ins.push_back(c.e.zeros(c.in_types[k]));
   ins.insert(ins.end(), c.cts.begin(), c.cts.end());

@@ -14,10 +14,24 @@ std::vector<ValueType> take(const std::vector<ValueType>& ins, const Params& par
   if (!is_integer(ins[1].dtype)) throw RuleError("indices must be integers, not " + short_dtype_name(ins[1].dtype));
   ValueType out{ins[0].dtype, {}, union_varying(ins)};
   if (!has_param(params, "axis")) {
+    if (has_param(params, "per_example")) throw RuleError("per_example needs an axis");
     out.shape = ins[1].shape;
     return {out};
   }
   const std::int64_t axis = normalize_axis(param<std::int64_t>(params, "axis"), ins[0].shape.size());
+  if (has_param(params, "per_example")) {
+    // (take's batching rule: B examples' gathers as one, each from its own block of x's axis)
+    const std::int64_t b = param<std::int64_t>(params, "per_example");
+    if (b <= 0) throw RuleError("per_example must be positive, got " + std::to_string(b));
+    if (ins[1].shape.empty() || ins[1].shape[0] != b) {
+      throw RuleError("per_example=" + std::to_string(b) + " needs indices with one row per example, got " +
+                      type_text(ins[1]));
+    }
+    if (ins[0].shape[axis] % b != 0) {
+      throw RuleError("per_example=" + std::to_string(b) + ": axis " + std::to_string(axis) + " of size " +
+                      std::to_string(ins[0].shape[axis]) + " is not " + std::to_string(b) + " equal blocks");
+    }
+  }
   out.shape.assign(ins[0].shape.begin(), ins[0].shape.begin() + axis);
   out.shape.insert(out.shape.end(), ins[1].shape.begin(), ins[1].shape.end());
   out.shape.insert(out.shape.end(), ins[0].shape.begin() + axis + 1, ins[0].shape.end());
@@ -37,9 +51,21 @@ ValueId wrapped_indices(Emitter& e, ValueId indices, std::int64_t n) {
   return e.emit("where", {e.emit("less", {i, e.scalar(0, it)}), e.emit("add", {i, e.scalar(static_cast<double>(n), it)}), i});
 }
 
+// A per_example take's indices [B, ...] (each into its example's block of n) as positions in the whole axis:
+// made non-negative in the block, then offset by the example's block.
+ValueId stacked_indices(Emitter& e, ValueId indices, std::int64_t n, std::int64_t examples) {
+  const ValueId idx = wrapped_indices(e, indices, n);
+  std::vector<std::int64_t> column(e.type(idx).shape.size(), 1);
+  column[0] = examples;
+  std::vector<std::int64_t> starts(static_cast<std::size_t>(examples));
+  for (std::int64_t i = 0; i < examples; ++i) starts[static_cast<std::size_t>(i)] = i * n;
+  const ValueId offsets = e.reshape(e.astype(e.constant(Array::from_vector(starts)), e.type(idx).dtype), column);
+  return e.emit("add", {idx, offsets});
+}
+
 // take's cotangent for x is the scatter-add of g into zeros at the indices (repeated ones summed):
 // one_hot(indices) [K, n] contracted with g [A, K, B] over K, A and B being x's axes before and after the
-// taken one (x flattened without an axis).
+// taken one (x flattened without an axis). A per_example take's indices are made positions in the whole axis.
 void take_vjp(VjpContext& c) {
   Emitter& e = c.e;
   const ValueType& x = c.in_types[0];
@@ -50,8 +76,9 @@ void take_vjp(VjpContext& c) {
   const std::int64_t n = src[a], before = product(src, 0, a), after = product(src, a + 1, src.size());
   const std::int64_t k = c.in_types[1].num_elements();
   const DType dt = e.type(c.ct()).dtype;
-  const ValueId hot = e.reshape(e.emit("one_hot", {wrapped_indices(e, c.in(1), n)},
-                                       {{"num_classes", int_param(n)}, {"dtype", Param{dt}}}),
+  const std::int64_t examples = param_int(c.params, "per_example", 0);
+  const ValueId idx = examples > 0 ? stacked_indices(e, c.in(1), n / examples, examples) : wrapped_indices(e, c.in(1), n);
+  const ValueId hot = e.reshape(e.emit("one_hot", {idx}, {{"num_classes", int_param(n)}, {"dtype", Param{dt}}}),
                                 {k, n});
   const std::vector<std::int64_t> rows = before == 1 ? std::vector<std::int64_t>{k, after} : std::vector<std::int64_t>{before, k, after};
   const ValueId ct = e.emit("matmul", {hot, e.reshape(c.ct(), rows)}, {{"transpose_a", bool_param(true)}});
@@ -61,11 +88,39 @@ void take_vjp(VjpContext& c) {
 // Linear in x: the same gather of x's tangent.
 std::vector<ValueId> take_jvp(JvpContext& c) { return {c.e.emit("take", {c.tangent(0), c.in(1)}, c.params)}; }
 
+// A per_example take (made by an earlier vmap) batched again: with shared indices, the same take along
+// axis + 1; with batched indices, both batch axes merged into one of B2 * B examples (x's outer batch axis
+// moved next to its blocks and merged into them, the indices' two leading axes merged), then split again.
+Batched per_example_again(BatchContext& c) {
+  Emitter& e = c.e;
+  const std::int64_t axis = axis_param(c.params, c.in_types[0].shape.size());
+  const std::int64_t inner = param_int(c.params, "per_example");
+  Params params = c.params;
+  if (!c.batched[1]) {
+    params["axis"] = int_param(axis + 1);
+    return {{e.emit("take", {c.in(0), c.in(1)}, params)}, {true}};
+  }
+  const std::int64_t b = c.size;
+  std::vector<std::int64_t> xs = c.in_types[0].shape;  // [pre..., B * n, post...]
+  xs[static_cast<std::size_t>(axis)] *= b;
+  const ValueId x = e.reshape(e.moveaxis(c.materialized(0), 0, axis), xs);
+  std::vector<std::int64_t> is = c.in_types[1].shape;  // [B, ids...]
+  is[0] *= b;
+  params["per_example"] = int_param(b * inner);
+  const ValueId out = e.emit("take", {x, e.reshape(c.in(1), is)}, params);  // [pre, B2 * B, ids, post]
+  std::vector<std::int64_t> split = e.type(out).shape;
+  split[static_cast<std::size_t>(axis)] = inner;
+  split.insert(split.begin() + axis, b);
+  return {{e.moveaxis(e.reshape(out, split), axis, 0)}, {true}};
+}
+
 // x batched, indices shared: the gather along axis + 1 (of each example flattened without an axis).
 // Indices batched: each example's gather of its own x (or the shared one), as one gather from the examples'
-// x stacked along the taken axis, each example's indices offset by its position in the stack (exact, as
-// every gather is). An index out of range is refused as per example (naming the index in the stack).
+// x stacked along the taken axis, each example's indices into its own block of the stack (per_example): the
+// kernel checks each against its block, so an index out of range is refused naming its example and its own
+// value, as that example's run would refuse it (never read from a neighbour's block).
 Batched take_batch(BatchContext& c) {
+  if (has_param(c.params, "per_example")) return per_example_again(c);
   Emitter& e = c.e;
   const ValueType& x = c.in_types[0];
   const bool has_axis = c.params.contains("axis");
@@ -79,8 +134,8 @@ Batched take_batch(BatchContext& c) {
     const ValueId out = e.emit("take", {c.in(0), c.in(1)}, c.params);  // x.shape[:axis] + [B, ...] + ...
     return {{e.moveaxis(out, axis, 0)}, {true}};
   }
-  // x [B, pre..., n, post...] -> [B * n, pre..., post...]; indices + n * example; the gather gives
-  // [B, ids..., pre..., post...], its pre axes moved back in front of the ids'.
+  // x [B, pre..., n, post...] -> [B * n, pre..., post...]; the gather gives [B, ids..., pre..., post...], its
+  // pre axes moved back in front of the ids'.
   const std::vector<std::int64_t> src = has_axis ? x.shape : std::vector<std::int64_t>{x.num_elements()};
   const auto a = static_cast<std::size_t>(axis);
   const std::int64_t n = src[a];
@@ -89,22 +144,11 @@ Batched take_batch(BatchContext& c) {
   rest.insert(rest.end(), src.begin() + axis + 1, src.end());
   ValueId stacked = has_axis ? e.moveaxis(c.in(0), axis + 1, 1) : c.in(0);
   stacked = e.reshape(stacked, rest);
-  const ValueId idx = wrapped_indices(e, c.in(1), n);
-  const std::vector<std::int64_t> ids = e.type(idx).shape;  // [B, ids...]
-  std::vector<std::int64_t> column(ids.size(), 1);
-  column[0] = b;
-  std::vector<std::int64_t> starts(static_cast<std::size_t>(b));
-  for (std::int64_t i = 0; i < b; ++i) starts[static_cast<std::size_t>(i)] = i * n;
-  const DType it = e.type(idx).dtype;
-  const ValueId offsets = e.reshape(e.astype(e.constant(Array::from_vector(starts)), it), column);
-  // An index out of its example's range would land in a neighbour's rows: it is sent past the whole stack
-  // instead, so take refuses it as it refuses it per example.
-  const ValueId outside = e.emit("bitwise_or", {e.emit("less", {idx, e.scalar(0, it)}),
-                                                e.emit("greater_equal", {idx, e.scalar(static_cast<double>(n), it)})});
-  const ValueId placed = e.emit("where", {outside, e.scalar(static_cast<double>(b * n), it), e.emit("add", {idx, offsets})});
-  const ValueId out = e.emit("take", {stacked, placed}, {{"axis", int_param(0)}});
+  Params params{{"axis", int_param(0)}};
+  if (b > 0) params["per_example"] = int_param(b);
+  const ValueId out = e.emit("take", {stacked, c.in(1)}, params);
   // [B, ids (m axes), pre (a axes), post...] -> [B, pre, ids, post]
-  const std::size_t m = ids.size() - 1;
+  const std::size_t m = c.in_types[1].shape.size();
   std::vector<std::int64_t> perm{0};
   for (std::size_t d = 0; d < a; ++d) perm.push_back(static_cast<std::int64_t>(1 + m + d));
   for (std::size_t d = 0; d < m; ++d) perm.push_back(static_cast<std::int64_t>(1 + d));
@@ -129,7 +173,7 @@ Batched one_hot_batch(BatchContext& c) { return {c.e.emit_many("one_hot", c.ins,
 }  // namespace
 
 void register_indexing_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({"take", 2, 2, {}, {"axis"}, false, take, take_vjp, take_jvp, take_batch});
+  ops.push_back({"take", 2, 2, {}, {"axis", "per_example"}, false, take, take_vjp, take_jvp, take_batch});
   ops.push_back({"one_hot", 1, 1, {"num_classes", "dtype"}, {}, false, one_hot, nullptr, zero_jvp, one_hot_batch});
 }
 

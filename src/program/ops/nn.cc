@@ -1,8 +1,10 @@
 // The neural-network ops: softmax, log_softmax (along `axis`), layer_norm and its fused VJP layer_norm_vjp.
 // Each primitive's type rule, VJP, JVP and batching rule side by side, by JAX's rules (jax/_src/nn/
 // functions.py: softmax's and log_softmax's derivatives from their outputs).
+#include "program/autodiff.hpp"
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
+#include "program/transforms.hpp"
 
 namespace weft::program {
 namespace {
@@ -149,10 +151,73 @@ Batched per_example_batch(BatchContext& c) {
   return result;
 }
 
-// Rows of every example at once where only x is batched (the kernel normalises row by row).
+// The dtype the kernels compute in (src/array/layer_norm.cc): float64 for float64 x, float32 otherwise.
+DType compute_dtype(DType x) { return x == DType::f64 ? DType::f64 : DType::f32; }
+
+// Rows of every example at once (the kernel normalises row by row). A batched scale or bias (per-example
+// affine parameters): the rows normalised by the unbatched kernel with scale 1 and bias 0, which gives xhat
+// exactly (the kernel computes ((x - mean) * rstd) * scale + bias, in its compute dtype), then each example's
+// scale and bias applied by broadcasting in that dtype: the roundings of each example's own kernel run, so bit
+// for bit, in one program. A batched eps (a per-example epsilon, which the kernel takes as one number) runs
+// once per example.
 Batched layer_norm_batch(BatchContext& c) {
-  if (c.batched[1] || c.batched[2] || c.batched[3]) return per_example_batch(c);
-  return {c.e.emit_many("layer_norm", c.ins, c.params), {true}};
+  if (c.batched[3]) return per_example_batch(c);
+  Emitter& e = c.e;
+  if (!c.batched[1] && !c.batched[2]) return {e.emit_many("layer_norm", c.ins, c.params), {true}};
+  const ValueType& x = c.in_types[0];
+  const DType dt = compute_dtype(x.dtype);
+  const std::size_t rank = x.shape.size();
+  const ValueType vec{dt, {x.shape.back()}, {}};
+  const ValueId one = e.broadcast_to(e.scalar(1, dt), vec.shape);
+  const ValueId xhat = e.emit("layer_norm", {e.astype(c.in(0), dt), one, e.zeros(vec), c.in(3)}, c.params);
+  const ValueId scaled = e.emit("multiply", {xhat, e.astype(c.aligned(1, rank), dt)});
+  const ValueId y = e.emit("add", {scaled, e.astype(c.aligned(2, rank), dt)});
+  return {{e.astype(y, x.dtype)}, {true}};
+}
+
+// layer_norm_vjp's formulas (the kernel's, src/array/layer_norm.cc) as a program of registry ops, in the
+// kernel's compute dtype: (x, scale, dy, eps) -> (dx, dscale, dbias). Its derivatives are the fused op's.
+Program composed_layer_norm_vjp(const std::vector<ValueType>& ins, const Mesh& mesh, CollectiveRules rules) {
+  Builder b(mesh, rules);
+  Emitter e(b);
+  std::vector<ValueId> in;
+  for (const ValueType& t : ins) in.push_back(b.input(t));
+  const DType dt = compute_dtype(ins[0].dtype);
+  const std::size_t rank = ins[0].shape.size();
+  const Params row{{"axes", ints_param({static_cast<std::int64_t>(rank) - 1})}, {"keepdims", bool_param(true)}};
+  const auto mul = [&](ValueId a, ValueId v) { return e.emit("multiply", {a, v}); };
+  const auto sub = [&](ValueId a, ValueId v) { return e.emit("subtract", {a, v}); };
+  const ValueId x = e.astype(in[0], dt), scale = e.astype(in[1], dt), dy = e.astype(in[2], dt);
+  const ValueId centred = sub(x, e.emit("mean", {x}, row));
+  const ValueId r = e.emit("rsqrt", {e.emit("add", {e.emit("mean", {mul(centred, centred)}, row), e.astype(in[3], dt)})});
+  const ValueId xhat = mul(centred, r);
+  const ValueId dxhat = mul(dy, scale);
+  const ValueId m1 = e.emit("mean", {dxhat}, row), m2 = e.emit("mean", {mul(dxhat, xhat)}, row);
+  const ValueId dx = mul(r, sub(sub(dxhat, m1), mul(xhat, m2)));
+  const Params rows{{"axes", ints_param(iota_axes(rank - 1))}};  // every axis but the last
+  const ValueId dscale = rank == 1 ? mul(dy, xhat) : e.emit("sum", {mul(dy, xhat)}, rows);
+  const ValueId dbias = rank == 1 ? dy : e.emit("sum", {dy}, rows);
+  b.set_outputs({e.astype(dx, ins[0].dtype), e.astype(dscale, ins[0].dtype), e.astype(dbias, ins[0].dtype)});
+  return b.build();
+}
+
+// layer_norm_vjp's JVP and VJP (second derivatives of layer_norm): those of its composed form, inlined. eps is
+// read as a constant, as layer_norm's rules read it (no tangent, no cotangent).
+std::vector<ValueId> layer_norm_vjp_jvp(JvpContext& c) {
+  const Program forward = jvp_program(composed_layer_norm_vjp(c.in_types, c.e.mesh(), c.e.rules()));
+  std::vector<ValueId> ins = c.ins;
+  for (std::size_t k = 0; k < 3; ++k) ins.push_back(c.tangent(k));
+  ins.push_back(c.e.zeros(c.in_types[3]));
+  const std::vector<ValueId> outs = inline_program(c.e.builder(), forward, ins);
+  return {outs.begin() + 3, outs.end()};
+}
+
+void layer_norm_vjp_vjp(VjpContext& c) {
+  const Program reverse = vjp_program(composed_layer_norm_vjp(c.in_types, c.e.mesh(), c.e.rules()), {0, 1, 2});
+  std::vector<ValueId> ins = c.ins;
+  ins.insert(ins.end(), c.cts.begin(), c.cts.end());
+  const std::vector<ValueId> outs = inline_program(c.e.builder(), reverse, ins);
+  for (std::size_t k = 0; k < 3; ++k) c.give(k, outs[3 + k]);
 }
 
 }  // namespace
@@ -162,9 +227,8 @@ void register_nn_ops(std::vector<OpInfo>& ops) {
   ops.push_back({"log_softmax", 1, 1, {}, {"axis"}, false, along_axis, log_softmax_vjp, log_softmax_jvp,
                  shifted_axes_batch});
   ops.push_back({"layer_norm", 4, 4, {}, {}, false, layer_norm, layer_norm_vjp, layer_norm_jvp, layer_norm_batch});
-  ops.push_back({"layer_norm_vjp", 4, 4, {}, {}, false, layer_norm_vjp_type, nullptr, nullptr, per_example_batch,
-                 "layer_norm_vjp is layer_norm's fused VJP; differentiating it again (a second derivative of "
-                 "layer_norm) has no rule yet"});
+  ops.push_back({"layer_norm_vjp", 4, 4, {}, {}, false, layer_norm_vjp_type, layer_norm_vjp_vjp, layer_norm_vjp_jvp,
+                 per_example_batch});
 }
 
 }  // namespace weft::program
