@@ -44,8 +44,9 @@ def _zeros(typ):
 def _tangent_leaves(primals, tangents, what, mismatch):
     """The tangent leaves to hand a JVP program for these primal leaves, checked as JAX checks them: a
     floating primal takes a tangent of its dtype and shape; an integer or boolean one a float0 tangent (or,
-    as weft has no float0 values in programs, any concrete tangent of zeros), read as zeros. `mismatch`
-    builds the error for a mismatched (primal, tangent) pair's (kind, text)."""
+    as weft has no float0 values in programs, any concrete tangent of zeros), read as zeros. `mismatch(kind,
+    primal, expected, got)` builds the error for a tangent that does not fit, kind "dtype" or "shape", each
+    of the others a (dtype, shape) pair: the primal's, the tangent it should have been, the one given."""
     out = []
     for p, t in zip(primals, tangents):
         pdtype, pshape = leaf_type(p, what)
@@ -54,15 +55,17 @@ def _tangent_leaves(primals, tangents, what, mismatch):
         tdtype = _np.dtype(tdtype) if tdtype is not None else _np.asarray(t).dtype
         if tdtype != float0:
             tdtype = leaf_type(t, what)[0]
+        expected = (pdtype if _is_float(pdtype) else float0, tuple(pshape))
+        primal, got = (pdtype, tuple(pshape)), (tdtype, tuple(tshape))
         if _is_float(pdtype):
             if tdtype != pdtype:
-                raise mismatch("dtype", pdtype, pdtype, tdtype)
+                raise mismatch("dtype", primal, expected, got)
         elif tdtype != float0:
             # (a concrete tangent of zeros stands for float0's, which weft's programs cannot hold)
             if isinstance(t, Tracer) or _np.any(_np.asarray(t) != 0):
-                raise mismatch("dtype", pdtype, float0, tdtype)
+                raise mismatch("dtype", primal, expected, got)
         if tshape != tuple(pshape):
-            raise mismatch("shape", pshape, pshape, tshape)
+            raise mismatch("shape", primal, expected, got)
         out.append(t if _is_float(pdtype) else _np.zeros(pshape, pdtype))
     return out
 
@@ -71,15 +74,21 @@ def _tangent_dtype_name(dtype):
     return "float0" if dtype == float0 else _dtype_name(dtype)
 
 
+def _aval_text(aval):
+    """A (dtype, shape) as JAX prints an abstract value: float32[3,2]."""
+    dtype, shape = aval
+    return f"{_tangent_dtype_name(dtype)}[{','.join(map(str, shape))}]"
+
+
 def _jvp_mismatch(kind, primal, expected, got):
     """JAX's error for a tangent that does not fit its primal (jax.jvp's texts)."""
     if kind == "dtype":
         return TypeError("primal and tangent arguments to jax.jvp do not match; dtypes must be equal, or in case "
                          "of int/bool primal dtype the tangent dtype must be float0. Got primal dtype "
-                         f"{_dtype_name(primal)} and so expected tangent dtype {_tangent_dtype_name(expected)}, "
-                         f"but got tangent dtype {_tangent_dtype_name(got)} instead. (weft.jvp)")
-    return ValueError(f"jvp called with different primal and tangent shapes;Got primal shape {tuple(primal)} and "
-                      f"tangent shape as {tuple(got)} (weft.jvp)")
+                         f"{_dtype_name(primal[0])} and so expected tangent dtype {_tangent_dtype_name(expected[0])}, "
+                         f"but got tangent dtype {_tangent_dtype_name(got[0])} instead. (weft.jvp)")
+    return ValueError(f"jvp called with different primal and tangent shapes;Got primal shape {tuple(primal[1])} and "
+                      f"tangent shape as {tuple(got[1])} (weft.jvp)")
 
 
 def _split_aux(out_def, name):
@@ -132,22 +141,32 @@ def linearize(fun, *primals, has_aux=False):
     """jax.linearize: (fun(*primals), f_jvp), where f_jvp(*tangents) is the JVP of fun at primals (with
     has_aux, (fun's output, f_jvp, aux)).
 
-    Unlike JAX, which keeps only the linear part of the JVP (the primal computation done once), f_jvp runs
-    the whole JVP program again at each call: the primal equations are recomputed with the tangents' (the
-    results are the same; the work is a JVP's, not just its linear part's). f_jvp's tangents have the
-    primals' structure, shapes and dtypes.
+    As JAX's, the primal computation runs once: fun's JVP program is split by partial evaluation
+    (weft._weft.partial_eval, JAX's partial_eval_jaxpr_nounits) with the primals known and the tangents
+    unknown. The known part runs now and gives fun's outputs and the residuals (the primal values the tangent
+    rules read: tanh's output for tanh's derivative); f_jvp runs only the unknown part, the linear program from
+    the residuals and the tangents to the output tangents. f_jvp's tangents have the primals' structure, shapes
+    and dtypes (float0 for an integer or boolean primal).
     """
     name = _name("linearize", fun)
     program, leaves, p_def, out_def, outer, captured = _trace(fun, primals, name)
-    n_out = len(program.output_types)
-    out_leaves = _run(program, list(leaves) + captured, outer)
-    out = _tree.unflatten(out_def, out_leaves[:n_out])
+    n_in, n_all, n_out = len(leaves), len(program.input_types), len(program.output_types)
+    # The JVP program's inputs: the primals (leaves, then captured values), then their tangents. Only the
+    # leaves' tangents are unknown; the captured values' are zeros now (closed-over values have none).
+    unknowns = [False] * n_all + [True] * n_in + [False] * (n_all - n_in)
+    instantiate = [False] * n_out + [True] * n_out  # every tangent comes from the linear program, zeros too
+    known, linear, out_unknowns, _ = _weft.partial_eval(_weft.jvp_program(program), unknowns, instantiate)
+    assert not any(out_unknowns[:n_out])  # a primal output never depends on a tangent
+    zeros = [_zeros(typ) for typ in program.input_types[n_in:]]
+    results = _run(known, list(leaves) + list(captured) + zeros, outer)
+    out, residuals = _tree.unflatten(out_def, results[:n_out]), results[n_out:]
+    value_def = _split_aux(out_def, name) if has_aux else out_def
+    n_value = _tree.count_leaves(value_def)
 
     def mismatch(kind, primal, expected, got):
-        text = (lambda v: tuple(v)) if kind == "shape" else _tangent_dtype_name
         return ValueError("linearized function called on tangent values inconsistent with the original primal "
-                          f"values: got a tangent of {kind} {text(got)} for a primal of {kind} {text(primal)} "
-                          f"({name})")
+                          f"values: got tangent aval {_aval_text(got)} for primal aval {_aval_text(primal)} but "
+                          f"expected {_aval_text(expected)} ({name})")
 
     def f_jvp(*tangents):
         t_leaves, t_def = _tree.flatten(tuple(tangents))
@@ -156,10 +175,10 @@ def linearize(fun, *primals, has_aux=False):
                              f"values: the tangents have tree structure {_tree.describe(t_def)}, the primals "
                              f"{_tree.describe(p_def)} ({name})")
         t_values = _tangent_leaves(leaves, t_leaves, name, mismatch)
-        # Called inside a trace begun after linearize (f_jvp inside a jit): inlined there, the primals constants.
+        # Called inside a trace begun after linearize (f_jvp inside a jit): inlined there, the residuals constants.
         trace = outer if outer is not None else (current_trace() or trace_of(t_leaves))
-        results = _run_jvp(program, leaves, captured, t_values, out_def, trace, has_aux, name)
-        return results[1]
+        out_tangents = _run(linear, list(residuals) + list(t_values), trace)
+        return _tree.unflatten(value_def, out_tangents[:n_value])
 
     if has_aux:
         return out[0], f_jvp, out[1]

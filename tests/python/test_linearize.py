@@ -101,3 +101,64 @@ def test_partial_eval_checks_its_flags(unknowns, instantiate, text):
     with pytest.raises(_weft.InvalidArgument) as info:
         _weft.partial_eval(program, unknowns, instantiate)
     assert str(info.value) == text
+
+
+# ---- linearize --------------------------------------------------------------------------------------------
+
+def _deep(m, x, w):
+    # An expensive primal: tanh and exp chains and a matmul, whose derivatives need only their values.
+    h = m.tanh(m.tanh(x @ w) @ w.T)
+    return m.sum(m.exp(h) * h, axis=-1)
+
+
+def test_linearize_runs_only_the_linear_program():
+    rng = np.random.default_rng(7)
+    x, w = rng.normal(size=(4, 3)), rng.normal(size=(3, 3))
+    out, f_jvp = weft.linearize(lambda x, w: _deep(jnp, x, w), x, w)
+    assert_close(out, _deep(np, x, w), rtol=1e-13)
+    dx, dw = rng.normal(size=(4, 3)), rng.normal(size=(3, 3))
+    # f_jvp's program (traced: the residuals become its constants) holds no primal equation, only products and
+    # sums of the tangents with the residuals.
+    linear = weft.make_program(f_jvp)(dx, dw)
+    assert linear.count("tanh") == 0 and linear.count("exp") == 0, str(linear)
+    assert linear.count("matmul") == 4  # d(x @ w) and d(h @ w.T): two products each, tangents in every one
+    jvp_program = weft.make_program(lambda x, w, dx, dw: weft.jvp(lambda x, w: _deep(jnp, x, w), (x, w),
+                                                                    (dx, dw))[1])(x, w, dx, dw)
+    assert jvp_program.count("tanh") == 2 and len(linear.equations) < len(jvp_program.equations)
+    for seed in range(2):  # linear: any tangent, as often as asked; the same as jvp and central differences
+        r = np.random.default_rng(seed)
+        dx, dw = r.normal(size=(4, 3)), r.normal(size=(3, 3))
+        t = f_jvp(dx, dw)
+        assert_close(t, weft.jvp(lambda x, w: _deep(jnp, x, w), (x, w), (dx, dw))[1], rtol=1e-12)
+        assert_close(t, _central_jvp(lambda x, w: _deep(np, x, w), [x, w], [dx, dw]), rtol=1e-7)
+
+
+def test_linearize_inside_jit_and_closures():
+    # Linearized inside a jit, f_jvp's linear program is inlined into the jit's trace; a closed-over array is
+    # a constant with no tangent.
+    c = np.array([0.5, -2.0, 1.5])
+    f = lambda x: jnp.tanh(x) * c
+
+    @weft.jit
+    def step(x, t):
+        y, f_jvp = weft.linearize(f, x)
+        return y, f_jvp(t), f_jvp(2.0 * t)
+
+    x, t = np.array([0.1, 0.2, 0.3]), np.array([1.0, -1.0, 0.5])
+    y, t1, t2 = step(x, t)
+    assert_close(y, np.tanh(x) * c, rtol=1e-15)
+    assert_close(t1, c * t / np.cosh(x) ** 2, rtol=1e-15)
+    assert_close(t2, 2 * c * t / np.cosh(x) ** 2, rtol=1e-15)
+    assert weft.make_program(step)(x, t).count("tanh") == 1
+
+
+@pytest.mark.parametrize("tangent,text", [
+    (np.ones(4), "got tangent aval float64[4] for primal aval float64[3] but expected float64[3]"),
+    (np.ones(3, np.float32), "got tangent aval float32[3] for primal aval float64[3] but expected float64[3]"),
+])
+def test_linearize_tangent_checks_as_jax(tangent, text):
+    _, f_jvp = weft.linearize(lambda x: jnp.tanh(x), np.ones(3))
+    with pytest.raises(ValueError) as info:
+        f_jvp(tangent)
+    assert str(info.value) == ("linearized function called on tangent values inconsistent with the original "
+                               f"primal values: {text} (linearize(<lambda>))")
