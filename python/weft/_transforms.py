@@ -18,17 +18,14 @@ from ._autodiff import _argnums, _run, _trace
 from ._jit import leaf_type, leaf_weak, trace_function
 from ._trace import Tracer, current_trace, trace_of
 
-# JAX's dtype of the tangent of an integer or boolean value (jax.dtypes.float0): zero bytes per element.
-float0 = _np.dtype([("float0", _np.void, 0)])
+float0 = _dtypes.FLOAT0  # JAX's jax.dtypes.float0: the tangent dtype of integer and boolean values
 
 
 def _name(what, fun):
     return f"{what}({getattr(fun, '__name__', 'fun')})"
 
 
-def _is_float(dtype):
-    dtype = _np.dtype(dtype)
-    return dtype.kind == "f" or dtype == _dtypes.BF16
+_is_float = _dtypes.is_differentiable
 
 
 def _dtype_name(dtype):
@@ -43,8 +40,8 @@ def _zeros(typ):
 
 def _tangent_leaves(primals, tangents, what, mismatch):
     """The tangent leaves to hand a JVP program for these primal leaves, checked as JAX checks them: a
-    floating primal takes a tangent of its dtype and shape; an integer or boolean one a float0 tangent (or,
-    as weft has no float0 values in programs, any concrete tangent of zeros), read as zeros. `mismatch(kind,
+    floating primal takes a tangent of its dtype and shape; an integer or boolean one a float0 tangent, read
+    as zeros of the primal's dtype (float0 values never enter a program). `mismatch(kind,
     primal, expected, got)` builds the error for a tangent that does not fit, kind "dtype" or "shape", each
     of the others a (dtype, shape) pair: the primal's, the tangent it should have been, the one given."""
     out = []
@@ -61,13 +58,17 @@ def _tangent_leaves(primals, tangents, what, mismatch):
             if tdtype != pdtype:
                 raise mismatch("dtype", primal, expected, got)
         elif tdtype != float0:
-            # (a concrete tangent of zeros stands for float0's, which weft's programs cannot hold)
-            if isinstance(t, Tracer) or _np.any(_np.asarray(t) != 0):
-                raise mismatch("dtype", primal, expected, got)
+            raise mismatch("dtype", primal, expected, got)
         if tshape != tuple(pshape):
             raise mismatch("shape", primal, expected, got)
         out.append(t if _is_float(pdtype) else _np.zeros(pshape, pdtype))
     return out
+
+
+def _float0_tangents(values, types):
+    """Output tangents as JAX gives them: an integer or boolean output's is float0 zeros of its shape (the
+    program computed integer zeros there)."""
+    return [v if _is_float(typ[0]) else _np.zeros(typ[1], float0) for v, typ in zip(values, types)]
 
 
 def _tangent_dtype_name(dtype):
@@ -104,9 +105,9 @@ def jvp(fun, primals, tangents, has_aux=False):
     (with has_aux, fun returns (output, aux) and the result is (primals_out, tangents_out, aux)).
 
     `primals` and `tangents` are tuples or lists of the same pytree structure; each tangent has its primal's
-    shape and dtype. An integer or boolean primal takes a float0 tangent (weft.float0, as jax.dtypes.float0)
-    or any concrete array of zeros. An integer or boolean output's tangent is zeros of its dtype (JAX gives
-    float0 zeros). One program (weft._weft.jvp_program) computes the outputs and their tangents.
+    shape and dtype. An integer or boolean primal takes a float0 tangent (weft.float0, as jax.dtypes.float0);
+    an integer or boolean output's tangent is float0 zeros, as JAX's. One program (weft._weft.jvp_program)
+    computes the outputs and their tangents.
     """
     name = _name("jvp", fun)
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
@@ -130,6 +131,7 @@ def _run_jvp(program, leaves, captured, tangents, out_def, trace, has_aux, name)
     results = _run(_weft.jvp_program(program), list(leaves) + list(captured) + list(tangents) + zeros, trace)
     n_out = len(program.output_types)
     out = _tree.unflatten(out_def, results[:n_out])
+    results = results[:n_out] + _float0_tangents(results[n_out:], program.output_types)
     if not has_aux:
         return out, _tree.unflatten(out_def, results[n_out:])
     value_def = _split_aux(out_def, name)
@@ -178,7 +180,7 @@ def linearize(fun, *primals, has_aux=False):
         # Called inside a trace begun after linearize (f_jvp inside a jit): inlined there, the residuals constants.
         trace = outer if outer is not None else (current_trace() or trace_of(t_leaves))
         out_tangents = _run(linear, list(residuals) + list(t_values), trace)
-        return _tree.unflatten(value_def, out_tangents[:n_value])
+        return _tree.unflatten(value_def, _float0_tangents(out_tangents[:n_value], program.output_types))
 
     if has_aux:
         return out[0], f_jvp, out[1]
@@ -250,9 +252,7 @@ def _check_jac_inputs(what, types, holomorphic, allow_int=False):
                                 f"np.floating), but got {_dtype_name(dtype)}. For holomorphic differentiation, pass "
                                 "holomorphic=True. For differentiation of non-holomorphic functions involving complex "
                                 "inputs or integer inputs, use jax.jvp directly.")
-            raise TypeError(f"{what} requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
-                            f"np.inexact), but got {_dtype_name(dtype)}. If you want to use Automatic Differentiation "
-                            "with integer inputs, use jax.grad with allow_int=True.")
+            _dtypes.check_rev_input(what, dtype, allow_int)
 
 
 def _jacobian(value_def, dyn_args, many, blocks):
@@ -306,6 +306,8 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
         fronts = {}  # output o's tangents, batch in front (broadcast once where unbatched: zeros)
 
         def block(o, j):
+            if not _is_float(outs[o][0]):  # an integer output's tangents are float0, as JAX's
+                return _np.zeros(tuple(outs[o][1]) + tuple(types[wrt[j]][1]), float0)
             if o not in fronts:
                 fronts[o] = _front(results[n_out + o], out_batched[n_out + o], size)
             return _block(fronts[o], starts[j], types[wrt[j]][1], outs[o][1], transpose=True)
@@ -322,8 +324,8 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """jax.jacrev: the Jacobian of fun with respect to args[argnums] by reverse mode, in jacfwd's layout.
 
     One program: fun's VJP program batched (vmap) over the standard basis of the outputs' cotangents.
-    Outputs must be floating; inputs too unless allow_int (their rows are then zeros of their dtype, where
-    JAX gives float0). Keyword arguments are passed to fun and not differentiated.
+    Outputs must be floating; inputs too unless allow_int (an integer input's blocks are then float0 zeros,
+    as JAX's). Keyword arguments are passed to fun and not differentiated.
     """
     name = _name("jacrev", fun)
 
@@ -355,6 +357,8 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         fronts = {}  # input j's cotangents, batch in front (broadcast once where unbatched: zeros)
 
         def block(o, j):
+            if not _is_float(types[wrt[j]][0]):  # allow_int: an integer argument's cotangents are float0
+                return _np.zeros(tuple(outs[o][1]) + tuple(types[wrt[j]][1]), float0)
             if j not in fronts:
                 fronts[j] = _front(results[n_out + j], out_batched[n_out + j], size)
             return _block(fronts[j], starts[o], outs[o][1], types[wrt[j]][1], transpose=False)
