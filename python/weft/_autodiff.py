@@ -151,13 +151,13 @@ def vjp(fun, *primals, has_aux=False):
 
     def vjp_fn(cotangents):
         ct_leaves, ct_def = _tree.flatten(cotangents)
+        ct_leaves = [_cotangent_in(ct, t) for ct, t in zip(ct_leaves, program.output_types)]
         if has_aux:
             aux_leaves = _tree.flatten(aux)[0]
             ct_leaves = ct_leaves + [_np.zeros(_np.shape(a), getattr(a, "dtype", _np.float32)) for a in aux_leaves]
         if len(ct_leaves) != len(program.output_types):
             raise _weft.InvalidArgument(f"{name}: the cotangent has {len(ct_leaves)} leaves, the output "
                                         f"{len(program.output_types)}")
-        ct_leaves = [_cotangent_in(ct, t) for ct, t in zip(ct_leaves, program.output_types)]
         results = _run(vjp_prog, list(leaves) + captured + list(ct_leaves), outer)
         cts = _float0_cotangents(results[len(program.output_types):], program.input_types[:len(leaves)])
         return tuple(_tree.unflatten(treedef, cts))
@@ -173,8 +173,8 @@ def _cotangent_in(ct, out_type):
         return ct
     ct_dtype = _np.dtype(ct.dtype) if hasattr(ct, "dtype") else _np.asarray(ct).dtype
     if ct_dtype != _dtypes.FLOAT0:
-        raise TypeError(f"Type of cotangent input to vjp pullback function ({ct_dtype.name}) is not the expected tangent "
-                        f"type (float0) of corresponding primal output with dtype {_np.dtype(dtype).name}.")
+        raise TypeError(f"Type of cotangent input to vjp pullback function ({ct_dtype.name}) is not the expected "
+                        f"tangent type (float0) of corresponding primal output with dtype {_np.dtype(dtype).name}.")
     return _np.zeros(shape, dtype)
 
 

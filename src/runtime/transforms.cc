@@ -297,8 +297,8 @@ std::int64_t CustomJvpRules::rule(const std::vector<Array>& primals, const Array
                           want + " (they must have the same shape and dtype)");
   }
   if (type_of(tangent_out) != want) {
-    throw InvalidArgument(name + ": the jvp rule's tangent output is " + type_of(tangent_out) + " for a primal output " +
-                          want + " (a tangent has its primal's shape and dtype)");
+    throw InvalidArgument(name + ": the jvp rule's tangent output is " + type_of(tangent_out) +
+                          " for a primal output " + want + " (a tangent has its primal's shape and dtype)");
   }
   const std::int64_t rule = register_custom_jvp(trace.finish({primal_out, tangent_out}), name);
   rules_.emplace(key, rule);

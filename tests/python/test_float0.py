@@ -95,6 +95,12 @@ def test_vjp_float0_cotangents():
         vjp_fn((np.ones(2), np.zeros(2, np.int64)))
     assert str(info.value) == ("Type of cotangent input to vjp pullback function (int64) is not the expected "
                                "tangent type (float0) of corresponding primal output with dtype int64.")
+    # with has_aux, an integer aux takes no cotangent at all (only the value's are given)
+    y, vjp_aux, aux = weft.vjp(lambda x, n: (x * n, n + 1), x, n, has_aux=True)
+    np.testing.assert_array_equal(aux, n + 1)
+    (gx, gn) = vjp_aux(np.ones(2))
+    np.testing.assert_array_equal(gx, n.astype(np.float64))
+    assert _is_float0_zeros(gn, (2,))
 
 
 def test_jacobians_with_integers():
