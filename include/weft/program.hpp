@@ -201,6 +201,21 @@ struct BatchedProgram {
 BatchedProgram batch_program(const Program& program, const std::vector<bool>& batched, std::int64_t size,
                              const std::string& axis_name = {});
 
+// Partial evaluation (JAX's pe.partial_eval_jaxpr_nounits): `program` split by data dependence, given which
+// inputs are unknown (`unknowns`, one per input). `known` takes the known inputs and gives the known outputs,
+// then `num_residuals` residuals; `unknown` takes those residuals, then the unknown inputs, and gives the
+// unknown outputs. Output k is unknown when it depends on an unknown input or `instantiate[k]` (empty: none).
+// An equation is known when all its inputs are, collectives included; session effects keep their order (after
+// an unknown effect every effect is unknown). linearize splits jvp_program this way.
+struct PartialEval {
+  Program known;
+  Program unknown;
+  std::vector<bool> out_unknowns;
+  std::size_t num_residuals = 0;
+};
+PartialEval partial_eval(const Program& program, const std::vector<bool>& unknowns,
+                         const std::vector<bool>& instantiate = {});
+
 // Runs `program` on this thread, outside any pmap (its collectives have no replicas to meet: the builder
 // refuses them, as the mesh is empty). Inputs must have the input types' dtypes and shapes.
 std::vector<Array> run_program(const Program& program, std::span<const Array> inputs);

@@ -201,6 +201,19 @@ void init_program(py::module_& m) {
       py::arg("program"), py::arg("batched"), py::arg("size"), py::arg("axis_name") = "",
       "(program over `size` examples at once, per output whether it carries the batch axis in front) (weft.vmap).");
 
+  // Partial evaluation (weft.linearize): its own block, apart from the parameter conversion above.
+  m.def(
+      "partial_eval",
+      [](const Program& program, const std::vector<bool>& unknowns, const std::vector<bool>& instantiate) {
+        PartialEval split = partial_eval(program, unknowns, instantiate);
+        return py::make_tuple(std::move(split.known), std::move(split.unknown), split.out_unknowns,
+                              split.num_residuals);
+      },
+      py::arg("program"), py::arg("unknowns"), py::arg("instantiate") = std::vector<bool>{},
+      "(known, unknown, out_unknowns, num_residuals): `program` split by which inputs are unknown (JAX's "
+      "partial_eval_jaxpr_nounits). known: known inputs -> known outputs, then the residuals; unknown: the "
+      "residuals, then the unknown inputs -> the unknown outputs (weft.linearize).");
+
   m.def("caller_source", [] {
     const CallSite site = python_call_site();
     return std::string(site.file_name()) + ":" + std::to_string(site.line());

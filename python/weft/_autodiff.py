@@ -3,14 +3,15 @@
 The function is traced (weft/_jit.py) into a program; weft._weft.vjp_program transposes it in C++ (one rule
 per op, JAX's pmap rules for the collectives: docs/autodiff.md); the result runs in C++ outside any trace,
 or is inlined into the trace around it (inside a traced weft.pmap or weft.jit), so a pmapped training step
-with weft.grad is one program. Arguments and results are pytrees; integer and boolean leaves get no
-gradient (zeros), as JAX gives float0 there.
+with weft.grad is one program. Arguments and results are pytrees. As in JAX, grad refuses integer and
+boolean arguments unless allow_int=True, and their gradients, like vjp's cotangents of such primals, are
+float0 zeros (weft.float0, jax.dtypes.float0); vjp_fn takes float0 cotangents for integer outputs.
 """
 import functools
 
 import numpy as _np
 
-from . import _tree, _weft
+from . import _dtypes, _tree, _weft
 from ._jit import leaf_type, leaf_value, leaf_weak, trace_function
 from ._trace import Tracer, current_trace, escaped, trace_of
 
@@ -61,15 +62,21 @@ def _trace(fun, args, name):
     return program, leaves, treedef, out_def, outer, captured
 
 
+def _float0_cotangents(values, types):
+    """Cotangents as JAX gives them: an integer or boolean input's is float0 zeros of its shape."""
+    return [v if _dtypes.is_differentiable(t[0]) else _np.zeros(t[1], _dtypes.FLOAT0) for v, t in zip(values, types)]
+
+
 def _ones_like_output(program, index):
     dtype, shape, _ = program.output_types[index]
     return _np.ones(shape, dtype)
 
 
-def value_and_grad(fun, argnums=0, has_aux=False):
+def value_and_grad(fun, argnums=0, has_aux=False, allow_int=False):
     """jax.value_and_grad: (fun(*args, **kwargs), d fun / d args[argnums]) for a scalar float output (with
     has_aux, fun returns (scalar, aux) and the result is ((value, aux), grads)). Keyword arguments are passed
-    to fun and not differentiated, as in JAX."""
+    to fun and not differentiated, as in JAX. Integer and boolean arguments are refused with JAX's TypeError
+    unless allow_int, and then get float0 zeros."""
     name = f"value_and_grad({getattr(fun, '__name__', 'fun')})"
 
     @functools.wraps(fun)
@@ -80,6 +87,16 @@ def value_and_grad(fun, argnums=0, has_aux=False):
         f = functools.partial(fun, **kwargs) if kwargs else fun
         program, leaves, treedef, out_def, outer, captured = _trace(f, args, name)
         outs = program.output_types
+        in_types = program.input_types
+        # The differentiated leaves, by position in the flat list of each argument's leaves.
+        spans, at = [], 0
+        for i, arg in enumerate(args):
+            n = len(_tree.flatten(arg)[0])
+            spans.append(range(at, at + n))
+            at += n
+        wrt = [k for i in nums for k in spans[i]]
+        for k in wrt:  # (JAX checks the arguments first)
+            _dtypes.check_rev_input("grad", in_types[k][0], allow_int)
         if has_aux:
             # JAX takes any two-element tuple or list (a namedtuple too) as the pair.
             pair = (_tree.Kind.TUPLE, _tree.Kind.LIST, _tree.Kind.NAMEDTUPLE)
@@ -92,19 +109,12 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             dtype, shape, _ = outs[0]
             raise _weft.InvalidArgument(f"{name}: grad requires a real scalar output, got {_np.dtype(dtype).name}"
                                         f"{list(shape)} (use weft.vjp for other outputs)")
-        # The leaves of each differentiated argument, by position in the flat list.
-        spans, at = [], 0
-        for i, arg in enumerate(args):
-            n = len(_tree.flatten(arg)[0])
-            spans.append(range(at, at + n))
-            at += n
-        wrt = [k for i in nums for k in spans[i]]
         vjp_prog = _weft.vjp_program(program, wrt)
         seeds = [_np.ones((), outs[0][0])] + [_np.zeros(shape, dtype) for dtype, shape, _ in outs[1:]]
         results = _run(vjp_prog, list(leaves) + captured + seeds, outer)
         n_out = len(outs)
         out = _tree.unflatten(out_def, results[:n_out])
-        grads_flat = results[n_out:]
+        grads_flat = _float0_cotangents(results[n_out:], [in_types[k] for k in wrt])
         grads, at = [], 0
         for i in nums:
             n = len(spans[i])
@@ -116,9 +126,9 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     return wrapped
 
 
-def grad(fun, argnums=0, has_aux=False):
-    """jax.grad: d fun / d args[argnums] (with has_aux, (grads, aux))."""
-    vg = value_and_grad(fun, argnums, has_aux)
+def grad(fun, argnums=0, has_aux=False, allow_int=False):
+    """jax.grad: d fun / d args[argnums] (with has_aux, (grads, aux)); allow_int as value_and_grad's."""
+    vg = value_and_grad(fun, argnums, has_aux, allow_int)
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
@@ -141,6 +151,7 @@ def vjp(fun, *primals, has_aux=False):
 
     def vjp_fn(cotangents):
         ct_leaves, ct_def = _tree.flatten(cotangents)
+        ct_leaves = [_cotangent_in(ct, t) for ct, t in zip(ct_leaves, program.output_types)]
         if has_aux:
             aux_leaves = _tree.flatten(aux)[0]
             ct_leaves = ct_leaves + [_np.zeros(_np.shape(a), getattr(a, "dtype", _np.float32)) for a in aux_leaves]
@@ -148,10 +159,23 @@ def vjp(fun, *primals, has_aux=False):
             raise _weft.InvalidArgument(f"{name}: the cotangent has {len(ct_leaves)} leaves, the output "
                                         f"{len(program.output_types)}")
         results = _run(vjp_prog, list(leaves) + captured + list(ct_leaves), outer)
-        cts = results[len(program.output_types):]
+        cts = _float0_cotangents(results[len(program.output_types):], program.input_types[:len(leaves)])
         return tuple(_tree.unflatten(treedef, cts))
 
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def _cotangent_in(ct, out_type):
+    """The cotangent to hand the VJP program for an output of `out_type`: an integer or boolean output takes
+    a float0 cotangent (JAX's check), read as zeros of its dtype."""
+    dtype, shape = out_type[0], out_type[1]
+    if _dtypes.is_differentiable(dtype):
+        return ct
+    ct_dtype = _np.dtype(ct.dtype) if hasattr(ct, "dtype") else _np.asarray(ct).dtype
+    if ct_dtype != _dtypes.FLOAT0:
+        raise TypeError(f"Type of cotangent input to vjp pullback function ({ct_dtype.name}) is not the expected "
+                        f"tangent type (float0) of corresponding primal output with dtype {_np.dtype(dtype).name}.")
+    return _np.zeros(shape, dtype)
 
 
 def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):

@@ -19,6 +19,23 @@ import numpy as _np
 from . import _weft
 
 BF16 = _np.dtype(_weft.bfloat16)
+# JAX's dtype of the tangent (and cotangent) of an integer or boolean value (jax.dtypes.float0): numpy's
+# structured void dtype of zero bytes, as JAX's. Such values never enter a program: they are zeros by type.
+FLOAT0 = _np.dtype([("float0", _np.void, 0)])
+
+
+def is_differentiable(dtype):
+    """Whether values of `dtype` have tangents of their own dtype (floating), not float0 (integer, bool)."""
+    dtype = _np.dtype(dtype)
+    return dtype.kind == "f" or dtype == BF16
+
+
+def check_rev_input(name, dtype, allow_int):
+    """JAX's check of a reverse-mode argument (grad, jacrev): integer and boolean ones need allow_int."""
+    if not is_differentiable(dtype) and not allow_int:
+        raise TypeError(f"{name} requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
+                        f"np.inexact), but got {_np.dtype(dtype).name}. If you want to use Boolean- or "
+                        "integer-valued inputs, use vjp or set allow_int to True.")
 
 # The lattice (each node: the nodes directly above it) restricted to weft's dtypes, plus int16, which weft
 # lacks but which the join of uint8 and int8 is (it then computes in int32, the next integer type it has).

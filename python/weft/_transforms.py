@@ -19,17 +19,14 @@ from ._jit import leaf_type, leaf_weak, trace_function
 from ._pmap import _Pmapped
 from ._trace import Tracer, current_trace, trace_of
 
-# JAX's dtype of the tangent of an integer or boolean value (jax.dtypes.float0): zero bytes per element.
-float0 = _np.dtype([("float0", _np.void, 0)])
+float0 = _dtypes.FLOAT0  # JAX's jax.dtypes.float0: the tangent dtype of integer and boolean values
 
 
 def _name(what, fun):
     return f"{what}({getattr(fun, '__name__', 'fun')})"
 
 
-def _is_float(dtype):
-    dtype = _np.dtype(dtype)
-    return dtype.kind == "f" or dtype == _dtypes.BF16
+_is_float = _dtypes.is_differentiable
 
 
 def _dtype_name(dtype):
@@ -44,9 +41,10 @@ def _zeros(typ):
 
 def _tangent_leaves(primals, tangents, what, mismatch):
     """The tangent leaves to hand a JVP program for these primal leaves, checked as JAX checks them: a
-    floating primal takes a tangent of its dtype and shape; an integer or boolean one a float0 tangent (or,
-    as weft has no float0 values in programs, any concrete tangent of zeros), read as zeros. `mismatch`
-    builds the error for a mismatched (primal, tangent) pair's (kind, text)."""
+    floating primal takes a tangent of its dtype and shape; an integer or boolean one a float0 tangent, read
+    as zeros of the primal's dtype (float0 values never enter a program). `mismatch(kind,
+    primal, expected, got)` builds the error for a tangent that does not fit, kind "dtype" or "shape", each
+    of the others a (dtype, shape) pair: the primal's, the tangent it should have been, the one given."""
     out = []
     for p, t in zip(primals, tangents):
         pdtype, pshape = leaf_type(p, what)
@@ -55,21 +53,33 @@ def _tangent_leaves(primals, tangents, what, mismatch):
         tdtype = _np.dtype(tdtype) if tdtype is not None else _np.asarray(t).dtype
         if tdtype != float0:
             tdtype = leaf_type(t, what)[0]
+        expected = (pdtype if _is_float(pdtype) else float0, tuple(pshape))
+        primal, got = (pdtype, tuple(pshape)), (tdtype, tuple(tshape))
         if _is_float(pdtype):
             if tdtype != pdtype:
-                raise mismatch("dtype", pdtype, pdtype, tdtype)
+                raise mismatch("dtype", primal, expected, got)
         elif tdtype != float0:
-            # (a concrete tangent of zeros stands for float0's, which weft's programs cannot hold)
-            if isinstance(t, Tracer) or _np.any(_np.asarray(t) != 0):
-                raise mismatch("dtype", pdtype, float0, tdtype)
+            raise mismatch("dtype", primal, expected, got)
         if tshape != tuple(pshape):
-            raise mismatch("shape", pshape, pshape, tshape)
+            raise mismatch("shape", primal, expected, got)
         out.append(t if _is_float(pdtype) else _np.zeros(pshape, pdtype))
     return out
 
 
+def _float0_tangents(values, types):
+    """Output tangents as JAX gives them: an integer or boolean output's is float0 zeros of its shape (the
+    program computed integer zeros there)."""
+    return [v if _is_float(typ[0]) else _np.zeros(typ[1], float0) for v, typ in zip(values, types)]
+
+
 def _tangent_dtype_name(dtype):
     return "float0" if dtype == float0 else _dtype_name(dtype)
+
+
+def _aval_text(aval):
+    """A (dtype, shape) as JAX prints an abstract value: float32[3,2]."""
+    dtype, shape = aval
+    return f"{_tangent_dtype_name(dtype)}[{','.join(map(str, shape))}]"
 
 
 def _jvp_mismatch(kind, primal, expected, got):
@@ -77,10 +87,10 @@ def _jvp_mismatch(kind, primal, expected, got):
     if kind == "dtype":
         return TypeError("primal and tangent arguments to jax.jvp do not match; dtypes must be equal, or in case "
                          "of int/bool primal dtype the tangent dtype must be float0. Got primal dtype "
-                         f"{_dtype_name(primal)} and so expected tangent dtype {_tangent_dtype_name(expected)}, "
-                         f"but got tangent dtype {_tangent_dtype_name(got)} instead. (weft.jvp)")
-    return ValueError(f"jvp called with different primal and tangent shapes;Got primal shape {tuple(primal)} and "
-                      f"tangent shape as {tuple(got)} (weft.jvp)")
+                         f"{_dtype_name(primal[0])} and so expected tangent dtype {_tangent_dtype_name(expected[0])}, "
+                         f"but got tangent dtype {_tangent_dtype_name(got[0])} instead. (weft.jvp)")
+    return ValueError(f"jvp called with different primal and tangent shapes;Got primal shape {tuple(primal[1])} and "
+                      f"tangent shape as {tuple(got[1])} (weft.jvp)")
 
 
 def _split_aux(out_def, name):
@@ -96,9 +106,9 @@ def jvp(fun, primals, tangents, has_aux=False):
     (with has_aux, fun returns (output, aux) and the result is (primals_out, tangents_out, aux)).
 
     `primals` and `tangents` are tuples or lists of the same pytree structure; each tangent has its primal's
-    shape and dtype. An integer or boolean primal takes a float0 tangent (weft.float0, as jax.dtypes.float0)
-    or any concrete array of zeros. An integer or boolean output's tangent is zeros of its dtype (JAX gives
-    float0 zeros). One program (weft._weft.jvp_program) computes the outputs and their tangents.
+    shape and dtype. An integer or boolean primal takes a float0 tangent (weft.float0, as jax.dtypes.float0);
+    an integer or boolean output's tangent is float0 zeros, as JAX's. One program (weft._weft.jvp_program)
+    computes the outputs and their tangents.
     """
     name = _name("jvp", fun)
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
@@ -122,6 +132,7 @@ def _run_jvp(program, leaves, captured, tangents, out_def, trace, has_aux, name)
     results = _run(_weft.jvp_program(program), list(leaves) + list(captured) + list(tangents) + zeros, trace)
     n_out = len(program.output_types)
     out = _tree.unflatten(out_def, results[:n_out])
+    results = results[:n_out] + _float0_tangents(results[n_out:], program.output_types)
     if not has_aux:
         return out, _tree.unflatten(out_def, results[n_out:])
     value_def = _split_aux(out_def, name)
@@ -133,22 +144,32 @@ def linearize(fun, *primals, has_aux=False):
     """jax.linearize: (fun(*primals), f_jvp), where f_jvp(*tangents) is the JVP of fun at primals (with
     has_aux, (fun's output, f_jvp, aux)).
 
-    Unlike JAX, which keeps only the linear part of the JVP (the primal computation done once), f_jvp runs
-    the whole JVP program again at each call: the primal equations are recomputed with the tangents' (the
-    results are the same; the work is a JVP's, not just its linear part's). f_jvp's tangents have the
-    primals' structure, shapes and dtypes.
+    As JAX's, the primal computation runs once: fun's JVP program is split by partial evaluation
+    (weft._weft.partial_eval, JAX's partial_eval_jaxpr_nounits) with the primals known and the tangents
+    unknown. The known part runs now and gives fun's outputs and the residuals (the primal values the tangent
+    rules read: tanh's output for tanh's derivative); f_jvp runs only the unknown part, the linear program from
+    the residuals and the tangents to the output tangents. f_jvp's tangents have the primals' structure, shapes
+    and dtypes (float0 for an integer or boolean primal).
     """
     name = _name("linearize", fun)
     program, leaves, p_def, out_def, outer, captured = _trace(fun, primals, name)
-    n_out = len(program.output_types)
-    out_leaves = _run(program, list(leaves) + captured, outer)
-    out = _tree.unflatten(out_def, out_leaves[:n_out])
+    n_in, n_all, n_out = len(leaves), len(program.input_types), len(program.output_types)
+    # The JVP program's inputs: the primals (leaves, then captured values), then their tangents. Only the
+    # leaves' tangents are unknown; the captured values' are zeros now (closed-over values have none).
+    unknowns = [False] * n_all + [True] * n_in + [False] * (n_all - n_in)
+    instantiate = [False] * n_out + [True] * n_out  # every tangent comes from the linear program, zeros too
+    known, linear, out_unknowns, _ = _weft.partial_eval(_weft.jvp_program(program), unknowns, instantiate)
+    assert not any(out_unknowns[:n_out])  # a primal output never depends on a tangent
+    zeros = [_zeros(typ) for typ in program.input_types[n_in:]]
+    results = _run(known, list(leaves) + list(captured) + zeros, outer)
+    out, residuals = _tree.unflatten(out_def, results[:n_out]), results[n_out:]
+    value_def = _split_aux(out_def, name) if has_aux else out_def
+    n_value = _tree.count_leaves(value_def)
 
     def mismatch(kind, primal, expected, got):
-        text = (lambda v: tuple(v)) if kind == "shape" else _tangent_dtype_name
         return ValueError("linearized function called on tangent values inconsistent with the original primal "
-                          f"values: got a tangent of {kind} {text(got)} for a primal of {kind} {text(primal)} "
-                          f"({name})")
+                          f"values: got tangent aval {_aval_text(got)} for primal aval {_aval_text(primal)} but "
+                          f"expected {_aval_text(expected)} ({name})")
 
     def f_jvp(*tangents):
         t_leaves, t_def = _tree.flatten(tuple(tangents))
@@ -157,10 +178,10 @@ def linearize(fun, *primals, has_aux=False):
                              f"values: the tangents have tree structure {_tree.describe(t_def)}, the primals "
                              f"{_tree.describe(p_def)} ({name})")
         t_values = _tangent_leaves(leaves, t_leaves, name, mismatch)
-        # Called inside a trace begun after linearize (f_jvp inside a jit): inlined there, the primals constants.
+        # Called inside a trace begun after linearize (f_jvp inside a jit): inlined there, the residuals constants.
         trace = outer if outer is not None else (current_trace() or trace_of(t_leaves))
-        results = _run_jvp(program, leaves, captured, t_values, out_def, trace, has_aux, name)
-        return results[1]
+        out_tangents = _run(linear, list(residuals) + list(t_values), trace)
+        return _tree.unflatten(value_def, _float0_tangents(out_tangents[:n_value], program.output_types))
 
     if has_aux:
         return out[0], f_jvp, out[1]
@@ -232,9 +253,7 @@ def _check_jac_inputs(what, types, holomorphic, allow_int=False):
                                 f"np.floating), but got {_dtype_name(dtype)}. For holomorphic differentiation, pass "
                                 "holomorphic=True. For differentiation of non-holomorphic functions involving complex "
                                 "inputs or integer inputs, use jax.jvp directly.")
-            raise TypeError(f"{what} requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
-                            f"np.inexact), but got {_dtype_name(dtype)}. If you want to use Automatic Differentiation "
-                            "with integer inputs, use jax.grad with allow_int=True.")
+            _dtypes.check_rev_input(what, dtype, allow_int)
 
 
 def _jacobian(value_def, dyn_args, many, blocks):
@@ -288,6 +307,8 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
         fronts = {}  # output o's tangents, batch in front (broadcast once where unbatched: zeros)
 
         def block(o, j):
+            if not _is_float(outs[o][0]):  # an integer output's tangents are float0, as JAX's
+                return _np.zeros(tuple(outs[o][1]) + tuple(types[wrt[j]][1]), float0)
             if o not in fronts:
                 fronts[o] = _front(results[n_out + o], out_batched[n_out + o], size)
             return _block(fronts[o], starts[j], types[wrt[j]][1], outs[o][1], transpose=True)
@@ -304,8 +325,8 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """jax.jacrev: the Jacobian of fun with respect to args[argnums] by reverse mode, in jacfwd's layout.
 
     One program: fun's VJP program batched (vmap) over the standard basis of the outputs' cotangents.
-    Outputs must be floating; inputs too unless allow_int (their rows are then zeros of their dtype, where
-    JAX gives float0). Keyword arguments are passed to fun and not differentiated.
+    Outputs must be floating; inputs too unless allow_int (an integer input's blocks are then float0 zeros,
+    as JAX's). Keyword arguments are passed to fun and not differentiated.
     """
     name = _name("jacrev", fun)
 
@@ -337,6 +358,8 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         fronts = {}  # input j's cotangents, batch in front (broadcast once where unbatched: zeros)
 
         def block(o, j):
+            if not _is_float(types[wrt[j]][0]):  # allow_int: an integer argument's cotangents are float0
+                return _np.zeros(tuple(outs[o][1]) + tuple(types[wrt[j]][1]), float0)
             if j not in fronts:
                 fronts[j] = _front(results[n_out + j], out_batched[n_out + j], size)
             return _block(fronts[j], starts[o], outs[o][1], types[wrt[j]][1], transpose=False)

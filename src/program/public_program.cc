@@ -7,6 +7,7 @@
 #include "builder.hpp"
 #include "custom_calls.hpp"
 #include "dead_code.hpp"
+#include "partial_eval.hpp"
 #include "printer.hpp"
 #include "program_impl.hpp"
 #include "scattered_products.hpp"
@@ -123,6 +124,13 @@ BatchedProgram batch_program(const Program& program, const std::vector<bool>& ba
                              const std::string& axis_name) {
   program::BatchedProgram result = program::batch_program(program.impl().program, batched, size, axis_name);
   return {finish(std::move(result.program)), std::move(result.out_batched)};
+}
+
+PartialEval partial_eval(const Program& program, const std::vector<bool>& unknowns,
+                         const std::vector<bool>& instantiate) {
+  program::PartialEval split = program::partial_eval(program.impl().program, unknowns, instantiate);
+  return {finish(std::move(split.known)), finish(std::move(split.unknown)), std::move(split.out_unknowns),
+          split.num_residuals};
 }
 
 }  // namespace weft

@@ -123,8 +123,8 @@ std::vector<ValueType> types_of(std::span<const Array> arrays) {
 
 }  // namespace
 
-TransformCache::TransformCache(Signature signature, Make make, std::string name)
-    : signature_(std::move(signature)), make_(std::move(make)), name_(std::move(name)),
+TransformCache::TransformCache(Signature signature, Make make, std::string name, MeshOf mesh_of)
+    : signature_(std::move(signature)), make_(std::move(make)), name_(std::move(name)), mesh_of_(std::move(mesh_of)),
       cache_(std::make_shared<ProgramCache>()) {}
 
 std::vector<Array> TransformCache::run(const TraceBody& fn, std::vector<Array> inputs) const {
@@ -134,7 +134,8 @@ std::vector<Array> TransformCache::run(const TraceBody& fn, std::vector<Array> i
     // The call's program: f traced for its own signature, transformed, and inlined into the call's trace.
     const TraceBody body = [&](Replica*, std::span<const Array> symbolic) {
       const std::vector<ValueType> call = types_of(symbolic);
-      const Program f = trace_program(fn, signature_(call), no_mesh, false, name_);
+      const bool replica = static_cast<bool>(mesh_of_);
+      const Program f = trace_program(fn, signature_(call), replica ? mesh_of_(call) : no_mesh, replica, name_);
       return inline_into_trace(make_(f, call), symbolic);
     };
     program = &cache_->trace(inputs, no_mesh, false, {}, body, name_);
@@ -214,9 +215,16 @@ std::vector<ValueType> vmap_example_types(const std::vector<ValueType>& call, co
   const Mapping m = mapping(call, axes, name);
   std::vector<ValueType> types = call;
   for (std::size_t k = 0; k < call.size(); ++k) {
-    if (m.axes[k]) types[k].shape.erase(types[k].shape.begin() + static_cast<std::ptrdiff_t>(*m.axes[k]));
+    if (!m.axes[k]) continue;
+    types[k].shape.erase(types[k].shape.begin() + static_cast<std::ptrdiff_t>(*m.axes[k]));
+    // each example is its own value along the named axis (as a pmapped argument varies along pmap's)
+    if (!axes.axis_name.empty()) types[k].varying = {axes.axis_name};
   }
   return types;
+}
+
+Mesh vmap_mesh(const std::vector<ValueType>& call, const VmapAxes& axes, const std::string& name) {
+  return Mesh({{axes.axis_name, static_cast<int>(mapping(call, axes, name).size)}});
 }
 
 Program vmap_call_program(const Program& fn, const std::vector<ValueType>& call, const VmapAxes& axes,
@@ -224,7 +232,7 @@ Program vmap_call_program(const Program& fn, const std::vector<ValueType>& call,
   const Mapping m = mapping(call, axes, name);
   std::vector<bool> batched;
   for (const auto& axis : m.axes) batched.push_back(axis.has_value());
-  const BatchedProgram per_batch = batch_program(fn, batched, m.size);
+  const BatchedProgram per_batch = batch_program(fn, batched, m.size, axes.axis_name);
   const std::vector<ValueType> out = fn.output_types();
   std::vector<std::optional<int>> out_axes = axes.out_axes;
   if (out_axes.empty()) out_axes.assign(out.size(), 0);
@@ -261,6 +269,55 @@ Program vmap_call_program(const Program& fn, const std::vector<ValueType>& call,
   }
   b.set_outputs(results);
   return b.build();
+}
+
+namespace {
+
+// A value's type as custom_jvp's messages and signatures print it: f32[3].
+std::string type_of(const Array& a) { return dtype_text(a.dtype()) + shape_str(a.shape()); }
+
+}  // namespace
+
+std::int64_t CustomJvpRules::rule(const std::vector<Array>& primals, const Array& out, const CustomJvpRule& jvp,
+                                  const std::string& name) {
+  std::string key;
+  for (const Array& a : primals) key += type_of(a) + ",";
+  const std::lock_guard lock(mutex_);
+  if (const auto it = rules_.find(key); it != rules_.end()) return it->second;
+  // The rule's program: (primals..., one tangent per primal, its type) -> (primal output, tangent output).
+  ProgramTrace trace(Mesh(), name + " jvp");
+  std::vector<Array> p, t;
+  for (const Array& a : primals) p.push_back(trace.input({a.dtype(), Dims(a.shape().begin(), a.shape().end()), {}}));
+  for (const Array& a : primals) t.push_back(trace.input({a.dtype(), Dims(a.shape().begin(), a.shape().end()), {}}));
+  const auto [primal_out, tangent_out] = jvp(p, t);
+  // JAX's checks of a rule's results: the primal output as fun's, the tangent of the same shape and dtype.
+  const std::string want = type_of(out);
+  if (type_of(primal_out) != want) {
+    throw InvalidArgument(name + ": the jvp rule's primal output is " + type_of(primal_out) + ", the function's " +
+                          want + " (they must have the same shape and dtype)");
+  }
+  if (type_of(tangent_out) != want) {
+    throw InvalidArgument(name + ": the jvp rule's tangent output is " + type_of(tangent_out) +
+                          " for a primal output " + want + " (a tangent has its primal's shape and dtype)");
+  }
+  const std::int64_t rule = register_custom_jvp(trace.finish({primal_out, tangent_out}), name);
+  rules_.emplace(key, rule);
+  return rule;
+}
+
+Array record_custom_jvp_call(std::span<const Array> primals, const Array& out, std::int64_t rule,
+                             const std::string& name) {
+  ProgramBuilder b;
+  std::vector<Array> operands(primals.begin(), primals.end());
+  operands.push_back(out);
+  std::vector<int> ins;
+  for (const Array& a : operands) ins.push_back(b.input({a.dtype(), Dims(a.shape().begin(), a.shape().end()), {}}));
+  b.set_outputs(b.emit("custom_jvp_call", ins,
+                       {{"rule", rule},
+                        {"primals", static_cast<std::int64_t>(primals.size())},
+                        {"outputs", std::int64_t{1}},
+                        {"name", name}}));
+  return inline_into_trace(b.build(), operands).at(0);
 }
 
 }  // namespace detail
