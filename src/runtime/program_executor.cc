@@ -86,9 +86,8 @@ struct CollectiveCall {
     const auto name = [](P q) { return std::string(collective_param_name(q)); };
     op = &row;
     if (row.reads(P::axes)) axes = Axes(program::param_axes(p, name(P::axes)));
-    if (const program::Groups* g = row.reads(P::groups) ? program::param_if<program::Groups>(p, name(P::groups)) : nullptr) {
-      groups = *g;
-    }
+    const program::Groups* g = row.reads(P::groups) ? program::param_if<program::Groups>(p, name(P::groups)) : nullptr;
+    if (g != nullptr) groups = *g;
     reduce = row.reads(P::op) && p.contains(name(P::op)) ? reduce_op_from_name(program::param_string(p, name(P::op)))
                                                           : row.reduce;
     if (row.reads(P::axis)) axis = static_cast<int>(program::param_int(p, name(P::axis), 0));
@@ -130,6 +129,8 @@ struct Prepared {
   std::vector<program::SharedSegment> segments;  // the shared runs' segments, in step order
 };
 
+[[noreturn]] void rethrow_at(const program::Program& prog, std::size_t index);
+
 const Prepared& prepared(const Program::Impl& impl) {
   std::call_once(impl.executor_once, [&impl] {
     auto p = std::make_shared<Prepared>();
@@ -144,7 +145,11 @@ const Prepared& prepared(const Program::Impl& impl) {
       const Equation& eq = prog.equations[i];
       CollectiveCall& c = p->calls[i];
       c.site = site_of(eq);
-      if (const CollectiveDescriptor* row = op_of(eq).collective) c.read(*row, eq.params);
+      try {
+        if (const CollectiveDescriptor* row = op_of(eq).collective) c.read(*row, eq.params);
+      } catch (const Error&) {
+        rethrow_at(prog, i);  // a bad parameter value (PopXL's op name) names its equation, as when it runs
+      }
     }
     impl.executor_data = std::move(p);
   });

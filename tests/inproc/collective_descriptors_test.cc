@@ -6,6 +6,7 @@
 //   row), and running the op as a one-equation program (the executor's path) and the Replica method of the
 //   same name (eager) on 4 replica threads both give, bit for bit, a naive reference computed here from every
 //   replica's input (small integers in float64: every sum and product is exact in any order).
+// - a parameter the row reads with a bad value (PopXL's reduction name) is refused naming the equation.
 // In the inproc tier: the collectives run on replica threads.
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/errors.hpp"
 #include "core/collective.hpp"
 #include "program/kernels.hpp"
 #include "program/op_registry.hpp"
@@ -302,6 +304,18 @@ TEST(CollectiveDescriptors, EachRowIsWhatItsNameMeansInAProgramAndInTheReplicaMe
       EXPECT_TRUE(covered.count(row->name)) << row->name << " has no case here";
     }
   }
+}
+
+TEST(CollectiveDescriptors, ABadReductionNameIsRefusedAtItsEquation) {
+  ProgramBuilder b(Mesh({{"i", kMembers}}));
+  const int input = b.input({DType::f64, {8}, {"i"}});
+  b.set_outputs({b.emit("replicated_reduce_scatter", {input},
+                        {{"axes", std::vector<std::string>{"i"}}, {"op", std::string("bogus")}}, "model.py:7")[0]});
+  const Program program = b.build();
+  const Array x = Array::full({kMembers, 8}, 1.0, DType::f64);
+  testing::ExpectThrowsWith<InvalidArgument>(
+      [&] { per_member([&](Replica& r, std::span<Array> a) { return run_program(program, r, std::vector<Array>{a[0]}); }, x); },
+      {"replicated_reduce_scatter", "model.py:7", "unknown reduce op \"bogus\"; use add, mean, mul, min or max"});
 }
 
 }  // namespace
