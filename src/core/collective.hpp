@@ -55,7 +55,7 @@ const char* collective_param_name(CollectiveParam param);
 
 struct CollectiveDescriptor {
   const char* name;  // the op's name, and the API's in messages ("psum over axes (i): ...")
-  CollectiveKind kind;
+  CollectiveKind kind;  // what moves; unread by the forms that move nothing (identity, axis_index, flat_slice)
   ReduceOp reduce;   // all_reduce / reduce_scatter: mean divides the group's sums by its size
   CollectiveForm form;
   unsigned params;   // CollectiveParam bits
