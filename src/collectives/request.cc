@@ -46,17 +46,6 @@ int group_size_of(const Request& r) {
 
 }  // namespace
 
-const char* kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::all_reduce: return "all_reduce";
-    case Kind::all_gather: return "all_gather";
-    case Kind::reduce_scatter: return "reduce_scatter";
-    case Kind::all_to_all: return "all_to_all";
-    case Kind::ppermute: return "ppermute";
-  }
-  return "?";
-}
-
 std::string over(const Request& r) {
   if (!r.axes) return "groups " + r.groups->to_string();
   std::string s = "axes (";

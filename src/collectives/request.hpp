@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "core/collective.hpp"
 #include "weft/array.hpp"
 #include "weft/call_site.hpp"
 #include "weft/groups.hpp"
@@ -12,8 +13,10 @@
 
 namespace weft::collectives {
 
-enum class Kind { all_reduce, all_gather, reduce_scatter, all_to_all, ppermute };
-const char* kind_name(Kind kind);
+// The kinds are the collectives' table's (core/collective.hpp): a Request is one of its rows with its
+// arguments and data.
+using Kind = CollectiveKind;
+inline const char* kind_name(Kind kind) { return collective_kind_name(kind); }
 
 struct Request {
   Kind kind = Kind::all_reduce;

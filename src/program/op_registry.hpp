@@ -10,6 +10,10 @@
 
 #include "program.hpp"
 
+namespace weft {
+struct CollectiveDescriptor;  // core/collective.hpp
+}
+
 namespace weft::program {
 
 using InferRule =
@@ -41,6 +45,9 @@ struct OpInfo {
   BatchRule batch = nullptr;
   // Why a missing rule is missing (pmax: "JAX defines no derivative of pmax"), quoted by the refusal.
   std::string no_rule{};
+  // A collective's row of the collectives' table (core/collective.hpp): how the executor runs it. Null for
+  // every other op.
+  const CollectiveDescriptor* collective = nullptr;
 };
 
 // The parameter any equation may carry besides its op's own: `checkpoint=<region>` marks it as recorded inside

@@ -1,7 +1,9 @@
 // The executor: runs a built weft::Program (weft/program.hpp) as one replica, as an instruction loop on the
-// replica's own fiber or thread. Array equations call their resolved kernels; collectives go through the
-// Replica, the same funnel as hand-written code (so their mismatch, timeout and stall reports are the usual
-// ones, at the user's traced source line), and so do the session effects (host and remote transfers,
+// replica's own fiber or thread. Array equations call their resolved kernels; collectives take the Replica's
+// one collective path (runtime/collective_call.hpp), driven by their op's row of the collectives' table
+// (core/collective.hpp) and the arguments read from their parameters once per program: the same funnel as
+// hand-written code (so their mismatch, timeout and stall reports are the usual ones, at the user's traced
+// source line). The session effects go through the Replica too (host and remote transfers,
 // variables: by the names a session's run gives its handles); each buffer is dropped right after its last
 // use (the program's liveness); runs of elementwise equations over large arrays are evaluated block by block
 // (fusion.hpp); products by a weight the local replicas share may run as one (shared_products.hpp). An error
@@ -14,11 +16,14 @@
 #include <optional>
 #include <set>
 
+#include "core/collective.hpp"
+#include "program/op_registry.hpp"
 #include "program/printer.hpp"
 #include "program/program_impl.hpp"
 #include "program/shared_products.hpp"
 #include "program/shared_runs.hpp"
 #include "program/verifier.hpp"
+#include "runtime/collective_call.hpp"
 #include "runtime/execution.hpp"
 #include "runtime/shared_products.hpp"
 #include "runtime/shared_runs.hpp"
@@ -53,39 +58,64 @@ CallSite site_of(const Equation& eq) {
   return CallSite(interned(eq.source.substr(0, colon)), line);
 }
 
-using program::param_axes;
-using program::param_flag;
-using program::param_if;
-using program::param_int;
-AxisIndexGroups groups_of(const Params& p) {
-  const program::Groups* groups = param_if<program::Groups>(p, "groups");
-  return groups == nullptr ? AxisIndexGroups{} : *groups;
+// The equation's op, resolved: the one place the executor reads Equation::op (its name for messages, its
+// collective's row).
+const program::OpInfo& op_of(const Equation& eq) {
+  const program::OpInfo* info = program::find_op(eq.op);
+  if (info == nullptr) throw Error("weft internal error: equation of unregistered op '" + eq.op + "'");
+  return *info;
 }
 
-enum class Collective { psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, axis_index, effect };
-
-// One collective equation's arguments, read from its parameters once per program (not per run).
+// One collective equation's arguments, read from its parameters once per program (not per run): those its
+// row (core/collective.hpp) reads, by their parameter names.
 struct CollectiveCall {
-  Collective kind = Collective::effect;
+  const CollectiveDescriptor* op = nullptr;  // null: a session effect
   CallSite site;
   Axes axes{std::vector<std::string>{}};
   AxisIndexGroups groups;
+  ReduceOp reduce = ReduceOp::sum;
   int axis = 0;
   int concat_axis = 0;
   bool tiled = false;
   Permutation perm;
-};
+  int source = 0;
+  Shape shape;
 
-Collective kind_of(const std::string& op) {
-  static const std::map<std::string, Collective> kinds = {
-      {"psum", Collective::psum},         {"pmean", Collective::pmean},
-      {"pmax", Collective::pmax},         {"pmin", Collective::pmin},
-      {"all_gather", Collective::all_gather}, {"psum_scatter", Collective::psum_scatter},
-      {"all_to_all", Collective::all_to_all}, {"ppermute", Collective::ppermute},
-      {"axis_index", Collective::axis_index}};
-  auto it = kinds.find(op);
-  return it == kinds.end() ? Collective::effect : it->second;
-}
+  void read(const CollectiveDescriptor& row, const Params& p) {
+    using P = CollectiveParam;
+    const auto name = [](P q) { return std::string(collective_param_name(q)); };
+    op = &row;
+    if (row.reads(P::axes)) axes = Axes(program::param_axes(p, name(P::axes)));
+    const program::Groups* g = row.reads(P::groups) ? program::param_if<program::Groups>(p, name(P::groups)) : nullptr;
+    if (g != nullptr) groups = *g;
+    reduce = row.reads(P::op) && p.contains(name(P::op)) ? reduce_op_from_name(program::param_string(p, name(P::op)))
+                                                          : row.reduce;
+    if (row.reads(P::axis)) axis = static_cast<int>(program::param_int(p, name(P::axis), 0));
+    if (row.reads(P::split_axis)) axis = static_cast<int>(program::param_int(p, name(P::split_axis), 0));
+    if (row.reads(P::concat_axis)) concat_axis = static_cast<int>(program::param_int(p, name(P::concat_axis), 0));
+    if (row.reads(P::tiled)) tiled = program::param_flag(p, name(P::tiled));
+    if (row.reads(P::perm)) perm = program::param<Permutation>(p, name(P::perm));
+    if (row.reads(P::source)) source = static_cast<int>(program::param_int(p, name(P::source)));
+    if (row.reads(P::shape)) {
+      const auto& dims = program::param_ints(p, name(P::shape));
+      shape.assign(dims.begin(), dims.end());
+    }
+  }
+
+  detail::CollectiveArgs args() const {
+    detail::CollectiveArgs a;
+    a.axes = &axes;
+    a.index_groups = &groups;
+    a.reduce = reduce;
+    a.axis = axis;
+    a.concat_axis = concat_axis;
+    a.tiled = tiled;
+    a.perm = &perm;
+    a.source = source;
+    a.shape = &shape;
+    return a;
+  }
+};
 
 // A segment of shared runs is worth the replicas' meeting (two barriers, ~10 us each across cores here) from
 // this many elements of runs on: 64 Ki elements of AdamW's update take ~0.5 ms a replica.
@@ -98,6 +128,8 @@ struct Prepared {
   std::vector<std::optional<program::SharedProduct>> shared;
   std::vector<program::SharedSegment> segments;  // the shared runs' segments, in step order
 };
+
+[[noreturn]] void rethrow_at(const program::Program& prog, std::size_t index);
 
 const Prepared& prepared(const Program::Impl& impl) {
   std::call_once(impl.executor_once, [&impl] {
@@ -112,47 +144,37 @@ const Prepared& prepared(const Program::Impl& impl) {
       if (impl.kernels[i] != nullptr) continue;
       const Equation& eq = prog.equations[i];
       CollectiveCall& c = p->calls[i];
-      c.kind = kind_of(eq.op);
       c.site = site_of(eq);
-      if (c.kind == Collective::effect) continue;
-      const Params& params = eq.params;
-      c.axes = Axes(param_axes(params));
-      c.groups = groups_of(params);
-      c.axis = static_cast<int>(param_int(params, "split_axis", param_int(params, "axis", 0)));
-      c.concat_axis = static_cast<int>(param_int(params, "concat_axis", 0));
-      c.tiled = param_flag(params, "tiled");
-      if (const Permutation* perm = param_if<Permutation>(params, "perm")) c.perm = *perm;
+      try {
+        if (const CollectiveDescriptor* row = op_of(eq).collective) c.read(*row, eq.params);
+      } catch (const Error&) {
+        rethrow_at(prog, i);  // a bad parameter value (PopXL's op name) names its equation, as when it runs
+      }
     }
     impl.executor_data = std::move(p);
   });
   return *static_cast<const Prepared*>(impl.executor_data.get());
 }
 
-ReduceOp reduce_of(const Params& p) {
-  const std::string* op = param_if<std::string>(p, "op");
-  return op == nullptr ? ReduceOp::sum : reduce_op_from_name(*op);
-}
-
 template <class Handle>
 const Handle& handle(const std::map<std::string, Handle>* handles, const Equation& eq, const char* key,
                      const char* kind) {
   if (handles == nullptr) {
-    throw InvalidArgument(eq.op + " is a session effect: it runs only in a session's run (Session::run of a program)");
+    throw InvalidArgument(op_of(eq).name + " is a session effect: it runs only in a session's run (Session::run of a program)");
   }
   const std::string& name = program::param_string(eq.params, key);
   auto it = handles->find(name);
   if (it == handles->end()) {
-    throw InvalidArgument(eq.op + ": the session's run was given no " + kind + " named '" + name + "'");
+    throw InvalidArgument(op_of(eq).name + ": the session's run was given no " + kind + " named '" + name + "'");
   }
   return it->second;
 }
 
-// The equations the replica runs that are not JAX's collectives: the session effects, PopXL's collectives
-// on flattened tensors and pbroadcast. Returns their results (none for the stores).
-std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite& site, const std::vector<Array>& in,
+// The session effects (host and remote transfers, variables): the equations the replica runs that are not
+// collectives. Returns their results (none for the stores).
+std::vector<Array> run_session_op(Replica& r, const Equation& eq, const std::vector<Array>& in,
                                   const ProgramHandles* handles) {
-  const Params& p = eq.params;
-  const std::string& op = eq.op;
+  const std::string& op = op_of(eq).name;
   if (op == "host_load" || op == "host_store") {
     const HostStream& stream = handle(handles ? &handles->streams : nullptr, eq, "stream", "stream");
     if (op == "host_load") return {r.host_load(stream)};
@@ -180,40 +202,7 @@ std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite
     r.value(variable) = in[0];
     return {};
   }
-  const ReplicaGroups groups = r.groups(param_axes(p), groups_of(p));
-  if (op == "pprod") return {r.all_reduce(in[0], groups, ReduceOp::prod, site)};
-  if (op == "all_reduce_identical_inputs") return {r.all_reduce_identical_inputs(in[0], groups, site)};
-  if (op == "all_reduce_identical_grad_inputs") return {r.all_reduce_identical_grad_inputs(in[0], groups, site)};
-  if (op == "replicated_reduce_scatter") return {r.replicated_reduce_scatter(in[0], groups, reduce_of(p), site)};
-  if (op == "replica_sharded_slice") return {r.replica_sharded_slice(in[0], groups, site)};
-  if (op == "pbroadcast") {
-    // Every member gets member `source`'s value. The runtime has no broadcast collective of its own, so the
-    // group's values are gathered and the source's taken (exact; a dedicated one would move G times less).
-    const Array all = r.all_gather(in[0], groups, 0, false, site);
-    return {all[program::param_int(p, "source")]};
-  }
-  if (op == "gather_shards") {
-    const auto& shape = program::param_ints(p, "shape");
-    return {r.gather_shards(in[0], groups, Shape(shape.begin(), shape.end()), site)};
-  }
   throw Error("weft internal error: no kernel and no replica operation for op '" + op + "'");
-}
-
-// `x` is the equation's one input (none for axis_index), read in place from the run's values.
-Array run_collective(Replica& r, const Equation& eq, const CollectiveCall& c, const Array* x) {
-  switch (c.kind) {
-    case Collective::psum: return r.psum(*x, c.axes, c.groups, c.site);
-    case Collective::pmean: return r.pmean(*x, c.axes, c.groups, c.site);
-    case Collective::pmax: return r.pmax(*x, c.axes, c.groups, c.site);
-    case Collective::pmin: return r.pmin(*x, c.axes, c.groups, c.site);
-    case Collective::all_gather: return r.all_gather(*x, c.axes, c.axis, c.tiled, c.groups, c.site);
-    case Collective::psum_scatter: return r.psum_scatter(*x, c.axes, c.axis, c.tiled, c.groups, c.site);
-    case Collective::all_to_all: return r.all_to_all(*x, c.axes, c.axis, c.concat_axis, c.tiled, c.groups, c.site);
-    case Collective::ppermute: return r.ppermute(*x, c.axes, c.perm, c.site);
-    case Collective::axis_index: return r.axis_index(c.axes, c.site);
-    case Collective::effect: break;
-  }
-  throw Error("weft internal error: " + eq.op + " is not one of JAX's collectives");
 }
 
 // The same kind of error, with the equation in front: a MismatchError stays one.
@@ -329,7 +318,7 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
           if (sharing != nullptr && prep.shared[i]) {
             out.push_back(sharing->multiply(
                 replica->state().local, &impl, i, eq.source, prep.shared[i]->weight_axes, in[0], in[1],
-                param_flag(eq.params, "transpose_b"),
+                program::param_flag(eq.params, "transpose_b"),
                 [&] {
                   return "a shared matmul(" + shape_str(in[0].shape()) + ", " + shape_str(in[1].shape()) + ") at " +
                          (eq.source.empty() ? "equation " + std::to_string(i) : eq.source);
@@ -347,17 +336,17 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
           }
         } else {
           if (replica == nullptr) {
-            throw InvalidArgument(eq.op + " needs replicas to meet, and run_program was given none (collectives run "
+            throw InvalidArgument(op_of(eq).name + " needs replicas to meet, and run_program was given none (collectives run "
                                   "inside pmap or a session)");
           }
           const CollectiveCall& call = prep.calls[i];
-          if (call.kind != Collective::effect) {
-            values[eq.outputs.at(0)] =
-                run_collective(*replica, eq, call, eq.inputs.empty() ? nullptr : &*values[eq.inputs[0]]);
+          if (call.op != nullptr) {
+            values[eq.outputs.at(0)] = detail::run_collective(
+                replica->state(), *call.op, call.args(), eq.inputs.empty() ? nullptr : &*values[eq.inputs[0]], call.site);
           } else {
             in.clear();
             for (program::ValueId id : eq.inputs) in.push_back(*values[id]);
-            std::vector<Array> out = run_session_op(*replica, eq, call.site, in, handles);
+            std::vector<Array> out = run_session_op(*replica, eq, in, handles);
             for (std::size_t k = 0; k < eq.outputs.size(); ++k) values[eq.outputs[k]] = std::move(out.at(k));
           }
         }

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "core/collective.hpp"
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
 #include "weft/error.hpp"
@@ -739,34 +740,41 @@ const char* const kNoExtremumRule =
 }  // namespace
 
 void register_collective_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({"psum", 1, 1, {"axes"}, {"groups"}, false, all_reduce, psum_vjp, linear_jvp, reduction_batch});
-  ops.push_back({"pmean", 1, 1, {"axes"}, {"groups"}, false, all_reduce, pmean_vjp, linear_jvp, reduction_batch});
-  for (const char* name : {"pmax", "pmin"}) {
-    ops.push_back({name, 1, 1, {"axes"}, {"groups"}, false, all_reduce, nullptr, nullptr, reduction_batch,
-                   kNoExtremumRule});
+  namespace rows = collective_rows;
+  ops.push_back({"psum", 1, 1, {"axes"}, {"groups"}, false, all_reduce, psum_vjp, linear_jvp, reduction_batch, {},
+                 &rows::psum});
+  ops.push_back({"pmean", 1, 1, {"axes"}, {"groups"}, false, all_reduce, pmean_vjp, linear_jvp, reduction_batch, {},
+                 &rows::pmean});
+  for (const CollectiveDescriptor* row : {&rows::pmax, &rows::pmin}) {
+    ops.push_back({row->name, 1, 1, {"axes"}, {"groups"}, false, all_reduce, nullptr, nullptr, reduction_batch,
+                   kNoExtremumRule, row});
   }
-  ops.push_back({"pprod", 1, 1, {"axes"}, {"groups"}, false, all_reduce, pprod_vjp, pprod_jvp, reduction_batch});
+  ops.push_back({"pprod", 1, 1, {"axes"}, {"groups"}, false, all_reduce, pprod_vjp, pprod_jvp, reduction_batch, {},
+                 &rows::pprod});
   ops.push_back({"all_reduce_identical_inputs", 1, 1, {"axes"}, {"groups"}, false, all_reduce, identical_inputs_vjp,
-                 linear_jvp, identity_batch});
+                 linear_jvp, identity_batch, {}, &rows::all_reduce_identical_inputs});
   ops.push_back({"all_reduce_identical_grad_inputs", 1, 1, {"axes"}, {"groups"}, false, all_reduce,
-                 identical_grad_inputs_vjp, linear_jvp, reduction_batch});
+                 identical_grad_inputs_vjp, linear_jvp, reduction_batch, {}, &rows::all_reduce_identical_grad_inputs});
   ops.push_back({"replicated_reduce_scatter", 1, 1, {"axes"}, {"groups", "op"}, false, flat_shard,
-                 replicated_reduce_scatter_vjp, replicated_reduce_scatter_jvp, replicated_reduce_scatter_batch});
+                 replicated_reduce_scatter_vjp, replicated_reduce_scatter_jvp, replicated_reduce_scatter_batch, {},
+                 &rows::replicated_reduce_scatter});
   ops.push_back({"replica_sharded_slice", 1, 1, {"axes"}, {"groups"}, false, flat_shard, replica_sharded_slice_vjp,
-                 linear_jvp, replica_sharded_slice_batch});
+                 linear_jvp, replica_sharded_slice_batch, {}, &rows::replica_sharded_slice});
   ops.push_back({"gather_shards", 1, 1, {"axes", "shape"}, {"groups"}, false, gather_shards, gather_shards_vjp,
-                 linear_jvp, gather_shards_batch});
+                 linear_jvp, gather_shards_batch, {}, &rows::gather_shards});
   ops.push_back({"all_gather", 1, 1, {"axes", "axis"}, {"groups", "tiled"}, false, all_gather, all_gather_vjp,
-                 linear_jvp, all_gather_batch});
+                 linear_jvp, all_gather_batch, {}, &rows::all_gather});
   ops.push_back({"psum_scatter", 1, 1, {"axes", "axis"}, {"groups", "tiled"}, false, psum_scatter, psum_scatter_vjp,
-                 linear_jvp, psum_scatter_batch});
+                 linear_jvp, psum_scatter_batch, {}, &rows::psum_scatter});
   ops.push_back({"all_to_all", 1, 1, {"axes", "split_axis", "concat_axis"}, {"groups", "tiled"}, false, all_to_all,
-                 all_to_all_vjp, linear_jvp, all_to_all_batch});
-  ops.push_back({"ppermute", 1, 1, {"axes", "perm"}, {}, false, ppermute, ppermute_vjp, linear_jvp, ppermute_batch});
+                 all_to_all_vjp, linear_jvp, all_to_all_batch, {}, &rows::all_to_all});
+  ops.push_back({"ppermute", 1, 1, {"axes", "perm"}, {}, false, ppermute, ppermute_vjp, linear_jvp, ppermute_batch, {},
+                 &rows::ppermute});
   ops.push_back({"pbroadcast", 1, 1, {"axes", "source"}, {}, false, pbroadcast, pbroadcast_vjp, linear_jvp,
-                 pbroadcast_batch});
+                 pbroadcast_batch, {}, &rows::pbroadcast});
   // An int32 result: no derivative to take.
-  ops.push_back({"axis_index", 0, 0, {"axes"}, {}, false, axis_index, nullptr, nullptr, axis_index_batch});
+  ops.push_back({"axis_index", 0, 0, {"axes"}, {}, false, axis_index, nullptr, nullptr, axis_index_batch, {},
+                 &rows::axis_index});
   ops.push_back({"pvary", 1, 1, {"axes"}, {}, false, pvary, pvary_vjp, linear_jvp, identity_batch});
 }
 
