@@ -31,8 +31,9 @@ const Program::Impl& Program::impl() const { return impl_ ? *impl_ : empty_impl(
 std::string Program::text() const { return program::program_text(impl().program); }
 std::size_t Program::num_equations() const { return impl().program.equations.size(); }
 std::size_t Program::count(std::string_view op) const {
+  const program::OpInfo* info = program::find_op(op);  // none of an unknown op
   std::size_t n = 0;
-  for (const program::Equation& eq : impl().program.equations) n += eq.op == op ? 1 : 0;
+  for (const program::Equation& eq : impl().program.equations) n += &eq.info() == info ? 1 : 0;
   return n;
 }
 const std::string& Program::equation_op(std::size_t i) const {
@@ -41,7 +42,7 @@ const std::string& Program::equation_op(std::size_t i) const {
     throw InvalidArgument("Program::equation_op: equation " + std::to_string(i) + " of a program of " +
                           std::to_string(equations.size()));
   }
-  return equations[i].op;
+  return equations[i].name();
 }
 const Mesh& Program::mesh() const { return impl().program.mesh; }
 CollectiveRules Program::collective_rules() const { return impl().program.rules; }
@@ -92,7 +93,7 @@ Program finish(program::Program verified) {
     program::verify(impl->program);
   }
   impl->liveness = program::analyze_liveness(impl->program);
-  for (const program::Equation& eq : impl->program.equations) impl->kernels.push_back(program::find_kernel(eq.op));
+  for (const program::Equation& eq : impl->program.equations) impl->kernels.push_back(eq.info().kernel);
   impl->steps = program::plan_steps(impl->program);
   return Program(std::move(impl));
 }

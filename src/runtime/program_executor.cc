@@ -31,6 +31,7 @@ namespace {
 
 using program::Equation;
 using program::Params;
+using program::Prim;
 
 // The runtime keeps call sites in its histories for the process's life: their text is interned (as many
 // strings as distinct traced source files).
@@ -112,7 +113,7 @@ const Prepared& prepared(const Program::Impl& impl) {
       if (impl.kernels[i] != nullptr) continue;
       const Equation& eq = prog.equations[i];
       CollectiveCall& c = p->calls[i];
-      c.kind = kind_of(eq.op);
+      c.kind = kind_of(eq.name());
       c.site = site_of(eq);
       if (c.kind == Collective::effect) continue;
       const Params& params = eq.params;
@@ -137,12 +138,12 @@ template <class Handle>
 const Handle& handle(const std::map<std::string, Handle>* handles, const Equation& eq, const char* key,
                      const char* kind) {
   if (handles == nullptr) {
-    throw InvalidArgument(eq.op + " is a session effect: it runs only in a session's run (Session::run of a program)");
+    throw InvalidArgument(eq.name() + " is a session effect: it runs only in a session's run (Session::run of a program)");
   }
   const std::string& name = program::param_string(eq.params, key);
   auto it = handles->find(name);
   if (it == handles->end()) {
-    throw InvalidArgument(eq.op + ": the session's run was given no " + kind + " named '" + name + "'");
+    throw InvalidArgument(eq.name() + ": the session's run was given no " + kind + " named '" + name + "'");
   }
   return it->second;
 }
@@ -152,16 +153,16 @@ const Handle& handle(const std::map<std::string, Handle>* handles, const Equatio
 std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite& site, const std::vector<Array>& in,
                                   const ProgramHandles* handles) {
   const Params& p = eq.params;
-  const std::string& op = eq.op;
-  if (op == "host_load" || op == "host_store") {
+  const program::Prim op = eq.prim();
+  if (op == Prim::host_load || op == Prim::host_store) {
     const HostStream& stream = handle(handles ? &handles->streams : nullptr, eq, "stream", "stream");
-    if (op == "host_load") return {r.host_load(stream)};
+    if (op == Prim::host_load) return {r.host_load(stream)};
     r.host_store(stream, in[0]);
     return {};
   }
-  if (op == "remote_load" || op == "remote_store") {
+  if (op == Prim::remote_load || op == Prim::remote_store) {
     const RemoteBuffer& buffer = handle(handles ? &handles->buffers : nullptr, eq, "buffer", "remote buffer");
-    if (op == "remote_load") return {in.empty() ? r.remote_load(buffer, 0) : r.remote_load(buffer, in[0])};
+    if (op == Prim::remote_load) return {in.empty() ? r.remote_load(buffer, 0) : r.remote_load(buffer, in[0])};
     if (in.size() > 1) {
       r.remote_store(buffer, in[1], in[0]);
     } else {
@@ -169,9 +170,9 @@ std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite
     }
     return {};
   }
-  if (op == "variable_read" || op == "variable_update") {
+  if (op == Prim::variable_read || op == Prim::variable_update) {
     const Variable& variable = handle(handles ? &handles->variables : nullptr, eq, "variable", "variable");
-    if (op == "variable_read") return {r.value(variable)};
+    if (op == Prim::variable_read) return {r.value(variable)};
     if (in[0].dtype() != variable.dtype() || in[0].shape() != r.value(variable).shape()) {
       throw InvalidArgument("variable_update: variable '" + variable.name() + "' holds " +
                             std::string(dtype_name(variable.dtype())) + shape_str(r.value(variable).shape()) +
@@ -181,22 +182,22 @@ std::vector<Array> run_session_op(Replica& r, const Equation& eq, const CallSite
     return {};
   }
   const ReplicaGroups groups = r.groups(param_axes(p), groups_of(p));
-  if (op == "pprod") return {r.all_reduce(in[0], groups, ReduceOp::prod, site)};
-  if (op == "all_reduce_identical_inputs") return {r.all_reduce_identical_inputs(in[0], groups, site)};
-  if (op == "all_reduce_identical_grad_inputs") return {r.all_reduce_identical_grad_inputs(in[0], groups, site)};
-  if (op == "replicated_reduce_scatter") return {r.replicated_reduce_scatter(in[0], groups, reduce_of(p), site)};
-  if (op == "replica_sharded_slice") return {r.replica_sharded_slice(in[0], groups, site)};
-  if (op == "pbroadcast") {
+  if (op == Prim::pprod) return {r.all_reduce(in[0], groups, ReduceOp::prod, site)};
+  if (op == Prim::all_reduce_identical_inputs) return {r.all_reduce_identical_inputs(in[0], groups, site)};
+  if (op == Prim::all_reduce_identical_grad_inputs) return {r.all_reduce_identical_grad_inputs(in[0], groups, site)};
+  if (op == Prim::replicated_reduce_scatter) return {r.replicated_reduce_scatter(in[0], groups, reduce_of(p), site)};
+  if (op == Prim::replica_sharded_slice) return {r.replica_sharded_slice(in[0], groups, site)};
+  if (op == Prim::pbroadcast) {
     // Every member gets member `source`'s value. The runtime has no broadcast collective of its own, so the
     // group's values are gathered and the source's taken (exact; a dedicated one would move G times less).
     const Array all = r.all_gather(in[0], groups, 0, false, site);
     return {all[program::param_int(p, "source")]};
   }
-  if (op == "gather_shards") {
+  if (op == Prim::gather_shards) {
     const auto& shape = program::param_ints(p, "shape");
     return {r.gather_shards(in[0], groups, Shape(shape.begin(), shape.end()), site)};
   }
-  throw Error("weft internal error: no kernel and no replica operation for op '" + op + "'");
+  throw Error("weft internal error: no kernel and no replica operation for op '" + eq.name() + "'");
 }
 
 // `x` is the equation's one input (none for axis_index), read in place from the run's values.
@@ -213,7 +214,7 @@ Array run_collective(Replica& r, const Equation& eq, const CollectiveCall& c, co
     case Collective::axis_index: return r.axis_index(c.axes, c.site);
     case Collective::effect: break;
   }
-  throw Error("weft internal error: " + eq.op + " is not one of JAX's collectives");
+  throw Error("weft internal error: " + eq.name() + " is not one of JAX's collectives");
 }
 
 // The same kind of error, with the equation in front: a MismatchError stays one.
@@ -347,7 +348,7 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
           }
         } else {
           if (replica == nullptr) {
-            throw InvalidArgument(eq.op + " needs replicas to meet, and run_program was given none (collectives run "
+            throw InvalidArgument(eq.name() + " needs replicas to meet, and run_program was given none (collectives run "
                                   "inside pmap or a session)");
           }
           const CollectiveCall& call = prep.calls[i];

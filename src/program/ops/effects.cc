@@ -29,17 +29,25 @@ std::vector<ValueType> check_offset(const std::vector<ValueType>& ins, std::size
 }  // namespace
 
 void register_effect_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({"host_load", 0, 0, {"stream", "shape", "dtype"}, {}, true, declared_result});
-  ops.push_back({"host_store", 1, 1, {"stream"}, {}, true, no_result});
-  ops.push_back({"remote_load", 0, 1, {"buffer", "shape", "dtype"}, {}, true,
-                 [](const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
+  ops.push_back({.id = Prim::host_load, .min_inputs = 0, .max_inputs = 0,
+                 .required_params = {"stream", "shape", "dtype"}, .effectful = true, .infer = declared_result});
+  ops.push_back({.id = Prim::host_store, .min_inputs = 1, .max_inputs = 1, .required_params = {"stream"},
+                 .effectful = true, .infer = no_result});
+  ops.push_back({.id = Prim::remote_load, .min_inputs = 0, .max_inputs = 1,
+                 .required_params = {"buffer", "shape", "dtype"}, .effectful = true,
+                 .infer = [](const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
                    check_offset(ins, 0);
                    return declared_result(ins, params, mesh);
                  }});
-  ops.push_back({"remote_store", 1, 2, {"buffer"}, {}, true,
-                 [](const std::vector<ValueType>& ins, const Params&, const Mesh&) { return check_offset(ins, 1); }});
-  ops.push_back({"variable_read", 0, 0, {"variable", "shape", "dtype"}, {}, true, declared_result});
-  ops.push_back({"variable_update", 1, 1, {"variable"}, {}, true, no_result});
+  ops.push_back({.id = Prim::remote_store, .min_inputs = 1, .max_inputs = 2, .required_params = {"buffer"},
+                 .effectful = true,
+                 .infer = [](const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+                   return check_offset(ins, 1);
+                 }});
+  ops.push_back({.id = Prim::variable_read, .min_inputs = 0, .max_inputs = 0,
+                 .required_params = {"variable", "shape", "dtype"}, .effectful = true, .infer = declared_result});
+  ops.push_back({.id = Prim::variable_update, .min_inputs = 1, .max_inputs = 1, .required_params = {"variable"},
+                 .effectful = true, .infer = no_result});
 }
 
 }  // namespace weft::program

@@ -5,6 +5,7 @@
 
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
+#include "weft/ops.hpp"
 
 namespace weft::program {
 namespace {
@@ -126,11 +127,21 @@ std::vector<ValueType> one_hot(const std::vector<ValueType>& ins, const Params& 
 // The classes axis is last, so batched labels give the batched result as they are.
 Batched one_hot_batch(BatchContext& c) { return {c.e.emit_many("one_hot", c.ins, c.params), {true}}; }
 
+std::vector<Array> take_kernel(const std::vector<Array>& in, const Params& p) {
+  return {weft::take(in[0], in[1], param_axis_if(p))};
+}
+std::vector<Array> one_hot_kernel(const std::vector<Array>& in, const Params& p) {
+  return {weft::one_hot(in[0], static_cast<int>(param_int(p, "num_classes")), param_dtype(p))};
+}
+
 }  // namespace
 
 void register_indexing_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({"take", 2, 2, {}, {"axis"}, false, take, take_vjp, take_jvp, take_batch});
-  ops.push_back({"one_hot", 1, 1, {"num_classes", "dtype"}, {}, false, one_hot, nullptr, zero_jvp, one_hot_batch});
+  ops.push_back({.id = Prim::take, .min_inputs = 2, .max_inputs = 2, .optional_params = {"axis"}, .infer = take,
+                 .kernel = take_kernel,
+                 .vjp = take_vjp, .jvp = take_jvp, .batch = take_batch});
+  ops.push_back({.id = Prim::one_hot, .min_inputs = 1, .max_inputs = 1, .required_params = {"num_classes", "dtype"},
+                 .infer = one_hot, .kernel = one_hot_kernel, .jvp = zero_jvp, .batch = one_hot_batch});
 }
 
 }  // namespace weft::program
