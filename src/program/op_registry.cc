@@ -54,6 +54,12 @@ const std::array<std::string, kNumPrims>& names() {
   return list;
 }
 
+// The parameter every equation may carry (op_registry.hpp, kCheckpointParam): an int.
+const ParamSpec& checkpoint_spec() {
+  static const ParamSpec spec{kCheckpointParam, ParamKind::integer, kOptional};
+  return spec;
+}
+
 // Names to primitives, for the builder and Python (the only places an op is still spelled).
 const std::unordered_map<std::string_view, Prim>& by_name() {
   static const std::unordered_map<std::string_view, Prim> map = [] {
@@ -76,22 +82,31 @@ void check_arity(const OpInfo& info, std::size_t given) {
   throw RuleError(info.name() + " takes " + expected + " input(s), got " + std::to_string(n));
 }
 
-void check_param_names(const OpInfo& info, const Params& params) {
-  for (const std::string& name : info.required_params) {
-    if (!params.contains(name)) throw RuleError(info.name() + " needs parameter '" + name + "'");
+// The schema's word on each parameter: present when required, known, and of its kind.
+void check_params(const OpInfo& info, const Params& params) {
+  for (const ParamSpec& spec : info.params) {
+    if (spec.required && !params.contains(spec.name)) {
+      throw RuleError(info.name() + " needs parameter '" + spec.name + "'");
+    }
   }
   for (const auto& [name, value] : params) {
-    if (name == kCheckpointParam) {
-      param_int(params, name);  // RuleError unless an int
-      continue;
+    const ParamSpec* spec = param_spec(info, name);
+    if (spec == nullptr) throw RuleError(info.name() + " has no parameter '" + name + "'");
+    if (value.index() != static_cast<std::size_t>(spec->kind)) {
+      throw RuleError("parameter '" + name + "' must be " + program_param_kind_text(spec->kind));
     }
-    const bool known = std::count(info.required_params.begin(), info.required_params.end(), name) > 0 ||
-                       std::count(info.optional_params.begin(), info.optional_params.end(), name) > 0;
-    if (!known) throw RuleError(info.name() + " has no parameter '" + name + "'");
   }
 }
 
 }  // namespace
+
+const ParamSpec* param_spec(const OpInfo& op, std::string_view name) {
+  if (name == kCheckpointParam) return &checkpoint_spec();
+  for (const ParamSpec& spec : op.params) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
 
 const std::string& prim_name(Prim prim) { return names().at(static_cast<std::size_t>(prim)); }
 
@@ -132,7 +147,7 @@ std::vector<std::string> registered_ops() {
 std::vector<ValueType> infer_result_types(const OpInfo& op, const std::vector<ValueType>& ins, const Params& params,
                                           const Mesh& mesh, CollectiveRules rules) {
   check_arity(op, ins.size());
-  check_param_names(op, params);
+  check_params(op, params);
   std::vector<ValueType> outs = op.infer(ins, params, mesh);
   if (rules == CollectiveRules::shard_map && op.communicates_operand) {
     if (has_param(params, "groups")) {

@@ -28,10 +28,14 @@ const OpInfo& op_info(Prim prim);
 // claiming one would make the second definition unreachable) or one no family registers.
 using OpIndex = std::vector<const OpInfo*>;
 OpIndex index_ops(const std::vector<OpInfo>& ops);
+// The schema's entry for parameter `name` of `op` (the checkpoint marker included); nullptr when it has none.
+const ParamSpec* param_spec(const OpInfo& op, std::string_view name);
 // Every registered op's name, sorted.
 std::vector<std::string> registered_ops();
 
-// Checks arity and parameter names and kinds, then runs the rule: the result types of `op` on `ins`.
+// Checks arity and the parameters against the op's schema (required ones present, no unknown one, each of its
+// kind: RuleError "parameter 'axes' must be a tuple of axis names"), then runs the rule: the result types of
+// `op` on `ins`.
 // Throws RuleError saying which rule failed.
 // Under CollectiveRules::shard_map, all_gather's result keeps varying over its axes (JAX's all_gather) and
 // axis index groups are refused.

@@ -55,6 +55,12 @@ inline constexpr std::size_t kNumPrims = 0
 // The primitive's name as programs print it ("add", "psum"); one string per Prim, made once.
 const std::string& prim_name(Prim prim);
 
+// A parameter's kind (weft/program_params.hpp: one per ProgramParam alternative, its variant index) and one
+// entry of a primitive's schema: {name, kind} or {name, kind, kOptional}.
+using ParamKind = ProgramParamKind;
+using ParamSpec = ProgramParamSpec;
+inline constexpr bool kOptional = false;
+
 // A primitive's array kernel: what the executor runs for an equation it computes locally. Its result has
 // exactly the type the primitive's type rule gives (the kernel-types test checks every dtype).
 using Kernel = std::vector<Array> (*)(const std::vector<Array>& ins, const Params& params);
@@ -79,8 +85,9 @@ struct OpInfo {
   Prim id{};
   int min_inputs = 0;
   int max_inputs = 0;  // -1: any number
-  std::vector<std::string> required_params{};
-  std::vector<std::string> optional_params{};
+  // The parameters an equation of it may set: the registry refuses a missing required one, an unknown one and
+  // one of another kind.
+  std::vector<ParamSpec> params{};
   // Session effects (host / remote transfers, variable updates): never removed, never reordered.
   bool effectful = false;
   // One of the elementwise family: a candidate for fusion (fusion.hpp).

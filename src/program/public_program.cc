@@ -65,6 +65,45 @@ std::size_t Program::fused_runs() const {
 
 std::ostream& operator<<(std::ostream& os, const Program& program) { return os << program.text(); }
 
+const char* program_param_kind_text(ProgramParamKind kind) {
+  using ParamKind = ProgramParamKind;
+  using program::param_kind;
+  switch (kind) {
+    case ParamKind::boolean: return param_kind<bool>();
+    case ParamKind::integer: return param_kind<std::int64_t>();
+    case ParamKind::string: return param_kind<std::string>();
+    case ParamKind::dtype: return param_kind<DType>();
+    case ParamKind::ints: return param_kind<std::vector<std::int64_t>>();
+    case ParamKind::axes: return param_kind<std::vector<std::string>>();
+    case ParamKind::permutation: return param_kind<Permutation>();
+    case ParamKind::groups: return param_kind<program::Groups>();
+  }
+  return "a parameter";
+}
+
+const char* program_param_kind_name(ProgramParamKind kind) {
+  using ParamKind = ProgramParamKind;
+  switch (kind) {
+    case ParamKind::boolean: return "bool";
+    case ParamKind::integer: return "int";
+    case ParamKind::string: return "str";
+    case ParamKind::dtype: return "dtype";
+    case ParamKind::ints: return "ints";
+    case ParamKind::axes: return "strs";
+    case ParamKind::permutation: return "perm";
+    case ParamKind::groups: return "groups";
+  }
+  return "?";
+}
+
+std::vector<ProgramParamSpec> op_schema(std::string_view op) {
+  const program::OpInfo* info = program::find_op(op);
+  if (info == nullptr) throw InvalidArgument("unknown op '" + std::string(op) + "'");
+  std::vector<ProgramParamSpec> schema = info->params;
+  schema.push_back(*program::param_spec(*info, program::kCheckpointParam));  // any equation may carry it
+  return schema;
+}
+
 ProgramBuilder::ProgramBuilder(Mesh mesh, CollectiveRules rules)
     : builder_(std::make_unique<program::Builder>(std::move(mesh), rules)) {}
 ProgramBuilder::~ProgramBuilder() = default;

@@ -110,5 +110,61 @@ TEST(ProgramRegistry, RowPropertiesAreTheFamiliesSets) {
   }
 }
 
+// The registry checks every parameter against the op's schema before the type rule runs: present when
+// required, known, and of its kind, the refusal naming the parameter and the kind it must be. The texts are
+// params.hpp's accessors' (a rule reading a parameter refuses it with the same words).
+TEST(ProgramRegistry, ParametersOfAnotherKindAreRefusedByTheSchema) {
+  const Mesh mesh({{"i", 2}});
+  const ValueType f32{DType::f32, {2}, {}};
+  struct Case {
+    const char* op;
+    Params params;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"psum", {{"axes", int_param(0)}}, "parameter 'axes' must be a tuple of axis names"},
+      {"sum", {{"axes", axes_param({"i"})}}, "parameter 'axes' must be a tuple of ints"},
+      {"astype", {{"dtype", string_param("f32")}}, "parameter 'dtype' must be a dtype"},
+      {"integer_pow", {{"y", bool_param(true)}}, "parameter 'y' must be an int"},
+      {"all_gather", {{"axes", axes_param({"i"})}, {"axis", int_param(0)}, {"tiled", int_param(1)}},
+       "parameter 'tiled' must be a bool"},
+      {"ppermute", {{"axes", axes_param({"i"})}, {"perm", ints_param({0, 1})}},
+       "parameter 'perm' must be a tuple of (source, destination) pairs"},
+      {"psum", {{"axes", axes_param({"i"})}, {"groups", ints_param({0, 1})}},
+       "parameter 'groups' must be a tuple of index tuples"},
+      // Parameters no type rule reads (the executor's): refused here, not first when the program runs.
+      {"host_store", {{"stream", int_param(3)}}, "parameter 'stream' must be a string"},
+      {"replicated_reduce_scatter", {{"axes", axes_param({"i"})}, {"op", int_param(0)}},
+       "parameter 'op' must be a string"},
+      {"exp", {{kCheckpointParam, string_param("r")}}, "parameter 'checkpoint' must be an int"},
+      // Presence: required ones first, then unknown ones.
+      {"psum", {}, "psum needs parameter 'axes'"},
+      {"exp", {{"axis", int_param(0)}}, "exp has no parameter 'axis'"},
+      // Of their kinds: accepted.
+      {"host_store", {{"stream", string_param("out")}}, ""},
+      {"exp", {{kCheckpointParam, int_param(2)}}, ""},
+  };
+  for (const Case& c : cases) {
+    std::string error;
+    try {
+      infer_result_types(c.op, {f32}, c.params, mesh);
+    } catch (const RuleError& e) {
+      error = e.what();
+    }
+    EXPECT_EQ(error, c.error) << c.op;
+  }
+}
+
+// Each schema entry's kind is the variant alternative a value of it holds, so the check is an index compare.
+TEST(ProgramRegistry, EveryKindIsItsVariantAlternative) {
+  const std::vector<std::pair<Param, ParamKind>> values = {
+      {bool_param(true), ParamKind::boolean},       {int_param(1), ParamKind::integer},
+      {string_param("s"), ParamKind::string},       {Param{DType::f32}, ParamKind::dtype},
+      {ints_param({1}), ParamKind::ints},           {axes_param({"i"}), ParamKind::axes},
+      {Param{Permutation{{0, 1}}}, ParamKind::permutation}, {Param{Groups{{0}}}, ParamKind::groups},
+  };
+  for (const auto& [value, kind] : values) EXPECT_EQ(value.index(), static_cast<std::size_t>(kind));
+}
+
 }  // namespace
 }  // namespace weft::program

@@ -751,57 +751,69 @@ const char* const kNoExtremumRule =
 }  // namespace
 
 void register_collective_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({.id = Prim::psum, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes"},
-                 .optional_params = {"groups"}, .communicates_operand = true, .equal_within_groups = true,
-                 .infer = all_reduce, .vjp = psum_vjp, .jvp = linear_jvp, .batch = reduction_batch});
-  ops.push_back({.id = Prim::pmean, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes"},
-                 .optional_params = {"groups"}, .communicates_operand = true, .equal_within_groups = true,
-                 .infer = all_reduce, .vjp = pmean_vjp, .jvp = linear_jvp, .batch = reduction_batch});
+  using K = ParamKind;
+  ops.push_back({.id = Prim::psum, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
+                 .equal_within_groups = true, .infer = all_reduce, .vjp = psum_vjp, .jvp = linear_jvp,
+                 .batch = reduction_batch});
+  ops.push_back({.id = Prim::pmean, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
+                 .equal_within_groups = true, .infer = all_reduce, .vjp = pmean_vjp, .jvp = linear_jvp,
+                 .batch = reduction_batch});
   for (Prim id : {Prim::pmax, Prim::pmin}) {
-    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes"},
-                   .optional_params = {"groups"}, .communicates_operand = true, .equal_within_groups = true,
-                   .infer = all_reduce, .batch = reduction_batch, .no_rule = kNoExtremumRule});
+    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1,
+                   .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
+                   .equal_within_groups = true, .infer = all_reduce, .batch = reduction_batch,
+                   .no_rule = kNoExtremumRule});
   }
-  ops.push_back({.id = Prim::pprod, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes"},
-                 .optional_params = {"groups"}, .communicates_operand = true, .equal_within_groups = true,
-                 .infer = all_reduce, .vjp = pprod_vjp, .jvp = pprod_jvp, .batch = reduction_batch});
+  ops.push_back({.id = Prim::pprod, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
+                 .equal_within_groups = true, .infer = all_reduce, .vjp = pprod_vjp, .jvp = pprod_jvp,
+                 .batch = reduction_batch});
   ops.push_back({.id = Prim::all_reduce_identical_inputs, .min_inputs = 1, .max_inputs = 1,
-                 .required_params = {"axes"}, .optional_params = {"groups"}, .infer = all_reduce,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .infer = all_reduce,
                  .vjp = identical_inputs_vjp, .jvp = linear_jvp, .batch = identity_batch});
   ops.push_back({.id = Prim::all_reduce_identical_grad_inputs, .min_inputs = 1, .max_inputs = 1,
-                 .required_params = {"axes"}, .optional_params = {"groups"}, .equal_within_groups = true,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .equal_within_groups = true,
                  .infer = all_reduce, .vjp = identical_grad_inputs_vjp, .jvp = linear_jvp, .batch = reduction_batch});
-  ops.push_back({.id = Prim::replicated_reduce_scatter, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes"},
-                 .optional_params = {"groups", "op"}, .infer = flat_shard, .vjp = replicated_reduce_scatter_vjp,
-                 .jvp = replicated_reduce_scatter_jvp, .batch = replicated_reduce_scatter_batch});
-  ops.push_back({.id = Prim::replica_sharded_slice, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes"},
-                 .optional_params = {"groups"}, .infer = flat_shard, .vjp = replica_sharded_slice_vjp,
-                 .jvp = linear_jvp, .batch = replica_sharded_slice_batch});
-  ops.push_back({.id = Prim::gather_shards, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes", "shape"},
-                 .optional_params = {"groups"}, .equal_within_groups = true, .infer = gather_shards,
-                 .vjp = gather_shards_vjp, .jvp = linear_jvp, .batch = gather_shards_batch});
-  ops.push_back({.id = Prim::all_gather, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes", "axis"},
-                 .optional_params = {"groups", "tiled"}, .communicates_operand = true, .equal_within_groups = true,
-                 .infer = all_gather, .vjp = all_gather_vjp, .jvp = linear_jvp, .batch = all_gather_batch});
-  ops.push_back({.id = Prim::psum_scatter, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes", "axis"},
-                 .optional_params = {"groups", "tiled"}, .communicates_operand = true, .infer = psum_scatter,
-                 .vjp = psum_scatter_vjp, .jvp = linear_jvp, .batch = psum_scatter_batch});
+  ops.push_back({.id = Prim::replicated_reduce_scatter, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}, {"op", K::string, kOptional}},
+                 .infer = flat_shard, .vjp = replicated_reduce_scatter_vjp, .jvp = replicated_reduce_scatter_jvp,
+                 .batch = replicated_reduce_scatter_batch});
+  ops.push_back({.id = Prim::replica_sharded_slice, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .infer = flat_shard,
+                 .vjp = replica_sharded_slice_vjp, .jvp = linear_jvp, .batch = replica_sharded_slice_batch});
+  ops.push_back({.id = Prim::gather_shards, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"shape", K::ints}, {"groups", K::groups, kOptional}},
+                 .equal_within_groups = true, .infer = gather_shards, .vjp = gather_shards_vjp, .jvp = linear_jvp,
+                 .batch = gather_shards_batch});
+  ops.push_back({.id = Prim::all_gather, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"axis", K::integer}, {"groups", K::groups, kOptional},
+                            {"tiled", K::boolean, kOptional}},
+                 .communicates_operand = true, .equal_within_groups = true, .infer = all_gather,
+                 .vjp = all_gather_vjp, .jvp = linear_jvp, .batch = all_gather_batch});
+  ops.push_back({.id = Prim::psum_scatter, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"axis", K::integer}, {"groups", K::groups, kOptional},
+                            {"tiled", K::boolean, kOptional}},
+                 .communicates_operand = true, .infer = psum_scatter, .vjp = psum_scatter_vjp, .jvp = linear_jvp,
+                 .batch = psum_scatter_batch});
   ops.push_back({.id = Prim::all_to_all, .min_inputs = 1, .max_inputs = 1,
-                 .required_params = {"axes", "split_axis", "concat_axis"}, .optional_params = {"groups", "tiled"},
+                 .params = {{"axes", K::axes}, {"split_axis", K::integer}, {"concat_axis", K::integer},
+                            {"groups", K::groups, kOptional}, {"tiled", K::boolean, kOptional}},
                  .communicates_operand = true, .infer = all_to_all, .vjp = all_to_all_vjp, .jvp = linear_jvp,
                  .batch = all_to_all_batch});
-  ops.push_back({.id = Prim::ppermute, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes", "perm"},
-                 .communicates_operand = true, .infer = ppermute, .vjp = ppermute_vjp, .jvp = linear_jvp,
-                 .batch = ppermute_batch});
-  ops.push_back({.id = Prim::pbroadcast, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes", "source"},
-                 .communicates_operand = true, .infer = pbroadcast, .vjp = pbroadcast_vjp, .jvp = linear_jvp,
-                 .batch = pbroadcast_batch});
+  ops.push_back({.id = Prim::ppermute, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"perm", K::permutation}}, .communicates_operand = true,
+                 .infer = ppermute, .vjp = ppermute_vjp, .jvp = linear_jvp, .batch = ppermute_batch});
+  ops.push_back({.id = Prim::pbroadcast, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"source", K::integer}}, .communicates_operand = true,
+                 .infer = pbroadcast, .vjp = pbroadcast_vjp, .jvp = linear_jvp, .batch = pbroadcast_batch});
   // An int32 result: no derivative to take.
-  ops.push_back({.id = Prim::axis_index, .min_inputs = 0, .max_inputs = 0, .required_params = {"axes"},
+  ops.push_back({.id = Prim::axis_index, .min_inputs = 0, .max_inputs = 0, .params = {{"axes", K::axes}},
                  .infer = axis_index, .batch = axis_index_batch});
   // shard_map's pvary changes a value's type only (its varying axes): the data stays, a kernel of its own (the
   // executor runs it locally, no replica meets).
-  ops.push_back({.id = Prim::pvary, .min_inputs = 1, .max_inputs = 1, .required_params = {"axes"}, .infer = pvary,
+  ops.push_back({.id = Prim::pvary, .min_inputs = 1, .max_inputs = 1, .params = {{"axes", K::axes}}, .infer = pvary,
                  .kernel = [](const std::vector<Array>& in, const Params&) -> std::vector<Array> { return {in[0]}; },
                  .vjp = pvary_vjp, .jvp = linear_jvp, .batch = identity_batch});
 }

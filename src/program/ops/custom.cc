@@ -336,11 +336,13 @@ CustomCallLayout custom_call_layout(Prim op, const Params& params, std::size_t o
 }
 
 void register_custom_ops(std::vector<OpInfo>& ops) {
-  const std::vector<std::string> params{"rule", "primals", "outputs", "name"};
-  ops.push_back({.id = Prim::custom_vjp_call, .min_inputs = 0, .max_inputs = -1, .required_params = params,
+  using K = ParamKind;
+  const std::vector<ParamSpec> params{
+      {"rule", K::integer}, {"primals", K::integer}, {"outputs", K::integer}, {"name", K::string}};
+  ops.push_back({.id = Prim::custom_vjp_call, .min_inputs = 0, .max_inputs = -1, .params = params,
                  .infer = infer_vjp_call, .kernel = call_kernel, .vjp = custom_vjp_vjp, .jvp = custom_vjp_jvp,
                  .batch = custom_vjp_batch});
-  ops.push_back({.id = Prim::custom_jvp_call, .min_inputs = 0, .max_inputs = -1, .required_params = params,
+  ops.push_back({.id = Prim::custom_jvp_call, .min_inputs = 0, .max_inputs = -1, .params = params,
                  .infer = infer_jvp_call, .kernel = call_kernel, .vjp = custom_jvp_vjp, .jvp = custom_jvp_jvp,
                  .batch = custom_jvp_batch});
 }

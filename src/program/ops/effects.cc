@@ -29,24 +29,27 @@ std::vector<ValueType> check_offset(const std::vector<ValueType>& ins, std::size
 }  // namespace
 
 void register_effect_ops(std::vector<OpInfo>& ops) {
+  using K = ParamKind;
   ops.push_back({.id = Prim::host_load, .min_inputs = 0, .max_inputs = 0,
-                 .required_params = {"stream", "shape", "dtype"}, .effectful = true, .infer = declared_result});
-  ops.push_back({.id = Prim::host_store, .min_inputs = 1, .max_inputs = 1, .required_params = {"stream"},
+                 .params = {{"stream", K::string}, {"shape", K::ints}, {"dtype", K::dtype}}, .effectful = true,
+                 .infer = declared_result});
+  ops.push_back({.id = Prim::host_store, .min_inputs = 1, .max_inputs = 1, .params = {{"stream", K::string}},
                  .effectful = true, .infer = no_result});
   ops.push_back({.id = Prim::remote_load, .min_inputs = 0, .max_inputs = 1,
-                 .required_params = {"buffer", "shape", "dtype"}, .effectful = true,
+                 .params = {{"buffer", K::string}, {"shape", K::ints}, {"dtype", K::dtype}}, .effectful = true,
                  .infer = [](const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
                    check_offset(ins, 0);
                    return declared_result(ins, params, mesh);
                  }});
-  ops.push_back({.id = Prim::remote_store, .min_inputs = 1, .max_inputs = 2, .required_params = {"buffer"},
+  ops.push_back({.id = Prim::remote_store, .min_inputs = 1, .max_inputs = 2, .params = {{"buffer", K::string}},
                  .effectful = true,
                  .infer = [](const std::vector<ValueType>& ins, const Params&, const Mesh&) {
                    return check_offset(ins, 1);
                  }});
   ops.push_back({.id = Prim::variable_read, .min_inputs = 0, .max_inputs = 0,
-                 .required_params = {"variable", "shape", "dtype"}, .effectful = true, .infer = declared_result});
-  ops.push_back({.id = Prim::variable_update, .min_inputs = 1, .max_inputs = 1, .required_params = {"variable"},
+                 .params = {{"variable", K::string}, {"shape", K::ints}, {"dtype", K::dtype}}, .effectful = true,
+                 .infer = declared_result});
+  ops.push_back({.id = Prim::variable_update, .min_inputs = 1, .max_inputs = 1, .params = {{"variable", K::string}},
                  .effectful = true, .infer = no_result});
 }
 

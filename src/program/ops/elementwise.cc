@@ -319,7 +319,7 @@ Outs integer_pow_kernel(const Ins& in, const Params& p) { return {detail::intege
 struct Row {
   Prim id;
   int arity;
-  std::vector<std::string> params;
+  std::vector<ParamSpec> params;
   InferRule infer;
   Rules rules;
   Kernel kernel;
@@ -339,7 +339,7 @@ std::vector<Row> family() {
       {P::minimum,              2, {},        arithmetic,  by<extremum_partial>,                     binary<weft::minimum>},
       {P::negative,             1, {},        negation,    by<negative_partial>,                     prefix<std::negate<>>},
       {P::copy,                 1, {},        same_unary,  by<identity_partial>,                     identity_kernel},
-      {P::integer_pow,          1, {"y"},     integer_pow, by<integer_pow_partial>,                  integer_pow_kernel},
+      {P::integer_pow,          1, {{"y", ParamKind::integer}}, integer_pow, by<integer_pow_partial>,                  integer_pow_kernel},
       {P::exp,                  1, {},        float_unary, by<exp_partial>,                          unary<weft::exp>},
       {P::log,                  1, {},        float_unary, by<log_partial>,                          unary<weft::log>},
       {P::log1p,                1, {},        float_unary, by<log1p_partial>,                        unary<weft::log1p>},
@@ -352,7 +352,7 @@ std::vector<Row> family() {
       {P::abs,                  1, {},        same_unary,  by<abs_partial>,                          unary<weft::abs>},
       {P::relu,                 1, {},        same_unary,  by<relu_partial>,                         unary<weft::relu>},
       {P::where,                3, {},        select,      {vjp_from<where_partial>, where_jvp},     where_kernel},
-      {P::astype,               1, {"dtype"}, convert,     {vjp_from<identity_partial>, astype_jvp}, astype_kernel},
+      {P::astype,               1, {{"dtype", ParamKind::dtype}}, convert,     {vjp_from<identity_partial>, astype_jvp}, astype_kernel},
       {P::stop_gradient,        1, {},        same_unary,  {no_cotangent_vjp, zero_jvp},             identity_kernel},
       {P::sign,                 1, {},        signum,      {no_cotangent_vjp, zero_jvp},             unary<weft::sign>},
       {P::equal,                2, {},        comparison,  none,                                     binary<weft::equal>},
@@ -394,7 +394,7 @@ std::vector<std::int64_t> broadcast_shapes(const std::vector<ValueType>& ins) {
 
 void register_elementwise_ops(std::vector<OpInfo>& ops) {
   for (const Row& row : family()) {
-    ops.push_back({.id = row.id, .min_inputs = row.arity, .max_inputs = row.arity, .required_params = row.params,
+    ops.push_back({.id = row.id, .min_inputs = row.arity, .max_inputs = row.arity, .params = row.params,
                    .elementwise = true, .infer = row.infer, .kernel = row.kernel, .vjp = row.rules.vjp,
                    .jvp = row.rules.jvp, .batch = elementwise_batch});
   }

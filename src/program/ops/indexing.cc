@@ -137,11 +137,12 @@ std::vector<Array> one_hot_kernel(const std::vector<Array>& in, const Params& p)
 }  // namespace
 
 void register_indexing_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({.id = Prim::take, .min_inputs = 2, .max_inputs = 2, .optional_params = {"axis"}, .infer = take,
-                 .kernel = take_kernel,
-                 .vjp = take_vjp, .jvp = take_jvp, .batch = take_batch});
-  ops.push_back({.id = Prim::one_hot, .min_inputs = 1, .max_inputs = 1, .required_params = {"num_classes", "dtype"},
-                 .infer = one_hot, .kernel = one_hot_kernel, .jvp = zero_jvp, .batch = one_hot_batch});
+  using K = ParamKind;
+  ops.push_back({.id = Prim::take, .min_inputs = 2, .max_inputs = 2, .params = {{"axis", K::integer, kOptional}},
+                 .infer = take, .kernel = take_kernel, .vjp = take_vjp, .jvp = take_jvp, .batch = take_batch});
+  ops.push_back({.id = Prim::one_hot, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"num_classes", K::integer}, {"dtype", K::dtype}}, .infer = one_hot,
+                 .kernel = one_hot_kernel, .jvp = zero_jvp, .batch = one_hot_batch});
 }
 
 }  // namespace weft::program

@@ -130,9 +130,11 @@ std::vector<Array> matmul_kernel(const std::vector<Array>& in, const Params& p) 
 }  // namespace
 
 void register_linalg_ops(std::vector<OpInfo>& ops) {
+  using K = ParamKind;
   ops.push_back({.id = Prim::matmul, .min_inputs = 2, .max_inputs = 2,
-                 .optional_params = {"transpose_a", "transpose_b"}, .infer = matmul, .kernel = matmul_kernel, .vjp = matmul_vjp,
-                 .jvp = matmul_jvp, .batch = matmul_batch});
+                 .params = {{"transpose_a", K::boolean, kOptional}, {"transpose_b", K::boolean, kOptional}},
+                 .infer = matmul, .kernel = matmul_kernel, .vjp = matmul_vjp, .jvp = matmul_jvp,
+                 .batch = matmul_batch});
 }
 
 }  // namespace weft::program

@@ -177,12 +177,14 @@ Outs layer_norm_vjp_kernel(const Ins& in, const Params&) {
 }  // namespace
 
 void register_nn_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({.id = Prim::softmax, .min_inputs = 1, .max_inputs = 1, .optional_params = {"axis"},
+  using K = ParamKind;
+  ops.push_back({.id = Prim::softmax, .min_inputs = 1, .max_inputs = 1, .params = {{"axis", K::integer, kOptional}},
                  .infer = along_axis, .kernel = along_axis_kernel<weft::softmax>, .vjp = softmax_vjp,
                  .jvp = softmax_jvp, .batch = shifted_axes_batch});
-  ops.push_back({.id = Prim::log_softmax, .min_inputs = 1, .max_inputs = 1, .optional_params = {"axis"},
-                 .infer = along_axis, .kernel = along_axis_kernel<weft::log_softmax>, .vjp = log_softmax_vjp,
-                 .jvp = log_softmax_jvp, .batch = shifted_axes_batch});
+  ops.push_back({.id = Prim::log_softmax, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axis", K::integer, kOptional}}, .infer = along_axis,
+                 .kernel = along_axis_kernel<weft::log_softmax>, .vjp = log_softmax_vjp, .jvp = log_softmax_jvp,
+                 .batch = shifted_axes_batch});
   ops.push_back({.id = Prim::layer_norm, .min_inputs = 4, .max_inputs = 4, .infer = layer_norm,
                  .kernel = layer_norm_kernel, .vjp = layer_norm_vjp, .jvp = layer_norm_jvp,
                  .batch = layer_norm_batch});

@@ -259,35 +259,38 @@ Outs cumulative_kernel(const Ins& in, const Params& p) {
 }  // namespace
 
 void register_reduction_ops(std::vector<OpInfo>& ops) {
+  using K = ParamKind;
   const auto rule = [](Prim op) -> InferRule {
     return [op](const std::vector<ValueType>& ins, const Params& params, const Mesh&) { return reduction(op, ins, params); };
   };
   for (const auto& [id, kernel] : {std::pair{Prim::sum, &reduction_kernel<weft::sum>},
                                     std::pair{Prim::mean, &reduction_kernel<weft::mean>}}) {
-    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1, .optional_params = {"axes", "keepdims"},
-                   .infer = rule(id), .kernel = kernel, .vjp = sum_mean_vjp, .jvp = linear_jvp,
-                   .batch = reduction_batch});
+    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1,
+                   .params = {{"axes", K::ints, kOptional}, {"keepdims", K::boolean, kOptional}}, .infer = rule(id),
+                   .kernel = kernel, .vjp = sum_mean_vjp, .jvp = linear_jvp, .batch = reduction_batch});
   }
   for (const auto& [id, kernel] : {std::pair{Prim::max, &reduction_kernel<weft::max>},
                                     std::pair{Prim::min, &reduction_kernel<weft::min>}}) {
-    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1, .optional_params = {"axes", "keepdims"},
-                   .infer = rule(id), .kernel = kernel, .vjp = max_min_vjp, .jvp = max_min_jvp,
-                   .batch = reduction_batch});
+    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1,
+                   .params = {{"axes", K::ints, kOptional}, {"keepdims", K::boolean, kOptional}}, .infer = rule(id),
+                   .kernel = kernel, .vjp = max_min_vjp, .jvp = max_min_jvp, .batch = reduction_batch});
   }
   for (const auto& [id, kernel] : {std::pair{Prim::argmax, &arg_reduction_kernel<weft::argmax>},
                                     std::pair{Prim::argmin, &arg_reduction_kernel<weft::argmin>}}) {
-    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1, .optional_params = {"axis", "keepdims"},
+    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1,
+                   .params = {{"axis", K::integer, kOptional}, {"keepdims", K::boolean, kOptional}},
                    .infer = arg_reduction, .kernel = kernel, .batch = arg_reduction_batch});
   }
-  ops.push_back({.id = Prim::logsumexp, .min_inputs = 1, .max_inputs = 1, .required_params = {"axis"},
-                 .optional_params = {"keepdims"}, .infer = logsumexp, .kernel = logsumexp_kernel, .vjp = logsumexp_vjp, .jvp = logsumexp_jvp,
+  ops.push_back({.id = Prim::logsumexp, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axis", K::integer}, {"keepdims", K::boolean, kOptional}}, .infer = logsumexp,
+                 .kernel = logsumexp_kernel, .vjp = logsumexp_vjp, .jvp = logsumexp_jvp,
                  .batch = shifted_axes_batch});
-  ops.push_back({.id = Prim::cumsum, .min_inputs = 1, .max_inputs = 1, .required_params = {"axis"},
-                 .optional_params = {"reverse"}, .infer = cumulative,
+  ops.push_back({.id = Prim::cumsum, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axis", K::integer}, {"reverse", K::boolean, kOptional}}, .infer = cumulative,
                  .kernel = cumulative_kernel<detail::Cumulative::sum>, .vjp = cumsum_vjp, .jvp = linear_jvp,
                  .batch = shifted_axes_batch});
-  ops.push_back({.id = Prim::cumprod, .min_inputs = 1, .max_inputs = 1, .required_params = {"axis"},
-                 .optional_params = {"reverse"}, .infer = cumulative,
+  ops.push_back({.id = Prim::cumprod, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axis", K::integer}, {"reverse", K::boolean, kOptional}}, .infer = cumulative,
                  .kernel = cumulative_kernel<detail::Cumulative::product>, .vjp = cumprod_vjp, .jvp = cumprod_jvp,
                  .batch = shifted_axes_batch});
 }

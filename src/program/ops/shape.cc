@@ -271,16 +271,22 @@ Outs slice_kernel(const Ins& in, const Params& p) {
 }  // namespace
 
 void register_shape_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({.id = Prim::reshape, .min_inputs = 1, .max_inputs = 1, .required_params = {"shape"},
-                 .infer = reshape, .kernel = reshape_kernel, .vjp = reshape_vjp, .jvp = linear_jvp, .batch = reshape_batch});
-  ops.push_back({.id = Prim::transpose, .min_inputs = 1, .max_inputs = 1, .optional_params = {"perm"},
-                 .infer = transpose, .kernel = transpose_kernel, .vjp = transpose_vjp, .jvp = linear_jvp, .batch = transpose_batch});
-  ops.push_back({.id = Prim::broadcast_to, .min_inputs = 1, .max_inputs = 1, .required_params = {"shape"},
-                 .infer = broadcast_to, .kernel = broadcast_to_kernel, .vjp = broadcast_to_vjp, .jvp = linear_jvp, .batch = broadcast_to_batch});
-  ops.push_back({.id = Prim::concatenate, .min_inputs = 1, .max_inputs = -1, .required_params = {"axis"},
-                 .infer = concatenate, .kernel = concatenate_kernel, .vjp = concatenate_vjp, .jvp = linear_jvp, .batch = concatenate_batch});
-  ops.push_back({.id = Prim::slice, .min_inputs = 1, .max_inputs = 1, .required_params = {"start", "limit", "step"},
-                 .infer = slice, .kernel = slice_kernel, .vjp = slice_vjp, .jvp = linear_jvp, .batch = slice_batch});
+  using K = ParamKind;
+  ops.push_back({.id = Prim::reshape, .min_inputs = 1, .max_inputs = 1, .params = {{"shape", K::ints}},
+                 .infer = reshape, .kernel = reshape_kernel, .vjp = reshape_vjp, .jvp = linear_jvp,
+                 .batch = reshape_batch});
+  ops.push_back({.id = Prim::transpose, .min_inputs = 1, .max_inputs = 1, .params = {{"perm", K::ints, kOptional}},
+                 .infer = transpose, .kernel = transpose_kernel, .vjp = transpose_vjp, .jvp = linear_jvp,
+                 .batch = transpose_batch});
+  ops.push_back({.id = Prim::broadcast_to, .min_inputs = 1, .max_inputs = 1, .params = {{"shape", K::ints}},
+                 .infer = broadcast_to, .kernel = broadcast_to_kernel, .vjp = broadcast_to_vjp, .jvp = linear_jvp,
+                 .batch = broadcast_to_batch});
+  ops.push_back({.id = Prim::concatenate, .min_inputs = 1, .max_inputs = -1, .params = {{"axis", K::integer}},
+                 .infer = concatenate, .kernel = concatenate_kernel, .vjp = concatenate_vjp, .jvp = linear_jvp,
+                 .batch = concatenate_batch});
+  ops.push_back({.id = Prim::slice, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"start", K::ints}, {"limit", K::ints}, {"step", K::ints}}, .infer = slice,
+                 .kernel = slice_kernel, .vjp = slice_vjp, .jvp = linear_jvp, .batch = slice_batch});
 }
 
 }  // namespace weft::program
