@@ -1,7 +1,6 @@
 // The op registry: for every op a program may hold, its name, arity, parameters and the rule that infers its
 // result types. The verifier and the builder both check equations against it, so one table is the truth.
 #pragma once
-#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -24,8 +23,9 @@ const OpInfo* find_op(std::string_view name);
 const OpInfo& op_named(std::string_view name);
 // The row of a primitive (every Prim has exactly one: the registry checks when it builds its table).
 const OpInfo& op_info(Prim prim);
-// A table's index by primitive. Throws std::logic_error naming a primitive registered twice (two families
-// claiming one would make the second definition unreachable) or one no family registers.
+// A table's index by primitive (nullptr for a Prim the table has no row of). Throws std::logic_error naming a
+// primitive registered twice (two families claiming one would make the second definition unreachable); the
+// registry's own table is refused as well when some Prim has no row.
 using OpIndex = std::vector<const OpInfo*>;
 OpIndex index_ops(const std::vector<OpInfo>& ops);
 // The schema's entry for parameter `name` of `op` (the checkpoint marker included); nullptr when it has none.
