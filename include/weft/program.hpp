@@ -88,6 +88,16 @@ class Program {
 };
 std::ostream& operator<<(std::ostream& os, const Program& program);
 
+// The parameters op `op` takes, as the program registry defines them (docs/programs.md, "The ops"): what a
+// binding converts its values by; last, the optional `checkpoint` marker every equation may carry (an int,
+// weft::checkpoint's region). InvalidArgument "unknown op 'x'" for an op the registry does not know.
+std::vector<ProgramParamSpec> op_schema(std::string_view op);
+// "an int", "a tuple of axis names": how a refusal names a kind ("parameter 'axes' must be a tuple of axis names").
+const char* program_param_kind_text(ProgramParamKind kind);
+// "int", "strs": a kind's name as the Python module spells it (_weft.op_schema, and the (name, kind, value)
+// triples ProgramBuilder.emit still takes).
+const char* program_param_kind_name(ProgramParamKind kind);
+
 // Records a program equation by equation, inferring each result's type (shape, dtype, varying axes) as it
 // goes; a rule broken is an InvalidArgument naming the equation, its source and the rule, at once.
 class ProgramBuilder {

@@ -17,6 +17,28 @@ namespace weft {
 // never lands in `bool` by accident. The last alternative is JAX's axis_index_groups.
 using ProgramParam = std::variant<bool, std::int64_t, std::string, DType, std::vector<std::int64_t>,
                                   std::vector<std::string>, Permutation, std::vector<std::vector<int>>>;
+// The kind of value a parameter holds: one per ProgramParam alternative, in its order, so a value's kind is
+// its variant index. An op's schema (op_schema, weft/program.hpp) gives each of its parameters a kind.
+enum class ProgramParamKind : std::uint8_t {
+  boolean,      // bool
+  integer,      // std::int64_t
+  string,       // std::string
+  dtype,        // DType
+  ints,         // std::vector<std::int64_t>: shapes, axes of an array
+  axes,         // std::vector<std::string>: mesh axis names
+  permutation,  // Permutation: ppermute's (source, destination) pairs
+  groups,       // std::vector<std::vector<int>>: JAX's axis_index_groups
+};
+static_assert(std::variant_size_v<ProgramParam> == static_cast<std::size_t>(ProgramParamKind::groups) + 1,
+              "one ProgramParamKind per ProgramParam alternative");
+
+// One parameter of an op's schema: its name, the kind of its value, and whether every equation sets it.
+struct ProgramParamSpec {
+  std::string name;
+  ProgramParamKind kind;
+  bool required = true;
+};
+
 // Ordered by name: the order jaxprs print them in.
 using ProgramParams = std::map<std::string, ProgramParam>;
 

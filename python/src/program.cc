@@ -2,8 +2,11 @@
 // weft/_trace.py records into and what weft.jit / weft.pmap run. A traced pmap runs its program on every
 // replica in C++: no Python and no GIL between the equations; the caller releases the GIL for the call.
 //
-// Parameters cross as (name, kind, value) triples: the kind says which C++ alternative a Python value is
-// (an empty tuple may be axes or ints; a list of pairs may be a permutation or groups of two).
+// Parameters cross as (name, value) pairs, each value converted by the op's schema (weft::op_schema: an empty
+// tuple is axes or ints, a list of pairs a permutation or groups of two, as the op says). The older
+// (name, kind, value) triples are still taken while weft/lax.py is converted to pairs.
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "bindings.hpp"
@@ -11,30 +14,64 @@
 namespace weft::python {
 namespace {
 
-ProgramParam param_of(const std::string& name, const std::string& kind, py::handle value) {
+ProgramParam param_of(const std::string& name, ProgramParamKind kind, py::handle value) {
   try {
-    if (kind == "bool") return ProgramParam{value.cast<bool>()};
-    if (kind == "int") return ProgramParam{value.cast<std::int64_t>()};
-    if (kind == "str") return ProgramParam{value.cast<std::string>()};
-    if (kind == "dtype") return ProgramParam{weft_dtype(py::dtype::from_args(py::reinterpret_borrow<py::object>(value)), "a dtype parameter")};
-    if (kind == "ints") return ProgramParam{value.cast<std::vector<std::int64_t>>()};
-    if (kind == "strs") return ProgramParam{value.cast<std::vector<std::string>>()};
-    if (kind == "perm") return ProgramParam{value.cast<Permutation>()};
-    if (kind == "groups") return ProgramParam{value.cast<std::vector<std::vector<int>>>()};
+    switch (kind) {
+      case ProgramParamKind::boolean: return ProgramParam{value.cast<bool>()};
+      case ProgramParamKind::integer: return ProgramParam{value.cast<std::int64_t>()};
+      case ProgramParamKind::string: return ProgramParam{value.cast<std::string>()};
+      case ProgramParamKind::dtype:
+        return ProgramParam{
+            weft_dtype(py::dtype::from_args(py::reinterpret_borrow<py::object>(value)), "a dtype parameter")};
+      case ProgramParamKind::ints: return ProgramParam{value.cast<std::vector<std::int64_t>>()};
+      case ProgramParamKind::axes: return ProgramParam{value.cast<std::vector<std::string>>()};
+      case ProgramParamKind::permutation: return ProgramParam{value.cast<Permutation>()};
+      case ProgramParamKind::groups: return ProgramParam{value.cast<std::vector<std::vector<int>>>()};
+    }
   } catch (const py::cast_error&) {
-    throw InvalidArgument("parameter '" + name + "' = " + py::repr(value).cast<std::string>() + " is not " + kind);
+  }
+  throw InvalidArgument("parameter '" + name + "' = " + py::repr(value).cast<std::string>() + " is not " +
+                        program_param_kind_text(kind));
+}
+
+// A triple's kind by the name the Python module spells it ("ints"), the same table op_schema exports by.
+ProgramParamKind kind_named(const std::string& name, const std::string& kind) {
+  for (int k = 0; k <= static_cast<int>(ProgramParamKind::groups); ++k) {
+    const auto candidate = static_cast<ProgramParamKind>(k);
+    if (kind == program_param_kind_name(candidate)) return candidate;
   }
   throw InvalidArgument("parameter '" + name + "': unknown kind '" + kind + "'");
 }
 
-ProgramParams params_of(const py::list& triples) {
+// `op`'s parameters from (name, value) pairs (each converted by the op's schema) or (name, kind, value)
+// triples. A name the op does not have is refused as the registry refuses it.
+ProgramParams params_of(const std::string& op, const py::list& entries) {
   ProgramParams params;
-  for (py::handle t : triples) {
-    auto triple = t.cast<py::tuple>();
-    const auto name = triple[0].cast<std::string>();
-    params[name] = param_of(name, triple[1].cast<std::string>(), triple[2]);
+  std::optional<std::vector<ProgramParamSpec>> schema;
+  for (py::handle e : entries) {
+    auto entry = e.cast<py::tuple>();
+    const auto name = entry[0].cast<std::string>();
+    if (entry.size() == 3) {
+      params[name] = param_of(name, kind_named(name, entry[1].cast<std::string>()), entry[2]);
+      continue;
+    }
+    if (entry.size() != 2) {
+      throw InvalidArgument(op + ": parameter " + py::repr(e).cast<std::string>() + " is not a (name, value) pair");
+    }
+    if (!schema) schema = op_schema(op);  // InvalidArgument for an unknown op
+    const auto spec = std::find_if(schema->begin(), schema->end(), [&](const auto& s) { return s.name == name; });
+    if (spec == schema->end()) throw InvalidArgument(op + " has no parameter '" + name + "'");
+    params[name] = param_of(name, spec->kind, entry[1]);
   }
   return params;
+}
+
+py::list schema_list(const std::string& op) {
+  py::list out;
+  for (const ProgramParamSpec& spec : op_schema(op)) {
+    out.append(py::make_tuple(spec.name, program_param_kind_name(spec.kind), spec.required));
+  }
+  return out;
 }
 
 py::tuple type_tuple(const ValueType& t) {
@@ -165,7 +202,7 @@ void init_program(py::module_& m) {
            [](ProgramBuilder& b, const std::string& op, const std::vector<int>& inputs, const py::list& params,
               std::string source) {
              py::list out;
-             for (int id : b.emit(op, inputs, params_of(params), std::move(source))) {
+             for (int id : b.emit(op, inputs, params_of(op, params), std::move(source))) {
                out.append(py::make_tuple(id, type_tuple(b.type(id))));
              }
              return out;
@@ -180,6 +217,8 @@ void init_program(py::module_& m) {
       .def_property_readonly("num_equations", &ProgramBuilder::num_equations)
       .def("build", &ProgramBuilder::build);
 
+  m.def("op_schema", &schema_list, py::arg("op"),
+        "The parameters of program op `op` as (name, kind, required) triples, from the C++ registry.");
   m.def("checkpoint_region", &weft::detail::new_checkpoint_region,
         "A new checkpoint region number (weft.checkpoint), unique in the process, C++'s weft::checkpoint alike.");
   m.def("register_custom_vjp", &weft::detail::register_custom_vjp, py::arg("bwd"), py::arg("name"),

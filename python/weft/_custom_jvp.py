@@ -131,8 +131,7 @@ class _TracedCall:
         if not outs:
             return _tree.unflatten(out_def, [])
         rule = self._register_rule(flat_primals, primal_defs, outs, out_def)
-        params = [("rule", "int", rule), ("primals", "int", len(flat_primals)), ("outputs", "int", len(outs)),
-                  ("name", "str", self.f._name)]
+        params = [("rule", rule), ("primals", len(flat_primals)), ("outputs", len(outs)), ("name", self.f._name)]
         return _tree.unflatten(out_def, self.trace.emit("custom_jvp_call", flat_primals + outs, params))
 
     def _register_rule(self, primals, primal_defs, outs, out_def):

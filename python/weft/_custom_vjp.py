@@ -119,8 +119,8 @@ class _TracedCall:
             primal_defs.append(treedef)
         rule = self._register_bwd(residuals, res_def, outs, out_def, primals, primal_defs)
         flat_primals = [p for leaves in primals for p in leaves]
-        params = [("rule", "int", rule), ("primals", "int", len(flat_primals)), ("outputs", "int", len(outs)),
-                  ("name", "str", self.f._name)]
+        params = [("rule", rule), ("primals", len(flat_primals)), ("outputs", len(outs)),
+                  ("name", self.f._name)]
         results = self.trace.emit("custom_vjp_call", flat_primals + outs + residuals, params) if outs else []
         return _tree.unflatten(out_def, results)
 
@@ -254,4 +254,4 @@ def in_trace(trace, leaf, what):
 
 def zeros_of(like):
     """Zeros of `like`'s type (dtype, shape), recorded in the trace running (a rule's)."""
-    return bind("broadcast_to", [_np.zeros((), like.dtype)], [("shape", "ints", list(like.shape))])
+    return bind("broadcast_to", [_np.zeros((), like.dtype)], [("shape", list(like.shape))])

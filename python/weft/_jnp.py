@@ -26,7 +26,7 @@ def _concrete(op, args, params=()):
     """op[params](args) on concrete values through weft's kernels: the equation a trace would record, run.
     `args`: numpy arrays (or Python numbers), of the dtypes the op is to compute in."""
     values = [_canonical(a) for a in args]
-    key = (op, tuple((n, k, tuple(v) if isinstance(v, list) else v) for n, k, v in params),
+    key = (op, tuple(tuple(tuple(x) if isinstance(x, list) else x for x in p) for p in params),
            tuple((v.dtype.str, v.shape) for v in values))
     program = _CONCRETE.get(key)
     if program is None:
@@ -66,7 +66,7 @@ def _promote(xs, dtype=None):
             value = _number(x, _np.float32 if dtype == _dtypes.BF16 else dtype) if _dtypes.is_python_scalar(x) else x
             x = trace.constant(value, weak=x_weak)
         if x.dtype != dtype:
-            x = bind("astype", [x], [("dtype", "dtype", dtype)])
+            x = bind("astype", [x], [("dtype", dtype)])
         out.append(x)
     return out, weak
 
@@ -173,11 +173,11 @@ _matmul = _binary("matmul", _np.matmul)
 def power(a, b):
     # x ** n for a Python int n is JAX's integer_pow: exact repeated multiplication, x's dtype.
     if isinstance(a, Tracer) and isinstance(b, int) and not isinstance(b, bool):
-        return bind("integer_pow", [a], [("y", "int", b)])
+        return bind("integer_pow", [a], [("y", b)])
     if _any_tracer(a, b):
         return _traced("power", (a, b))
     if isinstance(b, int) and not isinstance(b, bool):
-        return _concrete("integer_pow", [a], [("y", "int", b)])
+        return _concrete("integer_pow", [a], [("y", b)])
     return _concrete("power", _promote((a, b))[0])
 
 
@@ -231,7 +231,7 @@ def asarray(a, dtype=None, what="asarray"):
             return a
         if dtype == a.dtype:
             return a.weakly(False)
-        return bind("astype", [a], [("dtype", "dtype", dtype)])
+        return bind("astype", [a], [("dtype", dtype)])
     if dtype is None:
         return _canonical(a)
     return _np.asarray(_canonical(a), dtype=dtype)
@@ -265,10 +265,10 @@ def _reduction(op, np_fn):
             a = asarray(a, dtype, op)
         else:
             a = _x64_accumulation(op, a)
-        params = [("keepdims", "bool", bool(keepdims))]
+        params = [("keepdims", bool(keepdims))]
         axes = _axes_tuple(axis, a.ndim, op)
         if axes is not None:
-            params.append(("axes", "ints", list(axes)))
+            params.append(("axes", list(axes)))
         return _concrete(op, [a], params) if concrete else bind(op, [a], params)
     fn.__name__ = op
     return fn
@@ -286,9 +286,9 @@ def _arg_reduction(op, np_fn):
         concrete = not isinstance(a, Tracer)
         if concrete:
             a = _canonical(a)
-        params = [("keepdims", "bool", bool(keepdims))]
+        params = [("keepdims", bool(keepdims))]
         if axis is not None:
-            params.append(("axis", "int", _norm_axis(int(axis), a.ndim, op)))
+            params.append(("axis", _norm_axis(int(axis), a.ndim, op)))
         out = _concrete(op, [a], params) if concrete else bind(op, [a], params)
         # JAX's index dtype is the default int: int64 with x64 on (weft's kernels give int32).
         return asarray(out, _np.int64, op) if _dtypes.x64_enabled() else out
@@ -305,7 +305,7 @@ def _cumulative(op):
         a = _x64_accumulation("sum", asarray(a, dtype, op) if dtype is not None else asarray(a))
         if axis is None:  # numpy's: along the flattened array
             a, axis = reshape(a, (-1,)), 0
-        params = [("axis", "int", _norm_axis(int(axis), a.ndim, op))]
+        params = [("axis", _norm_axis(int(axis), a.ndim, op))]
         return bind(op, [a], params) if isinstance(a, Tracer) else _concrete(op, [a], params)
     fn.__name__ = op
     return fn
@@ -322,13 +322,13 @@ def reshape(a, newshape, order="C"):
         raise _weft.InvalidArgument("weft.numpy.reshape: only order='C' on tracers")
     if isinstance(newshape, int):
         newshape = (newshape,)
-    return bind("reshape", [a], [("shape", "ints", [int(d) for d in newshape])])
+    return bind("reshape", [a], [("shape", [int(d) for d in newshape])])
 
 
 def transpose(a, axes=None):
     if not isinstance(a, Tracer):
         return _np.transpose(_canonical(a), axes)
-    params = [] if axes is None else [("perm", "ints", [_norm_axis(int(x), a.ndim, "transpose") for x in axes])]
+    params = [] if axes is None else [("perm", [_norm_axis(int(x), a.ndim, "transpose") for x in axes])]
     return bind("transpose", [a], params)
 
 
@@ -376,7 +376,7 @@ def squeeze(a, axis=None):
 def broadcast_to(a, shape):
     if not isinstance(a, Tracer):
         return _np.broadcast_to(_canonical(a), shape)
-    return bind("broadcast_to", [a], [("shape", "ints", [int(d) for d in shape])])
+    return bind("broadcast_to", [a], [("shape", [int(d) for d in shape])])
 
 
 def concatenate(arrays, axis=0):
@@ -385,9 +385,9 @@ def concatenate(arrays, axis=0):
         raise _weft.InvalidArgument("weft.numpy.concatenate: need at least one array to concatenate")
     if not _any_tracer(*arrays):
         arrays = _promote([_np.asarray(a) for a in arrays])[0]
-        return _concrete("concatenate", arrays, [("axis", "int", _norm_axis(axis, arrays[0].ndim, "concatenate"))])
+        return _concrete("concatenate", arrays, [("axis", _norm_axis(axis, arrays[0].ndim, "concatenate"))])
     ndim = next(x for x in arrays if isinstance(x, Tracer)).ndim
-    return _traced("concatenate", arrays, [("axis", "int", _norm_axis(axis, ndim, "concatenate"))])
+    return _traced("concatenate", arrays, [("axis", _norm_axis(axis, ndim, "concatenate"))])
 
 
 def stack(arrays, axis=0):
@@ -422,7 +422,7 @@ def split(ary, indices_or_sections, axis=0):
 def take(a, indices, axis=None):
     if not _any_tracer(a, indices):
         return _np.take(_canonical(a), indices, axis=axis)
-    params = [] if axis is None else [("axis", "int", _norm_axis(axis, a.ndim, "take"))]
+    params = [] if axis is None else [("axis", _norm_axis(axis, a.ndim, "take"))]
     if axis is None and isinstance(a, Tracer):
         a = reshape(a, (-1,))
     return bind("take", [a, indices], params)
@@ -501,7 +501,7 @@ def _getitem(x, index):
         axis += 1
     out = x
     if start != [0] * x.ndim or limit != list(x.shape) or step != [1] * x.ndim:
-        out = bind("slice", [x], [("start", "ints", start), ("limit", "ints", limit), ("step", "ints", step)])
+        out = bind("slice", [x], [("start", start), ("limit", limit), ("step", step)])
     if tuple(shape) != out.shape:
         out = reshape(out, shape)
     return out
@@ -598,7 +598,7 @@ def arange(start, stop=None, step=None, dtype=None):
 # ---- nn (weft.nn re-exports these on tracers) ----------------------------------------------------------
 def _axis_op(op):
     def fn(x, axis=-1):
-        return bind(op, [x], [("axis", "int", _norm_axis(int(axis), x.ndim, op))])
+        return bind(op, [x], [("axis", _norm_axis(int(axis), x.ndim, op))])
     return fn
 
 
@@ -607,12 +607,12 @@ log_softmax_traced = _axis_op("log_softmax")
 
 
 def logsumexp_traced(x, axis=-1, keepdims=False):
-    return bind("logsumexp", [x], [("axis", "int", _norm_axis(int(axis), x.ndim, "logsumexp")),
-                                   ("keepdims", "bool", bool(keepdims))])
+    return bind("logsumexp", [x], [("axis", _norm_axis(int(axis), x.ndim, "logsumexp")),
+                                   ("keepdims", bool(keepdims))])
 
 
 def one_hot_traced(x, num_classes, dtype=_np.float32):
-    return bind("one_hot", [x], [("num_classes", "int", int(num_classes)), ("dtype", "dtype", _np.dtype(dtype))])
+    return bind("one_hot", [x], [("num_classes", int(num_classes)), ("dtype", _np.dtype(dtype))])
 
 
 def gelu_traced(x, approximate=True):
@@ -624,7 +624,7 @@ def gelu_traced(x, approximate=True):
 
 
 def integer_cube(x):
-    return bind("integer_pow", [x], [("y", "int", 3)])
+    return bind("integer_pow", [x], [("y", 3)])
 
 
 def stop_gradient(x):

@@ -149,7 +149,7 @@ class Trace:
             first = x.dtype if first is None else first
         params = list(params)
         if self.region is not None:
-            params.append(("checkpoint", "int", self.region))
+            params.append(("checkpoint", self.region))
         outs = self.builder.emit(op, ids, params, _weft.caller_source())
         # JAX's rule for weak types through an op: a result is weak when every operand is and the op kept
         # their dtype (not a comparison's bool, nor a cast's or an argmax's dtype of its own).

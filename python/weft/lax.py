@@ -35,14 +35,11 @@ def _perm(perm):
     return [(int(source), int(destination)) for source, destination in perm]
 
 
-# A parameter's kind -> how a JAX argument becomes its value.
-_CONVERSIONS = {"int": int, "bool": bool, "perm": _perm}
-
-
 @dataclasses.dataclass(frozen=True)
 class _Collective:
     """A collective of weft.lax: the primitive `name` (the equation's op; weft.lax.<name> in messages), the
-    parameters its JAX arguments give after `axes`, in the equation's order, as (param, kind);
+    parameters its JAX arguments give after `axes`, in the equation's order, as (param, conversion): how the
+    JAX argument becomes the parameter's value (its kind is the op's schema in C++);
     `eager`, what an eager replica runs: eager(x, axis_name, *those values[, groups]); `fused`: element-wise, so
     a pytree goes as one collective per dtype; `operand`: whether it takes an x (axis_index does not)."""
     name: str
@@ -55,7 +52,7 @@ class _Collective:
 
     def __post_init__(self):
         object.__setattr__(self, "api", f"weft.lax.{self.name}")
-        object.__setattr__(self, "converts", tuple(_CONVERSIONS[kind] for _, kind in self.params))
+        object.__setattr__(self, "converts", tuple(convert for _, convert in self.params))
 
 
 # weft._weft's eager collectives (python/src/lax.cc) take their arguments in the parameters' order,
@@ -64,12 +61,12 @@ _PSUM = _Collective("psum", _weft.psum, fused=True)
 _PMEAN = _Collective("pmean", _weft.pmean, fused=True)
 _PMAX = _Collective("pmax", _weft.pmax, fused=True)
 _PMIN = _Collective("pmin", _weft.pmin, fused=True)
-_ALL_GATHER = _Collective("all_gather", _weft.all_gather, (("axis", "int"), ("tiled", "bool")))
-_PSUM_SCATTER = _Collective("psum_scatter", _weft.psum_scatter, (("axis", "int"), ("tiled", "bool")))
-_ALL_TO_ALL = _Collective("all_to_all", _weft.all_to_all, (("split_axis", "int"), ("concat_axis", "int"),
-                                                           ("tiled", "bool")))
-_PPERMUTE = _Collective("ppermute", _weft.ppermute, (("perm", "perm"),))
-_PBROADCAST = _Collective("pbroadcast", _weft.pbroadcast, (("source", "int"),))
+_ALL_GATHER = _Collective("all_gather", _weft.all_gather, (("axis", int), ("tiled", bool)))
+_PSUM_SCATTER = _Collective("psum_scatter", _weft.psum_scatter, (("axis", int), ("tiled", bool)))
+_ALL_TO_ALL = _Collective("all_to_all", _weft.all_to_all, (("split_axis", int), ("concat_axis", int),
+                                                           ("tiled", bool)))
+_PPERMUTE = _Collective("ppermute", _weft.ppermute, (("perm", _perm),))
+_PBROADCAST = _Collective("pbroadcast", _weft.pbroadcast, (("source", int),))
 _PVARY = _Collective("pvary", _weft.pvary)
 _AXIS_INDEX = _Collective("axis_index", lambda axis_name: _np.int32(_weft.axis_index(axis_name)), operand=False)
 
@@ -81,10 +78,10 @@ def _axes(axis_name):
 
 def _params(collective, axis_name, values, groups):
     """The equation's parameters of `collective`, from its converted values (the one place they are built)."""
-    params = [("axes", "strs", _axes(axis_name))]
-    params += [(name, kind, value) for (name, kind), value in zip(collective.params, values)]
+    params = [("axes", _axes(axis_name))]
+    params += [(name, value) for (name, _), value in zip(collective.params, values)]
     if groups is not None:
-        params.append(("groups", "groups", groups))
+        params.append(("groups", groups))
     return params
 
 
@@ -103,7 +100,7 @@ def _apply(collective, x, axis_name, *values, axis_index_groups=None):
     else:
         params = _params(collective, axis_name, values, groups)
         # The one check of the axes' names (python/src/lax.cc), against the trace's mesh.
-        _weft.check_axes_named(collective.api, trace.mesh, params[0][2])
+        _weft.check_axes_named(collective.api, trace.mesh, params[0][1])
         run = lambda *leaf: _bind(collective.name, list(leaf), params, trace=trace)  # noqa: E731
     if not collective.operand:
         return run()

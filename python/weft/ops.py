@@ -73,8 +73,8 @@ def _traced_matmul(a, b, transpose_a=False, transpose_b=False):
     # The transposes stay flags of the equation (no copy), as weft::MatmulOptions.
     if not (transpose_a or transpose_b):
         return _jnp.matmul(a, b)
-    params = [("transpose_a", "bool", True)] if transpose_a else []
-    params += [("transpose_b", "bool", True)] if transpose_b else []
+    params = [("transpose_a", True)] if transpose_a else []
+    params += [("transpose_b", True)] if transpose_b else []
     return _jnp._traced("matmul", (a, b), params)
 
 

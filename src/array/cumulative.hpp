@@ -1,5 +1,5 @@
 // Cumulative sums and products along one axis (jnp.cumsum / jnp.cumprod; lax's `reverse` runs from the end):
-// the program layer's cumsum and cumprod ops (src/program/kernels.cc, src/program/ops/reductions.cc).
+// the program layer's cumsum and cumprod ops (src/program/ops/reductions.cc).
 // Internal: not part of the public array API.
 #pragma once
 

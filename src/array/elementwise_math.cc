@@ -380,7 +380,7 @@ void where_typed(const Array& cond, const Array& a, const Array& b, Array& out) 
 // jax.nn.gelu(approximate=True), 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3), and its
 // derivative 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2): one pass each over chunks that
 // stay in L1 (u into a buffer, the vectorised tanh on it, the result), where the composed form is eight
-// array passes forward and about fourteen backward (programs' gelu_tanh op, src/program/kernels.cc).
+// array passes forward and about fourteen backward (programs' gelu_tanh op, src/program/ops/elementwise.cc).
 using detail::kGeluA;
 using detail::kGeluC;
 

@@ -1,5 +1,5 @@
 // The tanh-approximated GELU (jax.nn.gelu(approximate=True)) and its derivative as single array passes, for
-// the program layer's gelu_tanh op and its VJP (src/program/kernels.cc). Internal: weft::nn-style names in
+// the program layer's gelu_tanh op and its VJP (src/program/ops/elementwise.cc). Internal: weft::nn-style names in
 // the public headers are the composed ops; programs get this fused form from weft.nn.gelu on tracers.
 #pragma once
 

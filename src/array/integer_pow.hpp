@@ -1,5 +1,5 @@
 // x ** y for a fixed integer y (JAX's lax.integer_pow), the program layer's integer_pow kernel
-// (src/program/kernels.cc). Internal: not part of the public array API (weft::power takes an array exponent).
+// (src/program/ops/elementwise.cc). Internal: not part of the public array API (weft::power takes an array exponent).
 #pragma once
 
 #include <cstdint>

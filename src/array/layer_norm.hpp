@@ -1,6 +1,6 @@
 // Layer normalisation over the last axis, y = (x - mean) / sqrt(var + eps) * scale + bias, and its
 // vector-Jacobian product, each one pass over the rows: the program layer's layer_norm op and its VJP
-// (src/program/kernels.cc; weft.nn.layer_norm on tracers). The composed form is five array passes forward and
+// (src/program/ops/nn.cc; weft.nn.layer_norm on tracers). The composed form is five array passes forward and
 // about ten back, each a fresh buffer; here each row stays in L1 between its statistics and its outputs.
 // Internal: not part of the public array API.
 #pragma once

@@ -1,4 +1,4 @@
-// The strided copy under the program layer's slice and broadcast_to kernels (src/program/kernels.cc): a fresh
+// The strided copy under the program layer's slice and broadcast_to kernels (src/program/ops/shape.cc): a fresh
 // row-major array read from another one along per-axis starts and steps. Internal: not part of the public
 // array API (Array::slice and weft::ops cover the user's slicing).
 #pragma once

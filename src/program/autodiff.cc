@@ -82,7 +82,7 @@ class Transposer {
     for (ValueId id : eq.inputs) ins.push_back(map_.at(id));
     Params params = eq.params;
     params.erase(kCheckpointParam);
-    const std::vector<ValueId> outs = b_.emit(eq.op, ins, std::move(params), eq.source);
+    const std::vector<ValueId> outs = b_.emit(eq.info(), ins, std::move(params), eq.source);
     for (std::size_t k = 0; k < outs.size(); ++k) map_[eq.outputs[k]] = outs[k];
   }
 
@@ -98,7 +98,7 @@ class Transposer {
     if (!region || !recomputed_.insert(*region).second) return;
     for (const std::size_t k : regions_.at(*region)) {
       const Equation& member = p_.equations[k];
-      if (find_op(member.op)->effectful) continue;
+      if (member.info().effectful) continue;
       reemit(member);
     }
   }
@@ -132,18 +132,18 @@ class Transposer {
     if (std::none_of(eq.inputs.begin(), eq.inputs.end(), [&](ValueId id) { return differentiable(p_.types[id]); })) {
       return;
     }
-    const OpInfo* info = find_op(eq.op);
+    const OpInfo* info = &eq.info();
     if (info->vjp == nullptr) {
-      if (info->effectful) throw RuleError(eq.op + " is a session effect: it has no VJP");
+      if (info->effectful) throw RuleError(eq.name() + " is a session effect: it has no VJP");
       for (ValueId id : eq.outputs) {
         if (is_floating(p_.types[id].dtype)) {
-          throw RuleError("no VJP rule for " + eq.op + (info->no_rule.empty() ? " yet" : ": " + info->no_rule));
+          throw RuleError("no VJP rule for " + eq.name() + (info->no_rule.empty() ? " yet" : ": " + info->no_rule));
         }
       }
       return;  // integer or boolean results (comparisons, argmax, one_hot, axis_index, bitwise): no cotangent
     }
     e_.set_source(p_.equations[index_].source);
-    VjpContext c{e_, eq.op, eq.params, {}, {}, {}, {}, {}, {}};
+    VjpContext c{e_, eq.info(), eq.params, {}, {}, {}, {}, {}, {}};
     for (ValueId id : eq.inputs) {
       c.in_types.push_back(p_.types[id]);
       c.ins.push_back(map_.at(id));
@@ -204,7 +204,7 @@ std::vector<ValueId> inline_program(Builder& into, const Program& inlined, const
   for (const Equation& eq : inlined.equations) {
     std::vector<ValueId> ins;
     for (ValueId id : eq.inputs) ins.push_back(map.at(id));
-    const std::vector<ValueId> outs = into.emit(eq.op, ins, eq.params, eq.source);
+    const std::vector<ValueId> outs = into.emit(eq.info(), ins, eq.params, eq.source);
     for (std::size_t k = 0; k < outs.size(); ++k) map[eq.outputs[k]] = outs[k];
   }
   std::vector<ValueId> outputs;

@@ -70,7 +70,7 @@ BatchedProgram batch_program(const Program& p, const std::vector<bool>& batched,
     e.set_source(eq.source);
     Params params = eq.params;
     params.erase(kCheckpointParam);
-    BatchContext c{e, eq.op, params, {}, {}, {}, {}, size, axis_name};
+    BatchContext c{e, eq.info(), params, {}, {}, {}, {}, size, axis_name};
     for (ValueId id : eq.inputs) {
       c.in_types.push_back(p.types[id]);
       c.ins.push_back(map.at(id));
@@ -80,16 +80,16 @@ BatchedProgram batch_program(const Program& p, const std::vector<bool>& batched,
     Batched result;
     try {
       if (!c.any_batched() && !names_axis(params, axis_name)) {
-        result.outs = b.emit(eq.op, c.ins, params, eq.source);
+        result.outs = b.emit(eq.info(), c.ins, params, eq.source);
         result.batched.assign(result.outs.size(), false);
       } else {
-        const OpInfo* info = find_op(eq.op);
+        const OpInfo* info = &eq.info();
         if (info->batch == nullptr) {
-          throw RuleError("no batching rule (vmap) for " + eq.op + (info->no_rule.empty() ? " yet" : ": " + info->no_rule));
+          throw RuleError("no batching rule (vmap) for " + eq.name() + (info->no_rule.empty() ? " yet" : ": " + info->no_rule));
         }
         result = info->batch(c);
         if (result.outs.size() != eq.outputs.size() || result.batched.size() != eq.outputs.size()) {
-          throw RuleError("the batching rule of " + eq.op + " gave " + std::to_string(result.outs.size()) +
+          throw RuleError("the batching rule of " + eq.name() + " gave " + std::to_string(result.outs.size()) +
                           " results for " + std::to_string(eq.outputs.size()) + " outputs");
         }
       }

@@ -37,12 +37,11 @@ const ValueType& Builder::type(ValueId id) const {
   return program_.types[id];
 }
 
-std::vector<ValueId> Builder::with_pvary(const std::string& op, const std::vector<ValueId>& ins, const Params& params,
+std::vector<ValueId> Builder::with_pvary(const OpInfo& op, const std::vector<ValueId>& ins, const Params& params,
                                          const std::string& source) {
-  const OpInfo* info = find_op(op);
-  if (info == nullptr || info->effectful || op == "pvary") return ins;
+  if (op.effectful || op.id == Prim::pvary) return ins;
   std::vector<std::string> want;
-  if (communicates_operand(op)) {
+  if (op.communicates_operand) {
     auto axes = params.find("axes");
     if (ins.size() != 1 || axes == params.end()) return ins;
     const auto* names = std::get_if<std::vector<std::string>>(&axes->second);
@@ -71,12 +70,12 @@ std::vector<ValueId> Builder::with_pvary(const std::string& op, const std::vecto
     for (const std::string& a : want) {
       if (std::find(has.begin(), has.end(), a) == has.end()) missing.push_back(a);
     }
-    id = emit1("pvary", {id}, {{"axes", Param{missing}}}, source);
+    id = emit1(op_info(Prim::pvary), {id}, {{"axes", Param{missing}}}, source);
   }
   return out;
 }
 
-std::vector<ValueId> Builder::emit(const std::string& op, const std::vector<ValueId>& ins_given, Params params,
+std::vector<ValueId> Builder::emit(const OpInfo& op, const std::vector<ValueId>& ins_given, Params params,
                                    std::string source) {
   const std::vector<ValueId> ins =
       program_.rules == CollectiveRules::shard_map ? with_pvary(op, ins_given, params, source) : ins_given;
@@ -99,10 +98,39 @@ std::vector<ValueId> Builder::emit(const std::string& op, const std::vector<Valu
   return eq.outputs;
 }
 
-ValueId Builder::emit1(const std::string& op, const std::vector<ValueId>& ins, Params params, std::string source) {
+std::vector<ValueId> Builder::emit(Prim op, const std::vector<ValueId>& ins, Params params, std::string source) {
+  return emit(op_info(op), ins, std::move(params), std::move(source));
+}
+
+namespace {
+
+// The one place a name becomes a primitive while building: an unknown name is refused before any equation.
+const OpInfo& resolve(std::string_view op, const std::string& source) {
+  const OpInfo* info = find_op(op);
+  if (info == nullptr) {
+    throw InvalidArgument("program builder: unknown op '" + std::string(op) + "'" +
+                          (source.empty() ? "" : " (" + source + ")"));
+  }
+  return *info;
+}
+
+}  // namespace
+
+std::vector<ValueId> Builder::emit(std::string_view op, const std::vector<ValueId>& ins, Params params,
+                                   std::string source) {
+  const OpInfo& info = resolve(op, source);
+  return emit(info, ins, std::move(params), std::move(source));
+}
+
+ValueId Builder::emit1(std::string_view op, const std::vector<ValueId>& ins, Params params, std::string source) {
+  const OpInfo& info = resolve(op, source);
+  return emit1(info, ins, std::move(params), std::move(source));
+}
+
+ValueId Builder::emit1(const OpInfo& op, const std::vector<ValueId>& ins, Params params, std::string source) {
   const std::vector<ValueId> outs = emit(op, ins, std::move(params), std::move(source));
   if (outs.size() != 1) {
-    throw InvalidArgument("program builder: " + op + " has " + std::to_string(outs.size()) +
+    throw InvalidArgument("program builder: " + op.name() + " has " + std::to_string(outs.size()) +
                           " results; emit1 is for ops with one");
   }
   return outs[0];

@@ -2,6 +2,7 @@
 // step) never writes a type by hand. A rule broken while building is reported at once, naming the equation.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "program.hpp"
@@ -19,10 +20,16 @@ class Builder {
   // Appends `outs = op[params](ins)` and returns the outs (none for host_store and the other stores).
   // Throws weft::InvalidArgument "equation 2 `psum[axes=('j',)] c`: unbound axis name: j (the mesh's axes are ('i'))".
   // `source` ("train.py:42") is the user's line that recorded it, named by its errors.
-  std::vector<ValueId> emit(const std::string& op, const std::vector<ValueId>& ins, Params params = {},
+  std::vector<ValueId> emit(const OpInfo& op, const std::vector<ValueId>& ins, Params params = {},
+                            std::string source = {});
+  std::vector<ValueId> emit(Prim op, const std::vector<ValueId>& ins, Params params = {}, std::string source = {});
+  // By name (the trace, Python): an unknown name is refused here, InvalidArgument "program builder: unknown op
+  // 'frobnicate'"; the equation holds the resolved primitive from then on.
+  std::vector<ValueId> emit(std::string_view op, const std::vector<ValueId>& ins, Params params = {},
                             std::string source = {});
   // emit() for ops with exactly one result.
-  ValueId emit1(const std::string& op, const std::vector<ValueId>& ins, Params params = {}, std::string source = {});
+  ValueId emit1(const OpInfo& op, const std::vector<ValueId>& ins, Params params = {}, std::string source = {});
+  ValueId emit1(std::string_view op, const std::vector<ValueId>& ins, Params params = {}, std::string source = {});
   void set_outputs(std::vector<ValueId> outputs);
 
   const ValueType& type(ValueId id) const;
@@ -35,7 +42,7 @@ class Builder {
  private:
   // Under shard_map: `ins` with each operand that varies over fewer axes than the op needs pvary-ed to them
   // (JAX's check_vma inserts the same pvary).
-  std::vector<ValueId> with_pvary(const std::string& op, const std::vector<ValueId>& ins, const Params& params,
+  std::vector<ValueId> with_pvary(const OpInfo& op, const std::vector<ValueId>& ins, const Params& params,
                                   const std::string& source);
 
   Program program_;

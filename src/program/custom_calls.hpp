@@ -37,9 +37,6 @@
 
 namespace weft::program {
 
-inline const std::string kCustomVjpOp = "custom_vjp_call";
-inline const std::string kCustomJvpOp = "custom_jvp_call";
-
 // Which user rule a registered program is: it is looked up by the call op of its kind only.
 enum class CustomKind { vjp, jvp };
 
@@ -72,7 +69,7 @@ struct CustomCallLayout {
   std::size_t residuals = 0;
   std::string name;
 };
-CustomCallLayout custom_call_layout(const std::string& op, const Params& params, std::size_t operands);
+CustomCallLayout custom_call_layout(Prim op, const Params& params, std::size_t operands);
 
 void register_custom_ops(std::vector<OpInfo>& ops);
 

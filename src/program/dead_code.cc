@@ -11,8 +11,7 @@ Program eliminate_dead_code(const Program& program) {
   std::vector<bool> keep(program.equations.size(), false);
   for (std::size_t i = program.equations.size(); i-- > 0;) {
     const Equation& eq = program.equations[i];
-    const OpInfo* info = find_op(eq.op);
-    bool live = info == nullptr || info->effectful;  // an unknown op is kept: we cannot know it is pure
+    bool live = eq.info().effectful;
     for (ValueId id : eq.outputs) live = live || needed[id];
     if (!live) continue;
     keep[i] = true;

@@ -69,7 +69,7 @@ bool fusion_enabled() {
 // Whether equation `eq` can join a run over `shape`: elementwise, its result of that shape, each operand of
 // that shape or a scalar.
 bool fusible(const Program& p, const Equation& eq, const std::vector<std::int64_t>& shape) {
-  if (!is_elementwise_op(eq.op) || eq.outputs.size() != 1) return false;
+  if (!eq.info().elementwise || eq.outputs.size() != 1) return false;
   if (p.types[eq.outputs[0]].shape != shape) return false;
   for (ValueId in : eq.inputs) {
     const auto& s = p.types[in].shape;
@@ -78,14 +78,18 @@ bool fusible(const Program& p, const Equation& eq, const std::vector<std::int64_
   return true;
 }
 
-std::optional<LoopPlan::Op> loop_op(const std::string& op) {
+std::optional<LoopPlan::Op> loop_op(Prim op) {
   using Op = LoopPlan::Op;
-  static const std::map<std::string, Op, std::less<>> ops = {
-      {"add", Op::add},         {"subtract", Op::subtract}, {"multiply", Op::multiply},
-      {"divide", Op::divide},   {"maximum", Op::maximum},   {"minimum", Op::minimum},
-      {"sqrt", Op::sqrt}};
-  auto it = ops.find(op);
-  return it == ops.end() ? std::nullopt : std::optional<Op>(it->second);
+  switch (op) {
+    case Prim::add: return Op::add;
+    case Prim::subtract: return Op::subtract;
+    case Prim::multiply: return Op::multiply;
+    case Prim::divide: return Op::divide;
+    case Prim::maximum: return Op::maximum;
+    case Prim::minimum: return Op::minimum;
+    case Prim::sqrt: return Op::sqrt;
+    default: return std::nullopt;
+  }
 }
 
 // Operands of a direct loop's op: sqrt one, the others two.
@@ -93,7 +97,7 @@ std::size_t arity(LoopPlan::Op op) { return op == LoopPlan::Op::sqrt ? 1 : 2; }
 
 // Whether `eq` (fusible over its shape) can be one of a direct loop's equations on `dtype`.
 bool loopable(const Program& p, const Equation& eq, DType dtype) {
-  const auto op = loop_op(eq.op);
+  const auto op = loop_op(eq.prim());
   if (!op || eq.inputs.size() != arity(*op) || p.types[eq.outputs[0]].dtype != dtype) return false;
   if (dtype != DType::f32 && dtype != DType::f64) return false;
   return std::all_of(eq.inputs.begin(), eq.inputs.end(), [&](ValueId id) { return p.types[id].dtype == dtype; });
@@ -107,7 +111,7 @@ std::shared_ptr<const LoopPlan> plan_loop(const Program& p, const Step& step, co
   for (std::size_t k = step.first; k < step.first + step.count; ++k) {
     const Equation& eq = p.equations[k];
     LoopPlan::Equation e;
-    e.op = *loop_op(eq.op);
+    e.op = *loop_op(eq.prim());
     LoopPlan::Operand* operands[2] = {&e.a, &e.b};
     for (std::size_t n = 0; n < eq.inputs.size(); ++n) {
       const ValueId id = eq.inputs[n];
@@ -309,13 +313,13 @@ bool widens_a_bf16_product(const Program& p, std::size_t i, const std::vector<st
   if (i + 1 >= p.equations.size()) return false;
   const Equation& product = p.equations[i];
   const Equation& cast = p.equations[i + 1];
-  if (product.op != "matmul" || product.outputs.size() != 1 || product.inputs.size() != 2) return false;
+  if (product.prim() != Prim::matmul || product.outputs.size() != 1 || product.inputs.size() != 2) return false;
   const ValueId out = product.outputs[0];
   if (p.types[out].dtype != DType::bf16 || p.types[product.inputs[0]].dtype != DType::bf16 ||
       p.types[product.inputs[1]].dtype != DType::bf16) {
     return false;
   }
-  return cast.op == "astype" && cast.inputs.size() == 1 && cast.inputs[0] == out && cast.outputs.size() == 1 &&
+  return cast.prim() == Prim::astype && cast.inputs.size() == 1 && cast.inputs[0] == out && cast.outputs.size() == 1 &&
          p.types[cast.outputs[0]].dtype == DType::f32 && last_use[out] == i + 1;
 }
 

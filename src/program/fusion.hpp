@@ -16,7 +16,6 @@
 #include <utility>
 #include <vector>
 
-#include "kernels.hpp"
 #include "program.hpp"
 
 namespace weft::program {

@@ -50,14 +50,14 @@ class ForwardMode {
     e_.set_source(eq.source);
     Params params = eq.params;
     params.erase(kCheckpointParam);
-    JvpContext c{e_, eq.op, params, {}, {}, {}, {}, {}};
+    JvpContext c{e_, eq.info(), params, {}, {}, {}, {}, {}};
     for (ValueId id : eq.inputs) {
       c.in_types.push_back(p_.types[id]);
       c.ins.push_back(map_.at(id));
       const auto it = tangent_.find(id);
       c.tangents.push_back(it == tangent_.end() ? kNoValue : it->second);
     }
-    c.outs = b_.emit(eq.op, c.ins, params, eq.source);
+    c.outs = b_.emit(eq.info(), c.ins, params, eq.source);
     for (std::size_t k = 0; k < c.outs.size(); ++k) {
       map_[eq.outputs[k]] = c.outs[k];
       c.out_types.push_back(b_.type(c.outs[k]));
@@ -67,19 +67,19 @@ class ForwardMode {
     bool floating_out = false;
     for (const ValueType& t : c.out_types) floating_out = floating_out || is_floating(t.dtype);
     if (!reached || !floating_out || !needed(eq)) return;
-    const OpInfo* info = find_op(eq.op);
-    if (info->effectful) throw RuleError(eq.op + " is a session effect: it has no JVP");
+    const OpInfo* info = &eq.info();
+    if (info->effectful) throw RuleError(eq.name() + " is a session effect: it has no JVP");
     if (info->jvp == nullptr) {
-      throw RuleError("no JVP rule for " + eq.op + (info->no_rule.empty() ? " yet" : ": " + info->no_rule));
+      throw RuleError("no JVP rule for " + eq.name() + (info->no_rule.empty() ? " yet" : ": " + info->no_rule));
     }
     const std::vector<ValueId> tangents = info->jvp(c);
     if (tangents.size() != eq.outputs.size()) {
-      throw RuleError("the JVP rule of " + eq.op + " gave " + std::to_string(tangents.size()) + " tangents for " +
+      throw RuleError("the JVP rule of " + eq.name() + " gave " + std::to_string(tangents.size()) + " tangents for " +
                       std::to_string(eq.outputs.size()) + " outputs");
     }
     for (std::size_t k = 0; k < tangents.size(); ++k) {
       if (tangents[k] == kNoValue || !is_floating(c.out_types[k].dtype)) continue;
-      tangent_[eq.outputs[k]] = fitted(tangents[k], c.out_types[k], eq.op);
+      tangent_[eq.outputs[k]] = fitted(tangents[k], c.out_types[k], eq.name());
     }
   }
 
@@ -93,7 +93,7 @@ class ForwardMode {
       const Equation& eq = p_.equations[i];
       if (!needed(eq)) continue;
       const std::size_t reads =
-          eq.op == kCustomJvpOp ? custom_call_layout(eq.op, eq.params, eq.inputs.size()).primals : eq.inputs.size();
+          eq.prim() == Prim::custom_jvp_call ? custom_call_layout(eq.prim(), eq.params, eq.inputs.size()).primals : eq.inputs.size();
       needed_.insert(eq.inputs.begin(), eq.inputs.begin() + static_cast<std::ptrdiff_t>(reads));
     }
   }

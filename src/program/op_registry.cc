@@ -1,10 +1,12 @@
-// The registry proper: collects the op families' tables once and checks arity and parameter names before a
-// family's rule runs, so the rules see only well-formed equations.
+// The registry proper: collects the op families' tables once, indexes them by primitive, and checks arity and
+// parameter names before a family's rule runs, so the rules see only well-formed equations.
 #include "op_registry.hpp"
 
 #include <algorithm>
+#include <array>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "custom_calls.hpp"
 
@@ -28,11 +30,44 @@ const std::vector<OpInfo>& all_ops() {
   return ops;
 }
 
-// Built once beside the table (every emit, verification and executor dispatch looks an op up); its keys view
-// the table's names, which never move.
+// Built once beside the table: every Prim's row, or a std::logic_error naming the primitive no family defines.
 const OpIndex& op_index() {
-  static const OpIndex index = index_ops(all_ops());
+  static const OpIndex index = [] {
+    OpIndex built = index_ops(all_ops());
+    for (std::size_t k = 0; k < built.size(); ++k) {
+      if (built[k] == nullptr) {
+        throw std::logic_error("op registry: no family's table defines '" + prim_name(static_cast<Prim>(k)) +
+                               "' (primitives.hpp lists it; each primitive has one row)");
+      }
+    }
+    return built;
+  }();
   return index;
+}
+
+const std::array<std::string, kNumPrims>& names() {
+  static const std::array<std::string, kNumPrims> list = {
+#define WEFT_PRIM_NAME(name) #name,
+      WEFT_PRIMITIVES(WEFT_PRIM_NAME)
+#undef WEFT_PRIM_NAME
+  };
+  return list;
+}
+
+// The parameter every equation may carry (op_registry.hpp, kCheckpointParam): an int.
+const ParamSpec& checkpoint_spec() {
+  static const ParamSpec spec{kCheckpointParam, ParamKind::integer, kOptional};
+  return spec;
+}
+
+// Names to primitives, for the builder and Python (the only places an op is still spelled).
+const std::unordered_map<std::string_view, Prim>& by_name() {
+  static const std::unordered_map<std::string_view, Prim> map = [] {
+    std::unordered_map<std::string_view, Prim> built;
+    for (std::size_t k = 0; k < kNumPrims; ++k) built.emplace(names()[k], static_cast<Prim>(k));
+    return built;
+  }();
+  return map;
 }
 
 void check_arity(const OpInfo& info, std::size_t given) {
@@ -44,73 +79,96 @@ void check_arity(const OpInfo& info, std::size_t given) {
   } else if (info.max_inputs != info.min_inputs) {
     expected += " to " + std::to_string(info.max_inputs);
   }
-  throw RuleError(info.name + " takes " + expected + " input(s), got " + std::to_string(n));
+  throw RuleError(info.name() + " takes " + expected + " input(s), got " + std::to_string(n));
 }
 
-void check_param_names(const OpInfo& info, const Params& params) {
-  for (const std::string& name : info.required_params) {
-    if (!params.contains(name)) throw RuleError(info.name + " needs parameter '" + name + "'");
+// The schema's word on each parameter: present when required, known, and of its kind.
+void check_params(const OpInfo& info, const Params& params) {
+  for (const ParamSpec& spec : info.params) {
+    if (spec.required && !params.contains(spec.name)) {
+      throw RuleError(info.name() + " needs parameter '" + spec.name + "'");
+    }
   }
   for (const auto& [name, value] : params) {
-    if (name == kCheckpointParam) {
-      param_int(params, name);  // RuleError unless an int
-      continue;
+    const ParamSpec* spec = param_spec(info, name);
+    if (spec == nullptr) throw RuleError(info.name() + " has no parameter '" + name + "'");
+    if (value.index() != static_cast<std::size_t>(spec->kind)) {
+      throw RuleError("parameter '" + name + "' must be " + program_param_kind_text(spec->kind));
     }
-    const bool known = std::count(info.required_params.begin(), info.required_params.end(), name) > 0 ||
-                       std::count(info.optional_params.begin(), info.optional_params.end(), name) > 0;
-    if (!known) throw RuleError(info.name + " has no parameter '" + name + "'");
   }
 }
 
 }  // namespace
 
+const ParamSpec* param_spec(const OpInfo& op, std::string_view name) {
+  if (name == kCheckpointParam) return &checkpoint_spec();
+  for (const ParamSpec& spec : op.params) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+const std::string& prim_name(Prim prim) { return names().at(static_cast<std::size_t>(prim)); }
+
 OpIndex index_ops(const std::vector<OpInfo>& ops) {
-  OpIndex index;
-  index.reserve(ops.size());
+  OpIndex index(kNumPrims, nullptr);
   for (const OpInfo& info : ops) {
-    if (!index.emplace(info.name, &info).second) {
-      throw std::logic_error("op registry: '" + info.name +
+    const OpInfo*& slot = index.at(static_cast<std::size_t>(info.id));
+    if (slot != nullptr) {
+      throw std::logic_error("op registry: '" + info.name() +
                              "' is registered twice (two families' tables define it; each op has one definition)");
     }
+    slot = &info;
   }
   return index;
 }
 
+const OpInfo& op_info(Prim prim) { return *op_index()[static_cast<std::size_t>(prim)]; }
+
 const OpInfo* find_op(std::string_view name) {
-  const OpIndex& index = op_index();
-  const auto it = index.find(name);
-  return it == index.end() ? nullptr : it->second;
+  const auto& map = by_name();
+  const auto it = map.find(name);
+  return it == map.end() ? nullptr : &op_info(it->second);
+}
+
+const OpInfo& op_named(std::string_view name) {
+  const OpInfo* info = find_op(name);
+  if (info == nullptr) throw RuleError("unknown op '" + std::string(name) + "'");
+  return *info;
 }
 
 std::vector<std::string> registered_ops() {
-  std::vector<std::string> names;
-  for (const OpInfo& info : all_ops()) names.push_back(info.name);
-  std::sort(names.begin(), names.end());
-  return names;
+  std::vector<std::string> list;
+  for (const OpInfo& info : all_ops()) list.push_back(info.name());
+  std::sort(list.begin(), list.end());
+  return list;
 }
 
-std::vector<ValueType> infer_result_types(const std::string& op, const std::vector<ValueType>& ins,
-                                          const Params& params, const Mesh& mesh, CollectiveRules rules) {
-  const OpInfo* info = find_op(op);
-  if (info == nullptr) throw RuleError("unknown op '" + op + "'");
-  check_arity(*info, ins.size());
-  check_param_names(*info, params);
-  std::vector<ValueType> outs = info->infer(ins, params, mesh);
-  if (rules == CollectiveRules::shard_map && communicates_operand(op)) {
+std::vector<ValueType> infer_result_types(const OpInfo& op, const std::vector<ValueType>& ins, const Params& params,
+                                          const Mesh& mesh, CollectiveRules rules) {
+  check_arity(op, ins.size());
+  check_params(op, params);
+  std::vector<ValueType> outs = op.infer(ins, params, mesh);
+  if (rules == CollectiveRules::shard_map && op.communicates_operand) {
     if (has_param(params, "groups")) {
-      throw RuleError(op + " with axis_index_groups under shard_map: shard_map has no groups (as in JAX); use a "
-                      "mesh axis of the group's size, or pmap");
+      throw RuleError(op.name() + " with axis_index_groups under shard_map: shard_map has no groups (as in JAX); "
+                      "use a mesh axis of the group's size, or pmap");
     }
-    if (op == "all_gather") outs[0].varying = union_varying({outs[0], ins[0]});
+    if (op.id == Prim::all_gather) outs[0].varying = union_varying({outs[0], ins[0]});
   }
   return outs;
 }
 
-bool communicates_operand(const std::string& op) {
-  static const std::set<std::string> ops = {"psum", "pmean", "pmax", "pmin", "pprod", "all_gather",
-                                            "psum_scatter", "all_to_all", "ppermute", "pbroadcast"};
-  return ops.contains(op);
+std::vector<ValueType> infer_result_types(std::string_view op, const std::vector<ValueType>& ins,
+                                          const Params& params, const Mesh& mesh, CollectiveRules rules) {
+  return infer_result_types(op_named(op), ins, params, mesh, rules);
 }
+
+Equation::Equation(Prim op, Params parameters, std::vector<ValueId> ins, std::vector<ValueId> outs, std::string where)
+    : Equation(op_info(op), std::move(parameters), std::move(ins), std::move(outs), std::move(where)) {}
+Equation::Equation(std::string_view op, Params parameters, std::vector<ValueId> ins, std::vector<ValueId> outs,
+                   std::string where)
+    : Equation(op_named(op), std::move(parameters), std::move(ins), std::move(outs), std::move(where)) {}
 
 std::vector<std::string> union_varying(const std::vector<ValueType>& ins) {
   std::set<std::string> axes;

@@ -1,54 +1,14 @@
 // The op registry: for every op a program may hold, its name, arity, parameters and the rule that infers its
 // result types. The verifier and the builder both check equations against it, so one table is the truth.
 #pragma once
-#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "program.hpp"
 
-namespace weft {
-struct CollectiveDescriptor;  // core/collective.hpp
-}
-
 namespace weft::program {
-
-using InferRule =
-    std::function<std::vector<ValueType>(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh)>;
-
-// The transformation rules (rule_kit.hpp: their contexts and shared helpers).
-struct VjpContext;
-struct JvpContext;
-struct BatchContext;
-struct Batched;
-using VjpRule = void (*)(VjpContext&);
-using JvpRule = std::vector<ValueId> (*)(JvpContext&);
-using BatchRule = Batched (*)(BatchContext&);
-
-// One primitive's definition: its name, arity and parameters, the rule that infers its result types, and its
-// transformation rules. A primitive without a rule for a transformation either has only integer or bool
-// results (no derivative to take: the VJP and JVP give nothing) or says why in `no_rule`.
-struct OpInfo {
-  std::string name;
-  int min_inputs = 0;
-  int max_inputs = 0;  // -1: any number
-  std::vector<std::string> required_params;
-  std::vector<std::string> optional_params;
-  // Session effects (host / remote transfers, variable updates): never removed, never reordered.
-  bool effectful = false;
-  InferRule infer;
-  VjpRule vjp = nullptr;
-  JvpRule jvp = nullptr;
-  BatchRule batch = nullptr;
-  // Why a missing rule is missing (pmax: "JAX defines no derivative of pmax"), quoted by the refusal.
-  std::string no_rule{};
-  // A collective's row of the collectives' table (core/collective.hpp): how the executor runs it. Null for
-  // every other op.
-  const CollectiveDescriptor* collective = nullptr;
-};
 
 // The parameter any equation may carry besides its op's own: `checkpoint=<region>` marks it as recorded inside
 // a call of weft.checkpoint (one integer per call). Passes other than the VJP ignore it; the VJP does not keep
@@ -58,29 +18,37 @@ inline const std::string kCheckpointParam = "checkpoint";
 
 // nullptr for an unknown op. A hash lookup in an index built once with the table.
 const OpInfo* find_op(std::string_view name);
-// A table's index by name; the keys view the table's names, so it lives no longer than `ops`. Throws
-// std::logic_error naming an op registered twice (two families claiming one name would make the second
-// definition unreachable).
-using OpIndex = std::unordered_map<std::string_view, const OpInfo*>;
+// The row of `name`; RuleError "unknown op 'frobnicate'" for an unknown one (what the builder and a
+// hand-written Equation refuse it with).
+const OpInfo& op_named(std::string_view name);
+// The row of a primitive (every Prim has exactly one: the registry checks when it builds its table).
+const OpInfo& op_info(Prim prim);
+// A table's index by primitive (nullptr for a Prim the table has no row of). Throws std::logic_error naming a
+// primitive registered twice (two families claiming one would make the second definition unreachable); the
+// registry's own table is refused as well when some Prim has no row.
+using OpIndex = std::vector<const OpInfo*>;
 OpIndex index_ops(const std::vector<OpInfo>& ops);
+// The schema's entry for parameter `name` of `op` (the checkpoint marker included); nullptr when it has none.
+const ParamSpec* param_spec(const OpInfo& op, std::string_view name);
 // Every registered op's name, sorted.
 std::vector<std::string> registered_ops();
 
-// Checks arity and parameter names and kinds, then runs the rule: the result types of `op` on `ins`.
+// Checks arity and the parameters against the op's schema (required ones present, no unknown one, each of its
+// kind: RuleError "parameter 'axes' must be a tuple of axis names"), then runs the rule: the result types of
+// `op` on `ins`.
 // Throws RuleError saying which rule failed.
 // Under CollectiveRules::shard_map, all_gather's result keeps varying over its axes (JAX's all_gather) and
 // axis index groups are refused.
-std::vector<ValueType> infer_result_types(const std::string& op, const std::vector<ValueType>& ins,
+std::vector<ValueType> infer_result_types(const OpInfo& op, const std::vector<ValueType>& ins,
                                           const Params& params, const Mesh& mesh,
                                           CollectiveRules rules = CollectiveRules::pmap);
-// The collectives whose one operand is communicated over their `axes` (psum, all_gather, ppermute, ...):
-// under shard_map an operand that does not vary over those axes is pvary-ed first.
-bool communicates_operand(const std::string& op);
+// The same by name (tests, tools): RuleError "unknown op 'x'" for an unknown one.
+std::vector<ValueType> infer_result_types(std::string_view op, const std::vector<ValueType>& ins,
+                                          const Params& params, const Mesh& mesh,
+                                          CollectiveRules rules = CollectiveRules::pmap);
 
 // The families' tables (one file each), collected by the registry.
 void register_elementwise_ops(std::vector<OpInfo>& ops);
-// Whether `name` is one of the elementwise family (the candidates for fusion).
-bool is_elementwise_op(const std::string& name);
 // ops/reductions.cc, shape.cc, linalg.cc, nn.cc, indexing.cc
 void register_reduction_ops(std::vector<OpInfo>& ops);
 void register_shape_ops(std::vector<OpInfo>& ops);

@@ -4,6 +4,7 @@
 // it, which the verifier and builder prefix with the equation.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -75,6 +76,13 @@ inline std::int64_t param_int(const Params& params, const std::string& name) {
 inline std::int64_t param_int(const Params& params, const std::string& name, std::int64_t otherwise) {
   const std::int64_t* value = param_if<std::int64_t>(params, name);
   return value != nullptr ? *value : otherwise;
+}
+// An optional axis as the array functions take one (argmax, softmax, take): nullopt when the equation does not
+// set it.
+inline std::optional<int> param_axis_if(const Params& params, const std::string& name = "axis") {
+  const std::int64_t* value = param_if<std::int64_t>(params, name);
+  if (value == nullptr) return std::nullopt;
+  return static_cast<int>(*value);
 }
 inline const std::vector<std::int64_t>& param_ints(const Params& params, const std::string& name) {
   return param<std::vector<std::int64_t>>(params, name);

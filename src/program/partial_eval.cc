@@ -12,11 +12,8 @@
 namespace weft::program {
 namespace {
 
-// Effects are never dropped nor reordered (dead_code.hpp); an op the registry does not know is treated alike.
-bool is_effect(const Equation& eq) {
-  const OpInfo* info = find_op(eq.op);
-  return info == nullptr || info->effectful;
-}
+// Effects are never dropped nor reordered (dead_code.hpp).
+bool is_effect(const Equation& eq) { return eq.info().effectful; }
 
 }  // namespace
 
@@ -101,7 +98,7 @@ PartialEval partial_eval(const Program& p, const std::vector<bool>& unknowns, co
       const Equation& eq = p.equations[i];
       std::vector<ValueId> ins;
       for (ValueId id : eq.inputs) ins.push_back(map[id]);
-      const std::vector<ValueId> outs = b.emit(eq.op, ins, eq.params, eq.source);
+      const std::vector<ValueId> outs = b.emit(eq.info(), ins, eq.params, eq.source);
       for (std::size_t k = 0; k < outs.size(); ++k) map[eq.outputs[k]] = outs[k];
     }
     std::vector<ValueId> outputs;

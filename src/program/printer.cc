@@ -106,7 +106,7 @@ std::string equation_text(const Program& program, std::size_t index, const std::
     text += typed_name(program, id, names);
   }
   if (!text.empty()) text += " = ";
-  text += eq.op;
+  text += eq.name();
   if (!eq.params.empty()) {
     text += "[";
     bool first = true;

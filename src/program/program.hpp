@@ -3,36 +3,46 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <string_view>
 #include <string>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "params.hpp"
+#include "primitives.hpp"
 #include "weft/dtype.hpp"
 #include "weft/groups.hpp"
 #include "weft/program.hpp"
 
 namespace weft::program {
 
-// A value's type (weft/program.hpp): dtype, shape, and the mesh axes it varies over.
-using weft::ValueType;
-
 // "f32[4,8]", "bool[]" (jaxpr's spelling; varying axes are not printed).
 std::string type_text(const ValueType& type);
 // jaxpr's short dtype names: f32 f64 f16 bf16 i8 i32 i64 u8 bool.
 std::string short_dtype_name(DType dtype);
 
-using ValueId = int;
-
+// An equation holds its primitive resolved (its registry row), so the passes compare ids and read the row's
+// properties instead of looking a name up: resolved once, where the equation is made.
 struct Equation {
   Equation() = default;
-  Equation(std::string op_name, Params parameters, std::vector<ValueId> ins, std::vector<ValueId> outs,
+  Equation(const OpInfo& op, Params parameters, std::vector<ValueId> ins, std::vector<ValueId> outs,
            std::string where = {})
-      : op(std::move(op_name)), params(std::move(parameters)), inputs(std::move(ins)), outputs(std::move(outs)),
+      : op_(&op), params(std::move(parameters)), inputs(std::move(ins)), outputs(std::move(outs)),
         source(std::move(where)) {}
+  Equation(Prim op, Params parameters, std::vector<ValueId> ins, std::vector<ValueId> outs, std::string where = {});
+  // By name (hand-written programs, tests): RuleError "unknown op 'frobnicate'" for an unknown one.
+  Equation(std::string_view op, Params parameters, std::vector<ValueId> ins, std::vector<ValueId> outs,
+           std::string where = {});
 
-  std::string op;
+  const OpInfo& info() const { return *op_; }
+  Prim prim() const { return op_->id; }
+  const std::string& name() const { return op_->name(); }
+
+ private:
+  const OpInfo* op_ = nullptr;
+
+ public:
   Params params;
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;

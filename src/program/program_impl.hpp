@@ -1,5 +1,6 @@
 // What a built weft::Program holds (weft/program.hpp): the verified program, its liveness and, per
-// equation, the array kernel that computes it (null where the executor acts itself: collectives, effects),
+// equation, the array kernel that computes it (its primitive's row's; null where the executor acts itself:
+// collectives, effects),
 // and the steps it runs in (fusion).
 #pragma once
 #include <memory>
@@ -7,7 +8,6 @@
 #include <vector>
 
 #include "fusion.hpp"
-#include "kernels.hpp"
 #include "liveness.hpp"
 #include "program.hpp"
 

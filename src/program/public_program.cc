@@ -32,8 +32,9 @@ const Program::Impl& Program::impl() const { return impl_ ? *impl_ : empty_impl(
 std::string Program::text() const { return program::program_text(impl().program); }
 std::size_t Program::num_equations() const { return impl().program.equations.size(); }
 std::size_t Program::count(std::string_view op) const {
+  const program::OpInfo* info = program::find_op(op);  // none of an unknown op
   std::size_t n = 0;
-  for (const program::Equation& eq : impl().program.equations) n += eq.op == op ? 1 : 0;
+  for (const program::Equation& eq : impl().program.equations) n += &eq.info() == info ? 1 : 0;
   return n;
 }
 const std::string& Program::equation_op(std::size_t i) const {
@@ -42,7 +43,7 @@ const std::string& Program::equation_op(std::size_t i) const {
     throw InvalidArgument("Program::equation_op: equation " + std::to_string(i) + " of a program of " +
                           std::to_string(equations.size()));
   }
-  return equations[i].op;
+  return equations[i].name();
 }
 const Mesh& Program::mesh() const { return impl().program.mesh; }
 CollectiveRules Program::collective_rules() const { return impl().program.rules; }
@@ -64,6 +65,45 @@ std::size_t Program::fused_runs() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Program& program) { return os << program.text(); }
+
+const char* program_param_kind_text(ProgramParamKind kind) {
+  using ParamKind = ProgramParamKind;
+  using program::param_kind;
+  switch (kind) {
+    case ParamKind::boolean: return param_kind<bool>();
+    case ParamKind::integer: return param_kind<std::int64_t>();
+    case ParamKind::string: return param_kind<std::string>();
+    case ParamKind::dtype: return param_kind<DType>();
+    case ParamKind::ints: return param_kind<std::vector<std::int64_t>>();
+    case ParamKind::axes: return param_kind<std::vector<std::string>>();
+    case ParamKind::permutation: return param_kind<Permutation>();
+    case ParamKind::groups: return param_kind<program::Groups>();
+  }
+  return "a parameter";
+}
+
+const char* program_param_kind_name(ProgramParamKind kind) {
+  using ParamKind = ProgramParamKind;
+  switch (kind) {
+    case ParamKind::boolean: return "bool";
+    case ParamKind::integer: return "int";
+    case ParamKind::string: return "str";
+    case ParamKind::dtype: return "dtype";
+    case ParamKind::ints: return "ints";
+    case ParamKind::axes: return "strs";
+    case ParamKind::permutation: return "perm";
+    case ParamKind::groups: return "groups";
+  }
+  return "?";
+}
+
+std::vector<ProgramParamSpec> op_schema(std::string_view op) {
+  const program::OpInfo* info = program::find_op(op);
+  if (info == nullptr) throw InvalidArgument("unknown op '" + std::string(op) + "'");
+  std::vector<ProgramParamSpec> schema = info->params;
+  schema.push_back(*program::param_spec(*info, program::kCheckpointParam));  // any equation may carry it
+  return schema;
+}
 
 ProgramBuilder::ProgramBuilder(Mesh mesh, CollectiveRules rules)
     : builder_(std::make_unique<program::Builder>(std::move(mesh), rules)) {}
@@ -93,7 +133,7 @@ Program finish(program::Program verified) {
     program::verify(impl->program);
   }
   impl->liveness = program::analyze_liveness(impl->program);
-  for (const program::Equation& eq : impl->program.equations) impl->kernels.push_back(program::find_kernel(eq.op));
+  for (const program::Equation& eq : impl->program.equations) impl->kernels.push_back(eq.info().kernel);
   impl->steps = program::plan_steps(impl->program);
   return Program(std::move(impl));
 }

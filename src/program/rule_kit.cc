@@ -9,12 +9,17 @@
 
 namespace weft::program {
 
-ValueId Emitter::emit(const std::string& op, const std::vector<ValueId>& ins, Params params) {
-  return b_.emit1(op, ins, std::move(params), source_);
+ValueId Emitter::emit(Prim op, const std::vector<ValueId>& ins, Params params) {
+  return b_.emit1(op_info(op), ins, std::move(params), source_);
 }
-
-std::vector<ValueId> Emitter::emit_many(const std::string& op, const std::vector<ValueId>& ins, Params params) {
-  return b_.emit(op, ins, std::move(params), source_);
+std::vector<ValueId> Emitter::emit_many(Prim op, const std::vector<ValueId>& ins, Params params) {
+  return b_.emit(op_info(op), ins, std::move(params), source_);
+}
+ValueId Emitter::emit(std::string_view op, const std::vector<ValueId>& ins, Params params) {
+  return b_.emit1(op_named(op), ins, std::move(params), source_);
+}
+std::vector<ValueId> Emitter::emit_many(std::string_view op, const std::vector<ValueId>& ins, Params params) {
+  return b_.emit(op_named(op), ins, std::move(params), source_);
 }
 
 ValueId Emitter::scalar(double v, DType dtype) { return b_.constant(Array::scalar(v, dtype)); }
@@ -190,7 +195,7 @@ ValueId BatchContext::aligned(std::size_t k, std::size_t rank) {
 std::vector<ValueId> linear_jvp(JvpContext& c) {
   std::vector<ValueId> tangents;
   for (std::size_t k = 0; k < c.ins.size(); ++k) tangents.push_back(c.tangent(k));
-  return c.e.emit_many(c.op, tangents, c.params);
+  return c.e.emit_many(c.prim(), tangents, c.params);
 }
 
 std::vector<ValueId> zero_jvp(JvpContext& c) { return std::vector<ValueId>(c.outs.size(), kNoValue); }
@@ -200,7 +205,7 @@ Batched elementwise_batch(BatchContext& c) {
   for (const ValueType& t : c.in_types) rank = std::max(rank, t.shape.size());
   std::vector<ValueId> ins;
   for (std::size_t k = 0; k < c.ins.size(); ++k) ins.push_back(c.aligned(k, rank));
-  std::vector<ValueId> outs = c.e.emit_many(c.op, ins, c.params);
+  std::vector<ValueId> outs = c.e.emit_many(c.prim(), ins, c.params);
   return {outs, std::vector<bool>(outs.size(), true)};
 }
 
@@ -216,7 +221,7 @@ Batched shifted_axes_batch(BatchContext& c) {
   if (auto it = params.find("axis"); it != params.end()) {
     it->second = int_param(shift(param_int(params, "axis")));
   }
-  std::vector<ValueId> outs = c.e.emit_many(c.op, {c.materialized(0)}, params);
+  std::vector<ValueId> outs = c.e.emit_many(c.prim(), {c.materialized(0)}, params);
   return {outs, std::vector<bool>(outs.size(), true)};
 }
 

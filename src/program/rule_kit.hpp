@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "builder.hpp"
@@ -21,8 +22,11 @@ class Emitter {
   explicit Emitter(Builder& builder) : b_(builder) {}
   void set_source(std::string source) { source_ = std::move(source); }
 
-  ValueId emit(const std::string& op, const std::vector<ValueId>& ins, Params params = {});
-  std::vector<ValueId> emit_many(const std::string& op, const std::vector<ValueId>& ins, Params params = {});
+  ValueId emit(Prim op, const std::vector<ValueId>& ins, Params params = {});
+  std::vector<ValueId> emit_many(Prim op, const std::vector<ValueId>& ins, Params params = {});
+  // By name ("multiply"): the rules' own spelling; an unknown name is a RuleError.
+  ValueId emit(std::string_view op, const std::vector<ValueId>& ins, Params params = {});
+  std::vector<ValueId> emit_many(std::string_view op, const std::vector<ValueId>& ins, Params params = {});
   ValueId constant(Array value) { return b_.constant(std::move(value)); }
   ValueId scalar(double v, DType dtype);
   // Zeros of `type`'s dtype and shape.
@@ -77,12 +81,13 @@ inline constexpr ValueId kNoValue = -1;
 // the input's dtype and adds it to what the input already has. Inputs of integer or bool type take nothing.
 struct VjpContext {
   Emitter& e;
-  const std::string& op;
+  const OpInfo& op;
   const Params& params;
   std::vector<ValueType> in_types, out_types;
   std::vector<ValueId> ins, outs, cts;
   std::vector<ValueId> given;  // per input, kNoValue until give()
 
+  Prim prim() const { return op.id; }
   ValueId in(std::size_t k) const { return ins[k]; }
   ValueId out(std::size_t k = 0) const { return outs[k]; }
   ValueId ct(std::size_t k = 0) const { return cts[k]; }
@@ -96,11 +101,12 @@ struct VjpContext {
 // rule is called only when some input has one.
 struct JvpContext {
   Emitter& e;
-  const std::string& op;
+  const OpInfo& op;
   const Params& params;
   std::vector<ValueType> in_types, out_types;
   std::vector<ValueId> ins, outs, tangents;
 
+  Prim prim() const { return op.id; }
   ValueId in(std::size_t k) const { return ins[k]; }
   ValueId out(std::size_t k = 0) const { return outs[k]; }
   bool has_tangent(std::size_t k) const { return tangents[k] != kNoValue; }
@@ -115,7 +121,7 @@ struct JvpContext {
 // carry the batch axis. `axis_name` is vmap's (empty for none): collectives over it act along the batch axis.
 struct BatchContext {
   Emitter& e;
-  const std::string& op;
+  const OpInfo& op;
   const Params& params;
   std::vector<ValueType> in_types, out_types;
   std::vector<ValueId> ins;
@@ -123,6 +129,7 @@ struct BatchContext {
   std::int64_t size = 0;
   std::string axis_name;
 
+  Prim prim() const { return op.id; }
   ValueId in(std::size_t k) const { return ins[k]; }
   bool any_batched() const;
   // Input k with the batch axis in front (broadcast along it when it has none).

@@ -33,12 +33,12 @@ Program gather_scattered_products(const Program& program) {
   std::vector<std::vector<Equation>> replacement(program.equations.size());
   for (std::size_t i = 0; i < program.equations.size(); ++i) {
     const Equation& scatter = program.equations[i];
-    if (scatter.op != "psum_scatter" || !param_flag(scatter.params, "tiled") || param_int(scatter.params, "axis", -1) != 0) continue;
+    if (scatter.prim() != Prim::psum_scatter || !param_flag(scatter.params, "tiled") || param_int(scatter.params, "axis", -1) != 0) continue;
     const ValueId product = scatter.inputs[0];
     const int m_index = defined_by[product];
     if (m_index < 0 || uses[product] != 1) continue;
     const Equation& matmul = program.equations[static_cast<std::size_t>(m_index)];
-    if (matmul.op != "matmul" || !param_flag(matmul.params, "transpose_a") || param_flag(matmul.params, "transpose_b")) continue;
+    if (matmul.prim() != Prim::matmul || !param_flag(matmul.params, "transpose_a") || param_flag(matmul.params, "transpose_b")) continue;
     const ValueType& x = program.types[matmul.inputs[0]];
     const ValueType& d = program.types[matmul.inputs[1]];
     if (x.shape.size() != 2 || d.shape.size() != 2 || !is_floating(x.dtype) || x.dtype != d.dtype) continue;
@@ -57,9 +57,9 @@ Program gather_scattered_products(const Program& program) {
     out.types.push_back(infer_result_types("all_to_all", {x}, to_all, program.mesh, program.rules)[0]);
     const auto rows = static_cast<ValueId>(out.types.size());
     out.types.push_back(infer_result_types("all_gather", {d}, gather, program.mesh, program.rules)[0]);
-    replacement[i] = {Equation{"all_to_all", to_all, {matmul.inputs[0]}, {columns}, scatter.source},
-                      Equation{"all_gather", gather, {matmul.inputs[1]}, {rows}, scatter.source},
-                      Equation{"matmul", {{"transpose_a", Param{true}}}, {columns, rows}, scatter.outputs, matmul.source}};
+    replacement[i] = {Equation{Prim::all_to_all, to_all, {matmul.inputs[0]}, {columns}, scatter.source},
+                      Equation{Prim::all_gather, gather, {matmul.inputs[1]}, {rows}, scatter.source},
+                      Equation{Prim::matmul, {{"transpose_a", Param{true}}}, {columns, rows}, scatter.outputs, matmul.source}};
     dropped[static_cast<std::size_t>(m_index)] = true;
   }
   for (std::size_t i = 0; i < program.equations.size(); ++i) {

@@ -61,20 +61,13 @@ ReplicaClasses declared(const Mesh& mesh, const ValueType& type) {
   });
 }
 
-// The collectives whose result is the same on every member of a group (a reduction, a gather).
-bool equal_within_groups(const std::string& op) {
-  static const std::set<std::string> ops{"psum", "pmean", "pmax", "pmin", "pprod", "all_reduce_identical_grad_inputs",
-                                         "all_gather", "gather_shards"};
-  return ops.count(op) > 0;
-}
-
 // A collective's result classes. Declared, but a reduction or gather in several axis index groups along one
 // axis gives a class per group along it (the type rule keeps the axis varying: ops/collectives.cc) and its
 // operand's classes along the other axes (each group's members there read the operand at their coordinates).
 ReplicaClasses collective_classes(const Mesh& mesh, const Equation& eq, const ValueType& out,
                                   const ReplicaClasses& operand) {
   ReplicaClasses classes = declared(mesh, out);
-  if (!equal_within_groups(eq.op)) return classes;
+  if (!eq.info().equal_within_groups) return classes;
   const auto* lists = param_if<Groups>(eq.params, "groups");
   const auto* named = param_if<std::vector<std::string>>(eq.params, "axes");
   if (lists == nullptr || named == nullptr || named->size() != 1) return classes;  // groups over several axes
@@ -125,7 +118,7 @@ std::vector<ReplicaClasses> replica_classes(const Program& program, const std::v
     ReplicaClasses in = classes_of(mesh, [](const std::string&) { return false; });
     for (ValueId id : eq.inputs) in = meet(in, classes[id]);
     const bool local = i < computes_locally.size() && computes_locally[i];
-    const OpInfo* info = local ? nullptr : find_op(eq.op);
+    const OpInfo* info = local ? nullptr : &eq.info();
     for (ValueId id : eq.outputs) {
       ReplicaClasses out;
       if (local) {
@@ -137,7 +130,7 @@ std::vector<ReplicaClasses> replica_classes(const Program& program, const std::v
         }
       } else if (info != nullptr && info->effectful) {
         out = classes_of(mesh, [](const std::string&) { return true; });  // a variable, a host load: any may differ
-      } else if (eq.op == "all_reduce_identical_inputs") {
+      } else if (eq.prim() == Prim::all_reduce_identical_inputs) {
         out = in;  // the identity forward
       } else {
         out = collective_classes(mesh, eq, program.types[id], in);
@@ -166,7 +159,7 @@ std::vector<std::optional<SharedProduct>> find_shared_products(const Program& pr
   const std::vector<std::vector<std::string>> axes = true_varying(program, computes_locally);
   for (std::size_t i = 0; i < program.equations.size(); ++i) {
     const Equation& eq = program.equations[i];
-    if (eq.op != "matmul" || eq.inputs.size() != 2 || param_flag(eq.params, "transpose_a")) continue;
+    if (eq.prim() != Prim::matmul || eq.inputs.size() != 2 || param_flag(eq.params, "transpose_a")) continue;
     const ValueType& rows = program.types[eq.inputs[0]];
     const ValueType& weight = program.types[eq.inputs[1]];
     if (rows.shape.size() < 2 || weight.shape.size() != 2 || rows.dtype != weight.dtype || !is_float(rows.dtype)) continue;

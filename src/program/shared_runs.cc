@@ -38,8 +38,7 @@ std::optional<ReplicaClasses> run_classes(const Program& p, const Step& step, co
 // other replicas' work is the user's, so a segment ends before it.
 bool effectful(const Program& p, const Step& step) {
   for (std::size_t i = step.first; i < step.first + step.count; ++i) {
-    const OpInfo* info = find_op(p.equations[i].op);
-    if (info == nullptr || info->effectful) return true;  // an op the registry does not know: maybe
+    if (p.equations[i].info().effectful) return true;
   }
   return false;
 }

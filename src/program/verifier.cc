@@ -75,12 +75,12 @@ class Checker {
     }
     std::vector<ValueType> inferred;
     try {
-      inferred = infer_result_types(eq.op, ins, eq.params, program_.mesh, program_.rules);
+      inferred = infer_result_types(eq.info(), ins, eq.params, program_.mesh, program_.rules);
     } catch (const RuleError& e) {
       fail_at(index, e.what());
     }
     if (inferred.size() != eq.outputs.size()) {
-      fail_at(index, eq.op + " has " + std::to_string(inferred.size()) + " result(s), the equation declares " +
+      fail_at(index, eq.name() + " has " + std::to_string(inferred.size()) + " result(s), the equation declares " +
                          std::to_string(eq.outputs.size()));
     }
     for (std::size_t k = 0; k < eq.outputs.size(); ++k) check_output(index, eq.outputs[k], inferred[k]);
@@ -94,11 +94,11 @@ class Checker {
     const ValueType& declared = program_.types[id];
     if (declared.dtype != inferred.dtype || declared.shape != inferred.shape) {
       fail_at(index, "'" + names_[id] + "' is declared " + type_text(declared) + " but " +
-                         program_.equations[index].op + " gives " + type_text(inferred));
+                         program_.equations[index].name() + " gives " + type_text(inferred));
     }
     if (declared.varying != inferred.varying) {
       fail_at(index, "'" + names_[id] + "' is declared varying over " + axes_text(declared.varying) + " but " +
-                         program_.equations[index].op + " makes it vary over " + axes_text(inferred.varying));
+                         program_.equations[index].name() + " makes it vary over " + axes_text(inferred.varying));
     }
     defined_by_[id] = static_cast<int>(index);
   }

@@ -36,6 +36,7 @@ namespace {
 
 using program::Equation;
 using program::Params;
+using program::Prim;
 
 // The runtime keeps call sites in its histories for the process's life: their text is interned (as many
 // strings as distinct traced source files).
@@ -56,14 +57,6 @@ CallSite site_of(const Equation& eq) {
     line = line * 10 + static_cast<unsigned>(eq.source[i] - '0');
   }
   return CallSite(interned(eq.source.substr(0, colon)), line);
-}
-
-// The equation's op, resolved: the one place the executor reads Equation::op (its name for messages, its
-// collective's row).
-const program::OpInfo& op_of(const Equation& eq) {
-  const program::OpInfo* info = program::find_op(eq.op);
-  if (info == nullptr) throw Error("weft internal error: equation of unregistered op '" + eq.op + "'");
-  return *info;
 }
 
 // One collective equation's arguments, read from its parameters once per program (not per run): those its
@@ -146,7 +139,7 @@ const Prepared& prepared(const Program::Impl& impl) {
       CollectiveCall& c = p->calls[i];
       c.site = site_of(eq);
       try {
-        if (const CollectiveDescriptor* row = op_of(eq).collective) c.read(*row, eq.params);
+        if (const CollectiveDescriptor* row = eq.info().collective) c.read(*row, eq.params);
       } catch (const Error&) {
         rethrow_at(prog, i);  // a bad parameter value (PopXL's op name) names its equation, as when it runs
       }
@@ -160,12 +153,12 @@ template <class Handle>
 const Handle& handle(const std::map<std::string, Handle>* handles, const Equation& eq, const char* key,
                      const char* kind) {
   if (handles == nullptr) {
-    throw InvalidArgument(op_of(eq).name + " is a session effect: it runs only in a session's run (Session::run of a program)");
+    throw InvalidArgument(eq.name() + " is a session effect: it runs only in a session's run (Session::run of a program)");
   }
   const std::string& name = program::param_string(eq.params, key);
   auto it = handles->find(name);
   if (it == handles->end()) {
-    throw InvalidArgument(op_of(eq).name + ": the session's run was given no " + kind + " named '" + name + "'");
+    throw InvalidArgument(eq.name() + ": the session's run was given no " + kind + " named '" + name + "'");
   }
   return it->second;
 }
@@ -174,16 +167,16 @@ const Handle& handle(const std::map<std::string, Handle>* handles, const Equatio
 // collectives. Returns their results (none for the stores).
 std::vector<Array> run_session_op(Replica& r, const Equation& eq, const std::vector<Array>& in,
                                   const ProgramHandles* handles) {
-  const std::string& op = op_of(eq).name;
-  if (op == "host_load" || op == "host_store") {
+  const program::Prim op = eq.prim();
+  if (op == Prim::host_load || op == Prim::host_store) {
     const HostStream& stream = handle(handles ? &handles->streams : nullptr, eq, "stream", "stream");
-    if (op == "host_load") return {r.host_load(stream)};
+    if (op == Prim::host_load) return {r.host_load(stream)};
     r.host_store(stream, in[0]);
     return {};
   }
-  if (op == "remote_load" || op == "remote_store") {
+  if (op == Prim::remote_load || op == Prim::remote_store) {
     const RemoteBuffer& buffer = handle(handles ? &handles->buffers : nullptr, eq, "buffer", "remote buffer");
-    if (op == "remote_load") return {in.empty() ? r.remote_load(buffer, 0) : r.remote_load(buffer, in[0])};
+    if (op == Prim::remote_load) return {in.empty() ? r.remote_load(buffer, 0) : r.remote_load(buffer, in[0])};
     if (in.size() > 1) {
       r.remote_store(buffer, in[1], in[0]);
     } else {
@@ -191,9 +184,9 @@ std::vector<Array> run_session_op(Replica& r, const Equation& eq, const std::vec
     }
     return {};
   }
-  if (op == "variable_read" || op == "variable_update") {
+  if (op == Prim::variable_read || op == Prim::variable_update) {
     const Variable& variable = handle(handles ? &handles->variables : nullptr, eq, "variable", "variable");
-    if (op == "variable_read") return {r.value(variable)};
+    if (op == Prim::variable_read) return {r.value(variable)};
     if (in[0].dtype() != variable.dtype() || in[0].shape() != r.value(variable).shape()) {
       throw InvalidArgument("variable_update: variable '" + variable.name() + "' holds " +
                             std::string(dtype_name(variable.dtype())) + shape_str(r.value(variable).shape()) +
@@ -202,7 +195,7 @@ std::vector<Array> run_session_op(Replica& r, const Equation& eq, const std::vec
     r.value(variable) = in[0];
     return {};
   }
-  throw Error("weft internal error: no kernel and no replica operation for op '" + op + "'");
+  throw Error("weft internal error: no kernel and no replica operation for op '" + eq.name() + "'");
 }
 
 // The same kind of error, with the equation in front: a MismatchError stays one.
@@ -336,7 +329,7 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
           }
         } else {
           if (replica == nullptr) {
-            throw InvalidArgument(op_of(eq).name + " needs replicas to meet, and run_program was given none (collectives run "
+            throw InvalidArgument(eq.name() + " needs replicas to meet, and run_program was given none (collectives run "
                                   "inside pmap or a session)");
           }
           const CollectiveCall& call = prep.calls[i];

@@ -17,7 +17,7 @@ ValueType f32(std::vector<std::int64_t> shape) { return ValueType{DType::f32, st
 
 std::vector<std::string> ops_of(const Program& p) {
   std::vector<std::string> ops;
-  for (const Equation& eq : p.equations) ops.push_back(eq.op);
+  for (const Equation& eq : p.equations) ops.push_back(eq.name());
   return ops;
 }
 

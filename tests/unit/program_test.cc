@@ -9,7 +9,6 @@
 
 #include "program/builder.hpp"
 #include "program/dead_code.hpp"
-#include "program/kernels.hpp"
 #include "program/liveness.hpp"
 #include "program/op_registry.hpp"
 #include "program/printer.hpp"
@@ -135,8 +134,6 @@ TEST(ProgramVerifier, EachRuleHasItsMessage) {
        "equation 1 `c:f32[4,8] = exp a`: output 'c' is already defined (by equation 0)"},
       {"redefines an input", hand_written({{"exp", {}, {0}, {0}}}, {}, {0}),
        "equation 0 `a:f32[4,8] = exp a`: output 'a' is already defined (by a program input)"},
-      {"unknown op", hand_written({{"frobnicate", {}, {0}, {2}}, {"exp", {}, {2}, {3}}}),
-       "equation 0 `c:f32[4,8] = frobnicate a`: unknown op 'frobnicate'"},
       {"arity", hand_written({{"add", {}, {0}, {2}}, {"exp", {}, {2}, {3}}}),
        "equation 0 `c:f32[4,8] = add a`: add takes 2 input(s), got 1"},
       {"missing param", hand_written({add, {"psum", {}, {2}, {3}}}),
@@ -227,6 +224,30 @@ TEST(ProgramBuilder, ReportsTheEquationBeingBuilt) {
   // The failed equation is not kept: the program still verifies.
   b.set_outputs({c});
   EXPECT_EQ(b.build().equations.size(), 1u);
+}
+
+// An equation holds its resolved primitive, so an unknown name is refused where the equation is made (by the
+// builder, or a hand-written Equation) and never reaches the verifier.
+TEST(ProgramVerifier, AnUnknownOpIsRefusedWhereTheEquationIsMade) {
+  std::string error = "(accepted)";
+  try {
+    const Equation eq("frobnicate", {}, {0}, {2});
+  } catch (const RuleError& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error, "unknown op 'frobnicate'");
+  Builder b(mesh_i());
+  const ValueId a = b.input(f32({4}));
+  for (const char* name : {"frobnicate", "Add", "add "}) {
+    error = "(accepted)";
+    try {
+      b.emit(name, {a}, {}, "train.py:3");
+    } catch (const InvalidArgument& e) {
+      error = e.what();
+    }
+    EXPECT_EQ(error, "program builder: unknown op '" + std::string(name) + "' (train.py:3)");
+  }
+  EXPECT_EQ(b.num_equations(), 0u);
 }
 
 // ---- inference ----------------------------------------------------------------------------------------------
@@ -387,8 +408,8 @@ TEST(ProgramInference, RegistryCoversTheOpFamilies) {
   }
   EXPECT_TRUE(find_op("host_store")->effectful);
   EXPECT_FALSE(find_op("psum")->effectful);
-  EXPECT_TRUE(is_elementwise_op("add"));
-  EXPECT_FALSE(is_elementwise_op("matmul"));
+  EXPECT_TRUE(find_op("add")->elementwise);
+  EXPECT_FALSE(find_op("matmul")->elementwise);
 }
 
 // The executor runs an equation by its kernel, or on the replica (collectives, session effects): every op is
@@ -400,7 +421,7 @@ TEST(ProgramKernels, EveryOpHasAKernelOrRunsOnTheReplica) {
                                             "all_reduce_identical_grad_inputs", "pbroadcast"};
   for (const std::string& op : registered_ops()) {
     const bool replica = find_op(op)->effectful || on_replica.count(op) > 0;
-    EXPECT_EQ(find_kernel(op) == nullptr, replica) << op;
+    EXPECT_EQ(find_op(op)->kernel == nullptr, replica) << op;
   }
 }
 

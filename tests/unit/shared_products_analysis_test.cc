@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "program/builder.hpp"
-#include "program/kernels.hpp"
 #include "program/shared_products.hpp"
 
 namespace weft::program {
@@ -42,9 +41,9 @@ TEST_P(SharedProductsAnalysis, CallsAProductSharedOnlyWhenItsWeightIsProvablyEqu
   const ValueId x = b.input(f32({4, 3}, {"data", "model"}));
   b.set_outputs({c.build(b, x)});
   const Program p = b.build();
-  ASSERT_EQ(p.equations.back().op, "matmul") << c.name;
+  ASSERT_EQ(p.equations.back().prim(), Prim::matmul) << c.name;
   std::vector<bool> local(p.equations.size());
-  for (std::size_t i = 0; i < p.equations.size(); ++i) local[i] = find_kernel(p.equations[i].op) != nullptr;
+  for (std::size_t i = 0; i < p.equations.size(); ++i) local[i] = p.equations[i].info().kernel != nullptr;
   const auto verdicts = find_shared_products(p, local);
   const auto& last = verdicts.back();
   EXPECT_EQ(last.has_value(), c.shared) << c.name;
@@ -171,7 +170,7 @@ TEST(ReplicaClassesAnalysis, AGroupedReductionGivesAClassPerGroup) {
     b.set_outputs({out});
     const Program p = b.build();
     std::vector<bool> local(p.equations.size());
-    for (std::size_t i = 0; i < p.equations.size(); ++i) local[i] = find_kernel(p.equations[i].op) != nullptr;
+    for (std::size_t i = 0; i < p.equations.size(); ++i) local[i] = p.equations[i].info().kernel != nullptr;
     EXPECT_EQ(replica_classes(p, local)[out].per_axis, row.classes) << row.name;
   }
 }

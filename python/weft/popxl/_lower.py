@@ -56,7 +56,7 @@ class Handles:
 
 
 def _groups_param(groups):
-    return ("groups", "groups", [[int(m) for m in g] for g in groups.groups])
+    return ("groups", [[int(m) for m in g] for g in groups.groups])
 
 
 def _params(eq, handles):
@@ -64,19 +64,19 @@ def _params(eq, handles):
     p, params = eq.params, []
     if eq.op in _EFFECT_HANDLE:
         key, kind = _EFFECT_HANDLE[eq.op]
-        params.append((key, "str", handles.name(kind, p[key])))
+        params.append((key, handles.name(kind, p[key])))
         if "shape" in p:
-            params += [("shape", "ints", [int(d) for d in p["shape"]]), ("dtype", "dtype", _np.dtype(p["dtype"]))]
+            params += [("shape", [int(d) for d in p["shape"]]), ("dtype", _np.dtype(p["dtype"]))]
     elif eq.op in _COLLECTIVES:
-        params.append(("axes", "strs", ["replica"]))
+        params.append(("axes", ["replica"]))
         if p.get("groups") is not None:
             params.append(_groups_param(p["groups"]))
         if eq.op == "all_gather":
-            params += [("axis", "int", int(p["axis"])), ("tiled", "bool", bool(p["tiled"]))]
+            params += [("axis", int(p["axis"])), ("tiled", bool(p["tiled"]))]
         if eq.op == "gather_shards":
-            params.append(("shape", "ints", [int(d) for d in p["shape"]]))
+            params.append(("shape", [int(d) for d in p["shape"]]))
         if eq.op == "replicated_reduce_scatter":
-            params.append(("op", "str", str(p["reduce"])))
+            params.append(("op", str(p["reduce"])))
     return params
 
 
@@ -110,15 +110,15 @@ class _Lowering:
         idents = []
         for value, (ident, typ) in zip(eq.outputs, outs):
             if _np.dtype(typ[0]) != value.dtype:  # the graph's own dtype rule (popxl's) decides the stored type
-                ident = self.builder.emit("astype", [ident], [("dtype", "dtype", value.dtype)], eq.where)[0][0]
+                ident = self.builder.emit("astype", [ident], [("dtype", value.dtype)], eq.where)[0][0]
             idents.append(ident)
         return idents
 
     def _local_slice_gradient(self, eq, x, out):
         """custom_vjp_call on the gather's output: the identity, whose VJP is PopXL's (the local slice)."""
         rule = _local_slice_rule(self.mesh, eq, tuple(out[1]))
-        params = [("rule", "int", rule), ("primals", "int", 1), ("outputs", "int", 1),
-                  ("name", "str", "popxl.ops.collectives.replicated_all_gather")]
+        params = [("rule", rule), ("primals", 1), ("outputs", 1),
+                  ("name", "popxl.ops.collectives.replicated_all_gather")]
         return self.builder.emit("custom_vjp_call", [x, out[0]], params, eq.where)
 
 
@@ -141,19 +141,19 @@ def _local_slice_rule(mesh, eq, out_type):
         # The group axis first (G, *x.shape): row k of it, flattened, is member k's chunk.
         axis = int(p["axis"])
         split = list(x_shape[:axis]) + [size] + list(x_shape[axis:])  # tiled: axis `axis` split as (G, n)
-        g = b.emit("reshape", [g], [("shape", "ints", split)], "")[0][0]
+        g = b.emit("reshape", [g], [("shape", split)], "")[0][0]
         if axis:
             perm = [axis] + [k for k in range(len(split)) if k != axis]
-            g = b.emit("transpose", [g], [("perm", "ints", perm)], "")[0][0]
+            g = b.emit("transpose", [g], [("perm", perm)], "")[0][0]
     else:
         n = int(_np.prod(shape, dtype=_np.int64))
-        g = b.emit("reshape", [g], [("shape", "ints", [n])], "")[0][0]
+        g = b.emit("reshape", [g], [("shape", [n])], "")[0][0]
         if x_shape[0] * size != n:  # the shards' padding: zeros
             pad = b.constant(_np.zeros(x_shape[0] * size - n, _np.dtype(dtype)))[0]
-            g = b.emit("concatenate", [g, pad], [("axis", "int", 0)], "")[0][0]
-    params = [("axes", "strs", ["replica"]), ("groups", "groups", [list(m) for m in members])]
+            g = b.emit("concatenate", [g, pad], [("axis", 0)], "")[0][0]
+    params = [("axes", ["replica"]), ("groups", [list(m) for m in members])]
     g = b.emit("replica_sharded_slice", [g], params, "")[0][0]
-    g = b.emit("reshape", [g], [("shape", "ints", list(x_shape))], "")[0][0]
+    g = b.emit("reshape", [g], [("shape", list(x_shape))], "")[0][0]
     b.set_outputs([g])
     _RULES[key] = _ext.register_custom_vjp(b.build(), "popxl.ops.collectives.replicated_all_gather")
     return _RULES[key]

@@ -483,7 +483,7 @@ AxesSplit split_axes(const BatchContext& c) {
 }
 
 [[noreturn]] void refuse(const BatchContext& c, const std::string& why) {
-  throw RuleError(c.op + " over vmap's axis '" + c.axis_name + "': " + why);
+  throw RuleError(c.op.name() + " over vmap's axis '" + c.axis_name + "': " + why);
 }
 
 // JAX's batchers of these collectives take vmap's axis alone and no axis_index_groups.
@@ -496,7 +496,7 @@ void batch_axis_alone(const BatchContext& c, const AxesSplit& s) {
 }
 
 Batched same_collective(BatchContext& c, const Params& params) {
-  return {c.e.emit_many(c.op, {c.in(0)}, params), {c.batched[0]}};
+  return {c.e.emit_many(c.prim(), {c.in(0)}, params), {c.batched[0]}};
 }
 
 Params shifted(const Params& params, std::initializer_list<std::pair<const char*, std::int64_t>> axes) {
@@ -532,18 +532,25 @@ ValueId reduce_examples(BatchContext& c, ReduceOp op, ValueId x, bool batched) {
   return product;
 }
 
+// How reduction_batch reduces the examples of each all-reduce (a mean as a sum, divided after the rest).
+ReduceOp examples_reduction(Prim op) {
+  switch (op) {
+    case Prim::pmax: return ReduceOp::max;
+    case Prim::pmin: return ReduceOp::min;
+    case Prim::pprod: return ReduceOp::prod;
+    default: return ReduceOp::sum;  // psum, pmean, all_reduce_identical_grad_inputs
+  }
+}
+
 // psum, pmean, pmax, pmin, pprod and Megatron's g (a sum). Over vmap's axis and others: the examples reduced,
 // then the collective over the others; pmean is JAX's, psum / n.
 Batched reduction_batch(BatchContext& c) {
   const AxesSplit s = split_axes(c);
   if (!s.batch_axis) return same_collective(c, c.params);
   if (has_param(c.params, "groups")) refuse(c, "axis_index_groups are not supported under vmap (JAX's rule)");
-  static const std::map<std::string, ReduceOp> ops = {
-      {"psum", ReduceOp::sum}, {"pmean", ReduceOp::sum}, {"pmax", ReduceOp::max}, {"pmin", ReduceOp::min},
-      {"pprod", ReduceOp::prod}, {"all_reduce_identical_grad_inputs", ReduceOp::sum}};
-  ValueId y = reduce_examples(c, ops.at(c.op), c.in(0), c.batched[0]);
-  const bool mean = c.op == "pmean";
-  if (!s.rest.empty()) y = c.e.emit(mean ? "psum" : c.op, {y}, over_axes(c.params, s.rest));
+  const bool mean = c.prim() == Prim::pmean;
+  ValueId y = reduce_examples(c, examples_reduction(c.prim()), c.in(0), c.batched[0]);
+  if (!s.rest.empty()) y = c.e.emit(mean ? Prim::psum : c.prim(), {y}, over_axes(c.params, s.rest));
   if (mean) {
     const std::int64_t n = c.size * (s.rest.empty() ? 1 : participants(over_axes(c.params, s.rest), c.e.mesh()));
     y = c.e.emit("divide", {y, c.e.scalar(static_cast<double>(n), c.e.type(y).dtype)});
@@ -557,7 +564,7 @@ Batched identity_batch(BatchContext& c) {
   const AxesSplit s = split_axes(c);
   if (!s.batch_axis) return same_collective(c, c.params);
   if (s.rest.empty()) return {{c.in(0)}, {c.batched[0]}};
-  return {{c.e.emit(c.op, {c.in(0)}, over_axes(c.params, s.rest))}, {c.batched[0]}};
+  return {{c.e.emit(c.prim(), {c.in(0)}, over_axes(c.params, s.rest))}, {c.batched[0]}};
 }
 
 // Over vmap's axis: the examples stacked at `axis` (tiled: concatenated along it); the result is every
@@ -741,41 +748,71 @@ const char* const kNoExtremumRule =
 
 void register_collective_ops(std::vector<OpInfo>& ops) {
   namespace rows = collective_rows;
-  ops.push_back({"psum", 1, 1, {"axes"}, {"groups"}, false, all_reduce, psum_vjp, linear_jvp, reduction_batch, {},
-                 &rows::psum});
-  ops.push_back({"pmean", 1, 1, {"axes"}, {"groups"}, false, all_reduce, pmean_vjp, linear_jvp, reduction_batch, {},
-                 &rows::pmean});
-  for (const CollectiveDescriptor* row : {&rows::pmax, &rows::pmin}) {
-    ops.push_back({row->name, 1, 1, {"axes"}, {"groups"}, false, all_reduce, nullptr, nullptr, reduction_batch,
-                   kNoExtremumRule, row});
+  using K = ParamKind;
+  ops.push_back({.id = Prim::psum, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
+                 .equal_within_groups = true, .infer = all_reduce, .vjp = psum_vjp, .jvp = linear_jvp,
+                 .batch = reduction_batch, .collective = &rows::psum});
+  ops.push_back({.id = Prim::pmean, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
+                 .equal_within_groups = true, .infer = all_reduce, .vjp = pmean_vjp, .jvp = linear_jvp,
+                 .batch = reduction_batch, .collective = &rows::pmean});
+  for (const auto& [id, row] : {std::pair{Prim::pmax, &rows::pmax}, std::pair{Prim::pmin, &rows::pmin}}) {
+    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1,
+                   .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
+                   .equal_within_groups = true, .infer = all_reduce, .batch = reduction_batch,
+                   .no_rule = kNoExtremumRule, .collective = row});
   }
-  ops.push_back({"pprod", 1, 1, {"axes"}, {"groups"}, false, all_reduce, pprod_vjp, pprod_jvp, reduction_batch, {},
-                 &rows::pprod});
-  ops.push_back({"all_reduce_identical_inputs", 1, 1, {"axes"}, {"groups"}, false, all_reduce, identical_inputs_vjp,
-                 linear_jvp, identity_batch, {}, &rows::all_reduce_identical_inputs});
-  ops.push_back({"all_reduce_identical_grad_inputs", 1, 1, {"axes"}, {"groups"}, false, all_reduce,
-                 identical_grad_inputs_vjp, linear_jvp, reduction_batch, {}, &rows::all_reduce_identical_grad_inputs});
-  ops.push_back({"replicated_reduce_scatter", 1, 1, {"axes"}, {"groups", "op"}, false, flat_shard,
-                 replicated_reduce_scatter_vjp, replicated_reduce_scatter_jvp, replicated_reduce_scatter_batch, {},
-                 &rows::replicated_reduce_scatter});
-  ops.push_back({"replica_sharded_slice", 1, 1, {"axes"}, {"groups"}, false, flat_shard, replica_sharded_slice_vjp,
-                 linear_jvp, replica_sharded_slice_batch, {}, &rows::replica_sharded_slice});
-  ops.push_back({"gather_shards", 1, 1, {"axes", "shape"}, {"groups"}, false, gather_shards, gather_shards_vjp,
-                 linear_jvp, gather_shards_batch, {}, &rows::gather_shards});
-  ops.push_back({"all_gather", 1, 1, {"axes", "axis"}, {"groups", "tiled"}, false, all_gather, all_gather_vjp,
-                 linear_jvp, all_gather_batch, {}, &rows::all_gather});
-  ops.push_back({"psum_scatter", 1, 1, {"axes", "axis"}, {"groups", "tiled"}, false, psum_scatter, psum_scatter_vjp,
-                 linear_jvp, psum_scatter_batch, {}, &rows::psum_scatter});
-  ops.push_back({"all_to_all", 1, 1, {"axes", "split_axis", "concat_axis"}, {"groups", "tiled"}, false, all_to_all,
-                 all_to_all_vjp, linear_jvp, all_to_all_batch, {}, &rows::all_to_all});
-  ops.push_back({"ppermute", 1, 1, {"axes", "perm"}, {}, false, ppermute, ppermute_vjp, linear_jvp, ppermute_batch, {},
-                 &rows::ppermute});
-  ops.push_back({"pbroadcast", 1, 1, {"axes", "source"}, {}, false, pbroadcast, pbroadcast_vjp, linear_jvp,
-                 pbroadcast_batch, {}, &rows::pbroadcast});
+  ops.push_back({.id = Prim::pprod, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
+                 .equal_within_groups = true, .infer = all_reduce, .vjp = pprod_vjp, .jvp = pprod_jvp,
+                 .batch = reduction_batch, .collective = &rows::pprod});
+  ops.push_back({.id = Prim::all_reduce_identical_inputs, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .infer = all_reduce,
+                 .vjp = identical_inputs_vjp, .jvp = linear_jvp, .batch = identity_batch, .collective = &rows::all_reduce_identical_inputs});
+  ops.push_back({.id = Prim::all_reduce_identical_grad_inputs, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .equal_within_groups = true,
+                 .infer = all_reduce, .vjp = identical_grad_inputs_vjp, .jvp = linear_jvp, .batch = reduction_batch, .collective = &rows::all_reduce_identical_grad_inputs});
+  ops.push_back({.id = Prim::replicated_reduce_scatter, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}, {"op", K::string, kOptional}},
+                 .infer = flat_shard, .vjp = replicated_reduce_scatter_vjp, .jvp = replicated_reduce_scatter_jvp,
+                 .batch = replicated_reduce_scatter_batch, .collective = &rows::replicated_reduce_scatter});
+  ops.push_back({.id = Prim::replica_sharded_slice, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .infer = flat_shard,
+                 .vjp = replica_sharded_slice_vjp, .jvp = linear_jvp, .batch = replica_sharded_slice_batch, .collective = &rows::replica_sharded_slice});
+  ops.push_back({.id = Prim::gather_shards, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"shape", K::ints}, {"groups", K::groups, kOptional}},
+                 .equal_within_groups = true, .infer = gather_shards, .vjp = gather_shards_vjp, .jvp = linear_jvp,
+                 .batch = gather_shards_batch, .collective = &rows::gather_shards});
+  ops.push_back({.id = Prim::all_gather, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"axis", K::integer}, {"groups", K::groups, kOptional},
+                            {"tiled", K::boolean, kOptional}},
+                 .communicates_operand = true, .equal_within_groups = true, .infer = all_gather,
+                 .vjp = all_gather_vjp, .jvp = linear_jvp, .batch = all_gather_batch, .collective = &rows::all_gather});
+  ops.push_back({.id = Prim::psum_scatter, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"axis", K::integer}, {"groups", K::groups, kOptional},
+                            {"tiled", K::boolean, kOptional}},
+                 .communicates_operand = true, .infer = psum_scatter, .vjp = psum_scatter_vjp, .jvp = linear_jvp,
+                 .batch = psum_scatter_batch, .collective = &rows::psum_scatter});
+  ops.push_back({.id = Prim::all_to_all, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"split_axis", K::integer}, {"concat_axis", K::integer},
+                            {"groups", K::groups, kOptional}, {"tiled", K::boolean, kOptional}},
+                 .communicates_operand = true, .infer = all_to_all, .vjp = all_to_all_vjp, .jvp = linear_jvp,
+                 .batch = all_to_all_batch, .collective = &rows::all_to_all});
+  ops.push_back({.id = Prim::ppermute, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"perm", K::permutation}}, .communicates_operand = true,
+                 .infer = ppermute, .vjp = ppermute_vjp, .jvp = linear_jvp, .batch = ppermute_batch, .collective = &rows::ppermute});
+  ops.push_back({.id = Prim::pbroadcast, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axes", K::axes}, {"source", K::integer}}, .communicates_operand = true,
+                 .infer = pbroadcast, .vjp = pbroadcast_vjp, .jvp = linear_jvp, .batch = pbroadcast_batch, .collective = &rows::pbroadcast});
   // An int32 result: no derivative to take.
-  ops.push_back({"axis_index", 0, 0, {"axes"}, {}, false, axis_index, nullptr, nullptr, axis_index_batch, {},
-                 &rows::axis_index});
-  ops.push_back({"pvary", 1, 1, {"axes"}, {}, false, pvary, pvary_vjp, linear_jvp, identity_batch});
+  ops.push_back({.id = Prim::axis_index, .min_inputs = 0, .max_inputs = 0, .params = {{"axes", K::axes}},
+                 .infer = axis_index, .batch = axis_index_batch, .collective = &rows::axis_index});
+  // shard_map's pvary changes a value's type only (its varying axes): the data stays, a kernel of its own (the
+  // executor runs it locally, no replica meets).
+  ops.push_back({.id = Prim::pvary, .min_inputs = 1, .max_inputs = 1, .params = {{"axes", K::axes}}, .infer = pvary,
+                 .kernel = [](const std::vector<Array>& in, const Params&) -> std::vector<Array> { return {in[0]}; },
+                 .vjp = pvary_vjp, .jvp = linear_jvp, .batch = identity_batch});
 }
 
 }  // namespace weft::program

@@ -19,8 +19,8 @@ namespace weft::program {
 namespace {
 
 const char* kind_text(CustomKind kind) { return kind == CustomKind::vjp ? "custom_vjp" : "custom_jvp"; }
-const std::string& op_of(CustomKind kind) { return kind == CustomKind::vjp ? kCustomVjpOp : kCustomJvpOp; }
-CustomKind kind_of(const std::string& op) { return op == kCustomVjpOp ? CustomKind::vjp : CustomKind::jvp; }
+Prim op_of(CustomKind kind) { return kind == CustomKind::vjp ? Prim::custom_vjp_call : Prim::custom_jvp_call; }
+CustomKind kind_of(Prim op) { return op == Prim::custom_vjp_call ? CustomKind::vjp : CustomKind::jvp; }
 
 // What a rule was batched for: the same rule batched the same way is registered once (a vmapped function is
 // batched on every trace outside jit, and a registration per trace would grow the process).
@@ -41,14 +41,14 @@ Table& table() {
   return *t;
 }
 
-std::size_t count_param(const std::string& op, const Params& params, const char* name) {
+std::size_t count_param(Prim op, const Params& params, const char* name) {
   const std::int64_t n = param<std::int64_t>(params, name);
-  if (n < 0) throw RuleError(op + ": parameter '" + name + "' must not be negative");
+  if (n < 0) throw RuleError(prim_name(op) + ": parameter '" + name + "' must not be negative");
   return static_cast<std::size_t>(n);
 }
 
 // outs = the function's outputs, unchanged: their types are those operands' types.
-std::vector<ValueType> infer_call(const std::string& op, const std::vector<ValueType>& ins, const Params& params) {
+std::vector<ValueType> infer_call(Prim op, const std::vector<ValueType>& ins, const Params& params) {
   const CustomCallLayout layout = custom_call_layout(op, params, ins.size());
   find_custom_rule(kind_of(op), layout.rule);  // a call whose rule is unknown could never be differentiated
   return {ins.begin() + static_cast<std::ptrdiff_t>(layout.primals),
@@ -121,13 +121,13 @@ std::int64_t batched_rule(CustomKind kind, const CustomCallLayout& layout, const
 std::vector<ValueId> call_with_rule(BatchContext& c, std::int64_t rule, const std::vector<ValueId>& ins) {
   Params params = c.params;
   params["rule"] = int_param(rule);
-  return c.e.emit_many(c.op, ins, std::move(params));
+  return c.e.emit_many(c.prim(), ins, std::move(params));
 }
 
 // ---- custom_vjp_call ---------------------------------------------------------------------------------------
 
 std::vector<ValueType> infer_vjp_call(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
-  return infer_call(kCustomVjpOp, ins, params);
+  return infer_call(Prim::custom_vjp_call, ins, params);
 }
 
 // bwd, inlined on the current values of the residual operands and the outputs' cotangents, gives the primal
@@ -135,7 +135,7 @@ std::vector<ValueType> infer_vjp_call(const std::vector<ValueType>& ins, const P
 // transposed. bwd's results were checked against the primals' types when the call was traced (Python's
 // custom_vjp); a hand-built call is checked here, before give() could broadcast a wrong shape away.
 void custom_vjp_vjp(VjpContext& c) {
-  const CustomCallLayout layout = custom_call_layout(c.op, c.params, c.ins.size());
+  const CustomCallLayout layout = custom_call_layout(c.prim(), c.params, c.ins.size());
   const CustomRule& rule = find_custom_rule(CustomKind::vjp, layout.rule);
   const std::string what = who(layout, CustomKind::vjp) + "bwd ";
   std::vector<ValueId> ins(c.ins.begin() + static_cast<std::ptrdiff_t>(layout.primals + layout.outputs), c.ins.end());
@@ -158,7 +158,7 @@ void custom_vjp_vjp(VjpContext& c) {
 
 // JAX refuses forward mode through a custom_vjp function: its rule says nothing about tangents.
 std::vector<ValueId> custom_vjp_jvp(JvpContext& c) {
-  const CustomCallLayout layout = custom_call_layout(c.op, c.params, c.ins.size());
+  const CustomCallLayout layout = custom_call_layout(c.prim(), c.params, c.ins.size());
   throw RuleError("can't apply forward-mode autodiff (jvp) to a custom_vjp function (" + layout.name +
                   "; JAX's rule too): give it a custom_jvp rule instead, or differentiate it in reverse mode");
 }
@@ -166,7 +166,7 @@ std::vector<ValueId> custom_vjp_jvp(JvpContext& c) {
 // bwd batched: its residuals and output cotangents carry the batch axis where the call's operands do (a
 // cotangent has its output's type, and the outputs are fwd's), its cotangents where their primals do.
 Batched custom_vjp_batch(BatchContext& c) {
-  const CustomCallLayout layout = custom_call_layout(c.op, c.params, c.ins.size());
+  const CustomCallLayout layout = custom_call_layout(c.prim(), c.params, c.ins.size());
   const auto at = [&](std::size_t from, std::size_t n) {
     return std::vector<bool>(c.batched.begin() + static_cast<std::ptrdiff_t>(from),
                              c.batched.begin() + static_cast<std::ptrdiff_t>(from + n));
@@ -181,14 +181,14 @@ Batched custom_vjp_batch(BatchContext& c) {
 // ---- custom_jvp_call ---------------------------------------------------------------------------------------
 
 std::vector<ValueType> infer_jvp_call(const std::vector<ValueType>& ins, const Params& params, const Mesh&) {
-  return infer_call(kCustomJvpOp, ins, params);
+  return infer_call(Prim::custom_jvp_call, ins, params);
 }
 
 // The jvp rule, inlined on the primal operands and their tangents (zeros where one has none), gives the
 // outputs' tangents. Python's custom_jvp checked its outputs' types when the call was traced; a hand-built
 // call is checked here.
 std::vector<ValueId> custom_jvp_jvp(JvpContext& c) {
-  const CustomCallLayout layout = custom_call_layout(c.op, c.params, c.ins.size());
+  const CustomCallLayout layout = custom_call_layout(c.prim(), c.params, c.ins.size());
   const CustomRule& rule = find_custom_rule(CustomKind::jvp, layout.rule);
   const std::string what = who(layout, CustomKind::jvp) + "the jvp rule ";
   std::vector<ValueId> ins(c.ins.begin(), c.ins.begin() + static_cast<std::ptrdiff_t>(layout.primals));
@@ -225,7 +225,7 @@ std::optional<std::string> nonlinear_in(const Program& rule, const Equation& eq,
   Emitter e(b);
   Params params = eq.params;
   params.erase(kCheckpointParam);
-  JvpContext c{e, eq.op, params, {}, {}, {}, {}, {}};
+  JvpContext c{e, eq.info(), params, {}, {}, {}, {}, {}};
   for (std::size_t k = 0; k < eq.inputs.size(); ++k) {
     const ValueType& type = rule.types[eq.inputs[k]];
     if (dependent[k] && !is_floating(type.dtype)) {
@@ -236,14 +236,14 @@ std::optional<std::string> nonlinear_in(const Program& rule, const Equation& eq,
     c.ins.push_back(b.input(type));
     c.tangents.push_back(dependent[k] ? b.input(type) : kNoValue);
   }
-  c.outs = b.emit(eq.op, c.ins, params, eq.source);
+  c.outs = b.emit(eq.info(), c.ins, params, eq.source);
   bool floating = false;
   for (ValueId out : c.outs) {
     c.out_types.push_back(b.type(out));
     floating = floating || is_floating(c.out_types.back().dtype);
   }
   if (!floating) return std::nullopt;  // integer results: whatever reads them is judged
-  const OpInfo* info = find_op(eq.op);
+  const OpInfo* info = &eq.info();
   if (info->jvp == nullptr || info->effectful) return std::string("has no derivative");
   std::vector<ValueId> tangents = info->jvp(c);
   std::vector<ValueId> read;
@@ -332,7 +332,7 @@ const Program& transposed_jvp_rule(const CustomCallLayout& layout, const CustomR
 // taken at zero tangents and seeded with the call's output cotangents, gives the primal operands their
 // cotangents. f's outputs get none, so f's own equations are never transposed.
 void custom_jvp_vjp(VjpContext& c) {
-  const CustomCallLayout layout = custom_call_layout(c.op, c.params, c.ins.size());
+  const CustomCallLayout layout = custom_call_layout(c.prim(), c.params, c.ins.size());
   const CustomRule& rule = find_custom_rule(CustomKind::jvp, layout.rule);
   const std::string what = who(layout, CustomKind::jvp) + "the jvp rule ";
   if (rule.program.inputs.size() != 2 * layout.primals || rule.program.outputs.size() != 2 * layout.outputs) {
@@ -358,7 +358,7 @@ void custom_jvp_vjp(VjpContext& c) {
 // of the rule's outputs for it does; f's output and the rule's are broadcast to agree, so the rule's results
 // always have the call's outputs' types.
 Batched custom_jvp_batch(BatchContext& c) {
-  const CustomCallLayout layout = custom_call_layout(c.op, c.params, c.ins.size());
+  const CustomCallLayout layout = custom_call_layout(c.prim(), c.params, c.ins.size());
   const CustomRule& rule = find_custom_rule(CustomKind::jvp, layout.rule);
   std::vector<bool> primals(c.batched.begin(), c.batched.begin() + static_cast<std::ptrdiff_t>(layout.primals));
   std::vector<bool> rule_ins = primals;
@@ -382,6 +382,12 @@ Batched custom_jvp_batch(BatchContext& c) {
   return {call_with_rule(c, number, ins), outs};
 }
 
+// Both calls' kernel: the identity on the function's outputs, the operands after the primals.
+std::vector<Array> call_kernel(const std::vector<Array>& in, const Params& p) {
+  const auto from = in.begin() + param_int(p, "primals");
+  return {from, from + param_int(p, "outputs")};
+}
+
 }  // namespace
 
 std::int64_t register_custom_rule(CustomKind kind, Program program, std::string name) {
@@ -398,26 +404,26 @@ const CustomRule& find_custom_rule(CustomKind kind, std::int64_t rule) {
   std::lock_guard lock(t.mutex);
   const auto it = t.rules.find(rule);
   if (it == t.rules.end() || it->second->kind != kind) {
-    throw RuleError(op_of(kind) + ": no " + kind_text(kind) + " rule " + std::to_string(rule) +
+    throw RuleError(prim_name(op_of(kind)) + ": no " + kind_text(kind) + " rule " + std::to_string(rule) +
                     " is registered in this process (a call's rule is registered when the call is traced)");
   }
   return *it->second;
 }
 
-CustomCallLayout custom_call_layout(const std::string& op, const Params& params, std::size_t operands) {
+CustomCallLayout custom_call_layout(Prim op, const Params& params, std::size_t operands) {
   CustomCallLayout layout;
   layout.rule = param<std::int64_t>(params, "rule");
   layout.primals = count_param(op, params, "primals");
   layout.outputs = count_param(op, params, "outputs");
   layout.name = param<std::string>(params, "name");
   if (layout.primals + layout.outputs > operands) {
-    throw RuleError(op + ": " + std::to_string(layout.primals) + " primal inputs and " +
+    throw RuleError(prim_name(op) + ": " + std::to_string(layout.primals) + " primal inputs and " +
                     std::to_string(layout.outputs) + " outputs need at least " +
                     std::to_string(layout.primals + layout.outputs) + " operands, got " + std::to_string(operands));
   }
   layout.residuals = operands - layout.primals - layout.outputs;
-  if (op == kCustomJvpOp && layout.residuals != 0) {
-    throw RuleError(op + ": " + std::to_string(layout.primals) + " primal inputs and " +
+  if (op == Prim::custom_jvp_call && layout.residuals != 0) {
+    throw RuleError(prim_name(op) + ": " + std::to_string(layout.primals) + " primal inputs and " +
                     std::to_string(layout.outputs) + " outputs are " + std::to_string(layout.primals + layout.outputs) +
                     " operands, got " + std::to_string(operands) + " (a custom_jvp call has no residuals)");
   }
@@ -425,11 +431,15 @@ CustomCallLayout custom_call_layout(const std::string& op, const Params& params,
 }
 
 void register_custom_ops(std::vector<OpInfo>& ops) {
-  const std::vector<std::string> params{"rule", "primals", "outputs", "name"};
-  ops.push_back({kCustomVjpOp, 0, -1, params, {}, false, infer_vjp_call, custom_vjp_vjp, custom_vjp_jvp,
-                 custom_vjp_batch});
-  ops.push_back({kCustomJvpOp, 0, -1, params, {}, false, infer_jvp_call, custom_jvp_vjp, custom_jvp_jvp,
-                 custom_jvp_batch});
+  using K = ParamKind;
+  const std::vector<ParamSpec> params{
+      {"rule", K::integer}, {"primals", K::integer}, {"outputs", K::integer}, {"name", K::string}};
+  ops.push_back({.id = Prim::custom_vjp_call, .min_inputs = 0, .max_inputs = -1, .params = params,
+                 .infer = infer_vjp_call, .kernel = call_kernel, .vjp = custom_vjp_vjp, .jvp = custom_vjp_jvp,
+                 .batch = custom_vjp_batch});
+  ops.push_back({.id = Prim::custom_jvp_call, .min_inputs = 0, .max_inputs = -1, .params = params,
+                 .infer = infer_jvp_call, .kernel = call_kernel, .vjp = custom_jvp_vjp, .jvp = custom_jvp_jvp,
+                 .batch = custom_jvp_batch});
 }
 
 }  // namespace weft::program

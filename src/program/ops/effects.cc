@@ -29,17 +29,28 @@ std::vector<ValueType> check_offset(const std::vector<ValueType>& ins, std::size
 }  // namespace
 
 void register_effect_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({"host_load", 0, 0, {"stream", "shape", "dtype"}, {}, true, declared_result});
-  ops.push_back({"host_store", 1, 1, {"stream"}, {}, true, no_result});
-  ops.push_back({"remote_load", 0, 1, {"buffer", "shape", "dtype"}, {}, true,
-                 [](const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
+  using K = ParamKind;
+  ops.push_back({.id = Prim::host_load, .min_inputs = 0, .max_inputs = 0,
+                 .params = {{"stream", K::string}, {"shape", K::ints}, {"dtype", K::dtype}}, .effectful = true,
+                 .infer = declared_result});
+  ops.push_back({.id = Prim::host_store, .min_inputs = 1, .max_inputs = 1, .params = {{"stream", K::string}},
+                 .effectful = true, .infer = no_result});
+  ops.push_back({.id = Prim::remote_load, .min_inputs = 0, .max_inputs = 1,
+                 .params = {{"buffer", K::string}, {"shape", K::ints}, {"dtype", K::dtype}}, .effectful = true,
+                 .infer = [](const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
                    check_offset(ins, 0);
                    return declared_result(ins, params, mesh);
                  }});
-  ops.push_back({"remote_store", 1, 2, {"buffer"}, {}, true,
-                 [](const std::vector<ValueType>& ins, const Params&, const Mesh&) { return check_offset(ins, 1); }});
-  ops.push_back({"variable_read", 0, 0, {"variable", "shape", "dtype"}, {}, true, declared_result});
-  ops.push_back({"variable_update", 1, 1, {"variable"}, {}, true, no_result});
+  ops.push_back({.id = Prim::remote_store, .min_inputs = 1, .max_inputs = 2, .params = {{"buffer", K::string}},
+                 .effectful = true,
+                 .infer = [](const std::vector<ValueType>& ins, const Params&, const Mesh&) {
+                   return check_offset(ins, 1);
+                 }});
+  ops.push_back({.id = Prim::variable_read, .min_inputs = 0, .max_inputs = 0,
+                 .params = {{"variable", K::string}, {"shape", K::ints}, {"dtype", K::dtype}}, .effectful = true,
+                 .infer = declared_result});
+  ops.push_back({.id = Prim::variable_update, .min_inputs = 1, .max_inputs = 1, .params = {{"variable", K::string}},
+                 .effectful = true, .infer = no_result});
 }
 
 }  // namespace weft::program

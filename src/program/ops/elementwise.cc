@@ -8,10 +8,13 @@
 //   bool results: no derivative, no rule.
 // - Batching (vmap): numpy broadcasting with the batch axis in front, for every one of them.
 #include <algorithm>
+#include <functional>
 
 #include "array/gelu.hpp"
+#include "array/integer_pow.hpp"
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
+#include "weft/ops.hpp"
 
 namespace weft::program {
 namespace {
@@ -278,49 +281,90 @@ struct Rules {
 template <Partial partial>
 constexpr Rules by{vjp_from<partial>, jvp_from<partial>};
 
-// One row of the family's table: a primitive (or several sharing everything), its arity and parameters, its
-// type rule and its derivative rules. Every one of them batches by numpy broadcasting with the batch axis in
-// front (elementwise_batch: parameters such as integer_pow's y and astype's dtype pass through).
+// ---- kernels: weft::ops on the equation's arrays --------------------------------------------------------
+
+using Ins = std::vector<Array>;
+using Outs = std::vector<Array>;
+
+template <Array (*f)(const Array&)>
+Outs unary(const Ins& in, const Params&) {
+  return {f(in[0])};
+}
+template <Array (*f)(const Array&, const Array&)>
+Outs binary(const Ins& in, const Params&) {
+  return {f(in[0], in[1])};
+}
+// Array's operators (a + b, ~a) through the standard function objects.
+template <class Op>
+Outs infix(const Ins& in, const Params&) {
+  return {Op{}(in[0], in[1])};
+}
+template <class Op>
+Outs prefix(const Ins& in, const Params&) {
+  return {Op{}(in[0])};
+}
+// Arrays are immutable: copy, stop_gradient and the like hand their operand on.
+Outs identity_kernel(const Ins& in, const Params&) { return {in[0]}; }
+// where's branches promote to a common dtype first (weft::where does not promote on its own), as the type rule.
+Outs where_kernel(const Ins& in, const Params&) {
+  const DType dtype = promote_types(in[1].dtype(), in[2].dtype());
+  return {weft::where(in[0], in[1].astype(dtype), in[2].astype(dtype))};
+}
+Outs astype_kernel(const Ins& in, const Params& p) { return {in[0].astype(param_dtype(p))}; }
+Outs integer_pow_kernel(const Ins& in, const Params& p) { return {detail::integer_pow(in[0], param_int(p, "y"))}; }
+
+// One row of the family's table: a primitive, its arity and parameters, its type rule, its derivative rules
+// and its kernel. Every one of them batches by numpy broadcasting with the batch axis in front
+// (elementwise_batch: parameters such as integer_pow's y and astype's dtype pass through).
 struct Row {
-  std::vector<const char*> names;
+  Prim id;
   int arity;
-  std::vector<std::string> params;
+  std::vector<ParamSpec> params;
   InferRule infer;
-  Rules rules{};
+  Rules rules;
+  Kernel kernel;
 };
 
 std::vector<Row> family() {
+  using P = Prim;
+  constexpr Rules none{};  // integer or bool results: no derivative
   return {
-      // names                          arity  params     type rule     derivatives
-      {{"add"},                             2, {},        arithmetic,   by<identity_partial>},
-      {{"subtract"},                        2, {},        difference,   by<subtract_partial>},
-      {{"multiply"},                        2, {},        arithmetic,   by<multiply_partial>},
-      {{"divide"},                          2, {},        true_divide,  by<divide_partial>},
-      {{"power"},                           2, {},        arithmetic,   by<power_partial>},
-      {{"maximum", "minimum"},              2, {},        arithmetic,   by<extremum_partial>},
-      {{"negative"},                        1, {},        negation,     by<negative_partial>},
-      {{"copy"},                            1, {},        same_unary,   by<identity_partial>},
-      {{"integer_pow"},                     1, {"y"},     integer_pow,  by<integer_pow_partial>},
-      {{"exp"},                             1, {},        float_unary,  by<exp_partial>},
-      {{"log"},                             1, {},        float_unary,  by<log_partial>},
-      {{"log1p"},                           1, {},        float_unary,  by<log1p_partial>},
-      {{"tanh"},                            1, {},        float_unary,  by<tanh_partial>},
-      {{"sqrt"},                            1, {},        float_unary,  by<sqrt_partial>},
-      {{"rsqrt"},                           1, {},        float_unary,  by<rsqrt_partial>},
-      {{"sigmoid"},                         1, {},        float_unary,  by<sigmoid_partial>},
-      {{"gelu_tanh"},                       1, {},        float_unary,  by<gelu_tanh_partial>},
-      {{"gelu_tanh_derivative"},            1, {},        float_unary,  by<gelu_tanh_derivative_partial>},
-      {{"abs"},                             1, {},        same_unary,   by<abs_partial>},
-      {{"relu"},                            1, {},        same_unary,   by<relu_partial>},
-      {{"where"},                           3, {},        select,       {vjp_from<where_partial>, where_jvp}},
-      {{"astype"},                          1, {"dtype"}, convert,      {vjp_from<identity_partial>, astype_jvp}},
-      {{"stop_gradient"},                   1, {},        same_unary,   {no_cotangent_vjp, zero_jvp}},
-      {{"sign"},                            1, {},        signum,       {no_cotangent_vjp, zero_jvp}},
-      {{"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"},
-                                            2, {},        comparison},
-      {{"bitwise_and", "bitwise_or", "bitwise_xor"},
-                                            2, {},        bitwise},
-      {{"bitwise_not"},                     1, {},        bitwise},
+      // primitive, arity, parameters, type rule, derivatives, kernel
+      {P::add,                  2, {},        arithmetic,  by<identity_partial>,                     infix<std::plus<>>},
+      {P::subtract,             2, {},        difference,  by<subtract_partial>,                     infix<std::minus<>>},
+      {P::multiply,             2, {},        arithmetic,  by<multiply_partial>,                     infix<std::multiplies<>>},
+      {P::divide,               2, {},        true_divide, by<divide_partial>,                       infix<std::divides<>>},
+      {P::power,                2, {},        arithmetic,  by<power_partial>,                        binary<weft::power>},
+      {P::maximum,              2, {},        arithmetic,  by<extremum_partial>,                     binary<weft::maximum>},
+      {P::minimum,              2, {},        arithmetic,  by<extremum_partial>,                     binary<weft::minimum>},
+      {P::negative,             1, {},        negation,    by<negative_partial>,                     prefix<std::negate<>>},
+      {P::copy,                 1, {},        same_unary,  by<identity_partial>,                     identity_kernel},
+      {P::integer_pow,          1, {{"y", ParamKind::integer}}, integer_pow, by<integer_pow_partial>,                  integer_pow_kernel},
+      {P::exp,                  1, {},        float_unary, by<exp_partial>,                          unary<weft::exp>},
+      {P::log,                  1, {},        float_unary, by<log_partial>,                          unary<weft::log>},
+      {P::log1p,                1, {},        float_unary, by<log1p_partial>,                        unary<weft::log1p>},
+      {P::tanh,                 1, {},        float_unary, by<tanh_partial>,                         unary<weft::tanh>},
+      {P::sqrt,                 1, {},        float_unary, by<sqrt_partial>,                         unary<weft::sqrt>},
+      {P::rsqrt,                1, {},        float_unary, by<rsqrt_partial>,                        unary<weft::rsqrt>},
+      {P::sigmoid,              1, {},        float_unary, by<sigmoid_partial>,                      unary<weft::sigmoid>},
+      {P::gelu_tanh,            1, {},        float_unary, by<gelu_tanh_partial>,                    unary<detail::gelu_tanh>},
+      {P::gelu_tanh_derivative, 1, {},        float_unary, by<gelu_tanh_derivative_partial>,         unary<detail::gelu_tanh_derivative>},
+      {P::abs,                  1, {},        same_unary,  by<abs_partial>,                          unary<weft::abs>},
+      {P::relu,                 1, {},        same_unary,  by<relu_partial>,                         unary<weft::relu>},
+      {P::where,                3, {},        select,      {vjp_from<where_partial>, where_jvp},     where_kernel},
+      {P::astype,               1, {{"dtype", ParamKind::dtype}}, convert,     {vjp_from<identity_partial>, astype_jvp}, astype_kernel},
+      {P::stop_gradient,        1, {},        same_unary,  {no_cotangent_vjp, zero_jvp},             identity_kernel},
+      {P::sign,                 1, {},        signum,      {no_cotangent_vjp, zero_jvp},             unary<weft::sign>},
+      {P::equal,                2, {},        comparison,  none,                                     binary<weft::equal>},
+      {P::not_equal,            2, {},        comparison,  none,                                     binary<weft::not_equal>},
+      {P::less,                 2, {},        comparison,  none,                                     infix<std::less<>>},
+      {P::less_equal,           2, {},        comparison,  none,                                     infix<std::less_equal<>>},
+      {P::greater,              2, {},        comparison,  none,                                     infix<std::greater<>>},
+      {P::greater_equal,        2, {},        comparison,  none,                                     infix<std::greater_equal<>>},
+      {P::bitwise_and,          2, {},        bitwise,     none,                                     infix<std::bit_and<>>},
+      {P::bitwise_or,           2, {},        bitwise,     none,                                     infix<std::bit_or<>>},
+      {P::bitwise_xor,          2, {},        bitwise,     none,                                     infix<std::bit_xor<>>},
+      {P::bitwise_not,          1, {},        bitwise,     none,                                     prefix<std::bit_not<>>},
   };
 }
 
@@ -350,22 +394,10 @@ std::vector<std::int64_t> broadcast_shapes(const std::vector<ValueType>& ins) {
 
 void register_elementwise_ops(std::vector<OpInfo>& ops) {
   for (const Row& row : family()) {
-    for (const char* name : row.names) {
-      ops.push_back({name, row.arity, row.arity, row.params, {}, false, row.infer, row.rules.vjp, row.rules.jvp,
-                     elementwise_batch});
-    }
+    ops.push_back({.id = row.id, .min_inputs = row.arity, .max_inputs = row.arity, .params = row.params,
+                   .elementwise = true, .infer = row.infer, .kernel = row.kernel, .vjp = row.rules.vjp,
+                   .jvp = row.rules.jvp, .batch = elementwise_batch});
   }
-}
-
-bool is_elementwise_op(const std::string& name) {
-  static const std::vector<std::string> names = [] {
-    std::vector<OpInfo> ops;
-    register_elementwise_ops(ops);
-    std::vector<std::string> list;
-    for (const OpInfo& info : ops) list.push_back(info.name);
-    return list;
-  }();
-  return std::find(names.begin(), names.end(), name) != names.end();
 }
 
 }  // namespace weft::program

@@ -5,6 +5,8 @@
 
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
+#include "weft/error.hpp"
+#include "weft/ops.hpp"
 
 namespace weft::program {
 namespace {
@@ -170,11 +172,46 @@ std::vector<ValueType> one_hot(const std::vector<ValueType>& ins, const Params& 
 // The classes axis is last, so batched labels give the batched result as they are.
 Batched one_hot_batch(BatchContext& c) { return {c.e.emit_many("one_hot", c.ins, c.params), {true}}; }
 
+// take with per_example=B (take's batching rule, take_batch above): `axis` holds B equal blocks and indices
+// [B, ...] index their example's block (negative from its end). Made positions in the whole axis here, each
+// checked against its own block, so an index out of range is named by its example and its own value.
+std::vector<Array> take_per_example(const std::vector<Array>& in, const Params& p) {
+  const Array& x = in[0];
+  const std::int64_t axis = param_int(p, "axis");
+  const int ax = static_cast<int>(axis < 0 ? axis + x.ndim() : axis);
+  const std::int64_t examples = param_int(p, "per_example");
+  const std::int64_t n = x.shape()[static_cast<std::size_t>(ax)] / examples;
+  std::vector<std::int64_t> index = in[1].astype(DType::i64).to_vector<std::int64_t>();
+  const std::int64_t per = examples == 0 ? 0 : static_cast<std::int64_t>(index.size()) / examples;
+  for (std::size_t k = 0; k < index.size(); ++k) {
+    std::int64_t& i = index[k];
+    const std::int64_t example = static_cast<std::int64_t>(k) / per;
+    if (i < -n || i >= n) {
+      throw InvalidArgument("take: index " + std::to_string(i) + " of example " + std::to_string(example) +
+                            " (under vmap) is out of bounds for its axis of size " + std::to_string(n));
+    }
+    i = (i < 0 ? i + n : i) + example * n;
+  }
+  return {weft::take(x, Array::from_vector(index, in[1].shape()), ax)};
+}
+
+std::vector<Array> take_kernel(const std::vector<Array>& in, const Params& p) {
+  if (has_param(p, "per_example")) return take_per_example(in, p);
+  return {weft::take(in[0], in[1], param_axis_if(p))};
+}
+std::vector<Array> one_hot_kernel(const std::vector<Array>& in, const Params& p) {
+  return {weft::one_hot(in[0], static_cast<int>(param_int(p, "num_classes")), param_dtype(p))};
+}
+
 }  // namespace
 
 void register_indexing_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({"take", 2, 2, {}, {"axis", "per_example"}, false, take, take_vjp, take_jvp, take_batch});
-  ops.push_back({"one_hot", 1, 1, {"num_classes", "dtype"}, {}, false, one_hot, nullptr, zero_jvp, one_hot_batch});
+  using K = ParamKind;
+  ops.push_back({.id = Prim::take, .min_inputs = 2, .max_inputs = 2, .params = {{"axis", K::integer, kOptional}, {"per_example", K::integer, kOptional}},
+                 .infer = take, .kernel = take_kernel, .vjp = take_vjp, .jvp = take_jvp, .batch = take_batch});
+  ops.push_back({.id = Prim::one_hot, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"num_classes", K::integer}, {"dtype", K::dtype}}, .infer = one_hot,
+                 .kernel = one_hot_kernel, .jvp = zero_jvp, .batch = one_hot_batch});
 }
 
 }  // namespace weft::program

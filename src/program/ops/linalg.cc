@@ -5,6 +5,7 @@
 
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
+#include "weft/ops.hpp"
 
 namespace weft::program {
 namespace {
@@ -122,10 +123,18 @@ Batched matmul_batch(BatchContext& c) {
   return {front(e.reshape(out, shape)), {true}};
 }
 
+std::vector<Array> matmul_kernel(const std::vector<Array>& in, const Params& p) {
+  return {weft::matmul(in[0], in[1], {.transpose_a = param_flag(p, "transpose_a"), .transpose_b = param_flag(p, "transpose_b")})};
+}
+
 }  // namespace
 
 void register_linalg_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({"matmul", 2, 2, {}, {"transpose_a", "transpose_b"}, false, matmul, matmul_vjp, matmul_jvp, matmul_batch});
+  using K = ParamKind;
+  ops.push_back({.id = Prim::matmul, .min_inputs = 2, .max_inputs = 2,
+                 .params = {{"transpose_a", K::boolean, kOptional}, {"transpose_b", K::boolean, kOptional}},
+                 .infer = matmul, .kernel = matmul_kernel, .vjp = matmul_vjp, .jvp = matmul_jvp,
+                 .batch = matmul_batch});
 }
 
 }  // namespace weft::program

@@ -1,10 +1,12 @@
 // The neural-network ops: softmax, log_softmax (along `axis`), layer_norm and its fused VJP layer_norm_vjp.
 // Each primitive's type rule, VJP, JVP and batching rule side by side, by JAX's rules (jax/_src/nn/
 // functions.py: softmax's and log_softmax's derivatives from their outputs).
+#include "array/layer_norm.hpp"
 #include "program/autodiff.hpp"
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
 #include "program/transforms.hpp"
+#include "weft/ops.hpp"
 
 namespace weft::program {
 namespace {
@@ -133,7 +135,7 @@ Batched per_example_batch(BatchContext& c) {
                                                      {"step", ints_param(step)}});
       ins.push_back(e.reshape(one, c.in_types[k].shape));
     }
-    const std::vector<ValueId> outs = e.emit_many(c.op, ins, c.params);
+    const std::vector<ValueId> outs = e.emit_many(c.prim(), ins, c.params);
     for (std::size_t j = 0; j < outs.size(); ++j) {
       std::vector<std::int64_t> shape = c.out_types[j].shape;
       shape.insert(shape.begin(), 1);
@@ -220,15 +222,40 @@ void layer_norm_vjp_vjp(VjpContext& c) {
   for (std::size_t k = 0; k < 3; ++k) c.give(k, outs[3 + k]);
 }
 
+// ---- kernels ----------------------------------------------------------------------------------------------
+
+using Ins = std::vector<Array>;
+using Outs = std::vector<Array>;
+
+template <Array (*f)(const Array&, int)>
+Outs along_axis_kernel(const Ins& in, const Params& p) {
+  return {f(in[0], param_axis_if(p).value_or(-1))};
+}
+Outs layer_norm_kernel(const Ins& in, const Params&) {
+  return {detail::layer_norm(in[0], in[1], in[2], in[3].to_doubles().at(0))};
+}
+Outs layer_norm_vjp_kernel(const Ins& in, const Params&) {
+  detail::LayerNormGrads g = detail::layer_norm_vjp(in[0], in[1], in[2], in[3].to_doubles().at(0));
+  return {std::move(g.dx), std::move(g.dscale), std::move(g.dbias)};
+}
+
 }  // namespace
 
 void register_nn_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({"softmax", 1, 1, {}, {"axis"}, false, along_axis, softmax_vjp, softmax_jvp, shifted_axes_batch});
-  ops.push_back({"log_softmax", 1, 1, {}, {"axis"}, false, along_axis, log_softmax_vjp, log_softmax_jvp,
-                 shifted_axes_batch});
-  ops.push_back({"layer_norm", 4, 4, {}, {}, false, layer_norm, layer_norm_vjp, layer_norm_jvp, layer_norm_batch});
-  ops.push_back({"layer_norm_vjp", 4, 4, {}, {}, false, layer_norm_vjp_type, layer_norm_vjp_vjp, layer_norm_vjp_jvp,
-                 per_example_batch});
+  using K = ParamKind;
+  ops.push_back({.id = Prim::softmax, .min_inputs = 1, .max_inputs = 1, .params = {{"axis", K::integer, kOptional}},
+                 .infer = along_axis, .kernel = along_axis_kernel<weft::softmax>, .vjp = softmax_vjp,
+                 .jvp = softmax_jvp, .batch = shifted_axes_batch});
+  ops.push_back({.id = Prim::log_softmax, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axis", K::integer, kOptional}}, .infer = along_axis,
+                 .kernel = along_axis_kernel<weft::log_softmax>, .vjp = log_softmax_vjp, .jvp = log_softmax_jvp,
+                 .batch = shifted_axes_batch});
+  ops.push_back({.id = Prim::layer_norm, .min_inputs = 4, .max_inputs = 4, .infer = layer_norm,
+                 .kernel = layer_norm_kernel, .vjp = layer_norm_vjp, .jvp = layer_norm_jvp,
+                 .batch = layer_norm_batch});
+  ops.push_back({.id = Prim::layer_norm_vjp, .min_inputs = 4, .max_inputs = 4, .infer = layer_norm_vjp_type,
+                 .kernel = layer_norm_vjp_kernel, .vjp = layer_norm_vjp_vjp, .jvp = layer_norm_vjp_jvp,
+                 .batch = per_example_batch});
 }
 
 }  // namespace weft::program

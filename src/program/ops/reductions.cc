@@ -1,9 +1,11 @@
 // The reductions: sum, mean, max, min, argmax, argmin, logsumexp, and the cumulative sums and products
 // (cumsum, cumprod). Each primitive's type rule (numpy's shapes, JAX's dtypes), VJP, JVP and batching rule
 // side by side, by JAX's rules (jax/_src/lax/lax.py, jax/_src/lax/control_flow/loops.py).
+#include "array/cumulative.hpp"
 #include "array/reduction_dtypes.hpp"
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
+#include "weft/ops.hpp"
 
 namespace weft::program {
 namespace {
@@ -35,10 +37,10 @@ ValueType reduce_shape(const ValueType& in, const std::vector<bool>& reduced, co
 
 // A sum accumulates in sum_dtype (bool, int8 and uint8 in int32, as JAX's); max / min keep the dtype; mean of
 // integers is float32.
-std::vector<ValueType> reduction(const std::string& op, const std::vector<ValueType>& ins, const Params& params) {
+std::vector<ValueType> reduction(Prim op, const std::vector<ValueType>& ins, const Params& params) {
   ValueType out = reduce_shape(ins[0], checked_reduced_axes(ins[0], params), params);
-  if (op == "sum") out.dtype = detail::sum_dtype(ins[0].dtype);
-  if (op == "mean" && !is_floating(ins[0].dtype)) out.dtype = DType::f32;
+  if (op == Prim::sum) out.dtype = detail::sum_dtype(ins[0].dtype);
+  if (op == Prim::mean && !is_floating(ins[0].dtype)) out.dtype = DType::f32;
   return {out};
 }
 
@@ -55,7 +57,7 @@ void sum_mean_vjp(VjpContext& c) {
   const ValueType& x = c.in_types[0];
   const std::vector<bool> reduced = reduced_axes(x, c.params);
   ValueId back = c.e.unreduce(c.ct(), x.shape, reduced);
-  if (c.op == "mean") {
+  if (c.prim() == Prim::mean) {
     std::int64_t n = 1;
     for (std::size_t d = 0; d < x.shape.size(); ++d) n *= reduced[d] ? x.shape[d] : 1;
     back = c.e.emit("divide", {back, c.e.scalar(static_cast<double>(n), c.e.type(back).dtype)});
@@ -117,7 +119,7 @@ Batched arg_reduction_batch(BatchContext& c) {
   const ValueId flat = c.e.reshape(c.in(0), {c.size, x.num_elements()});
   std::vector<std::int64_t> shape = c.out_types[0].shape;  // keepdims: every axis 1
   shape.insert(shape.begin(), c.size);
-  return {{c.e.reshape(c.e.emit(c.op, {flat}, params), shape)}, {true}};
+  return {{c.e.reshape(c.e.emit(c.prim(), {flat}, params), shape)}, {true}};
 }
 
 // ---- logsumexp along `axis`: its derivative is the softmax along the axis.
@@ -227,26 +229,70 @@ std::vector<ValueId> cumprod_jvp(JvpContext& c) {
   return {e.emit("add", {e.emit("multiply", {c.out(), before}), e.emit("multiply", {p.after, at})})};
 }
 
+// ---- kernels ----------------------------------------------------------------------------------------------
+
+using Ins = std::vector<Array>;
+using Outs = std::vector<Array>;
+using Reduction = Array (*)(const Array&, const ReduceAxes&, bool);
+
+// sum, mean, max, min: an absent `axes` reduces every axis.
+template <Reduction reduce>
+Outs reduction_kernel(const Ins& in, const Params& p) {
+  const auto* axes = param_if<std::vector<std::int64_t>>(p, "axes");
+  const ReduceAxes over = axes == nullptr ? ReduceAxes() : ReduceAxes(std::vector<int>(axes->begin(), axes->end()));
+  return {reduce(in[0], over, param_flag(p, "keepdims"))};
+}
+template <Array (*arg)(const Array&, std::optional<int>, bool)>
+Outs arg_reduction_kernel(const Ins& in, const Params& p) {
+  return {arg(in[0], param_axis_if(p), param_flag(p, "keepdims"))};
+}
+Outs logsumexp_kernel(const Ins& in, const Params& p) {
+  return {weft::logsumexp(in[0], static_cast<int>(param_int(p, "axis")), param_flag(p, "keepdims"))};
+}
+template <detail::Cumulative op>
+Outs cumulative_kernel(const Ins& in, const Params& p) {
+  const std::int64_t axis = param_int(p, "axis");
+  const Array& x = in[0];
+  return {detail::cumulative(x, static_cast<int>(axis < 0 ? axis + x.ndim() : axis), op, param_flag(p, "reverse"))};
+}
+
 }  // namespace
 
 void register_reduction_ops(std::vector<OpInfo>& ops) {
-  const auto rule = [](const char* name) -> InferRule {
-    const std::string op = name;
+  using K = ParamKind;
+  const auto rule = [](Prim op) -> InferRule {
     return [op](const std::vector<ValueType>& ins, const Params& params, const Mesh&) { return reduction(op, ins, params); };
   };
-  for (const char* name : {"sum", "mean"}) {
-    ops.push_back({name, 1, 1, {}, {"axes", "keepdims"}, false, rule(name), sum_mean_vjp, linear_jvp, reduction_batch});
+  for (const auto& [id, kernel] : {std::pair{Prim::sum, &reduction_kernel<weft::sum>},
+                                    std::pair{Prim::mean, &reduction_kernel<weft::mean>}}) {
+    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1,
+                   .params = {{"axes", K::ints, kOptional}, {"keepdims", K::boolean, kOptional}}, .infer = rule(id),
+                   .kernel = kernel, .vjp = sum_mean_vjp, .jvp = linear_jvp, .batch = reduction_batch});
   }
-  for (const char* name : {"max", "min"}) {
-    ops.push_back({name, 1, 1, {}, {"axes", "keepdims"}, false, rule(name), max_min_vjp, max_min_jvp, reduction_batch});
+  for (const auto& [id, kernel] : {std::pair{Prim::max, &reduction_kernel<weft::max>},
+                                    std::pair{Prim::min, &reduction_kernel<weft::min>}}) {
+    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1,
+                   .params = {{"axes", K::ints, kOptional}, {"keepdims", K::boolean, kOptional}}, .infer = rule(id),
+                   .kernel = kernel, .vjp = max_min_vjp, .jvp = max_min_jvp, .batch = reduction_batch});
   }
-  for (const char* name : {"argmax", "argmin"}) {
-    ops.push_back({name, 1, 1, {}, {"axis", "keepdims"}, false, arg_reduction, nullptr, nullptr, arg_reduction_batch});
+  for (const auto& [id, kernel] : {std::pair{Prim::argmax, &arg_reduction_kernel<weft::argmax>},
+                                    std::pair{Prim::argmin, &arg_reduction_kernel<weft::argmin>}}) {
+    ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1,
+                   .params = {{"axis", K::integer, kOptional}, {"keepdims", K::boolean, kOptional}},
+                   .infer = arg_reduction, .kernel = kernel, .batch = arg_reduction_batch});
   }
-  ops.push_back({"logsumexp", 1, 1, {"axis"}, {"keepdims"}, false, logsumexp, logsumexp_vjp, logsumexp_jvp,
-                 shifted_axes_batch});
-  ops.push_back({"cumsum", 1, 1, {"axis"}, {"reverse"}, false, cumulative, cumsum_vjp, linear_jvp, shifted_axes_batch});
-  ops.push_back({"cumprod", 1, 1, {"axis"}, {"reverse"}, false, cumulative, cumprod_vjp, cumprod_jvp, shifted_axes_batch});
+  ops.push_back({.id = Prim::logsumexp, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axis", K::integer}, {"keepdims", K::boolean, kOptional}}, .infer = logsumexp,
+                 .kernel = logsumexp_kernel, .vjp = logsumexp_vjp, .jvp = logsumexp_jvp,
+                 .batch = shifted_axes_batch});
+  ops.push_back({.id = Prim::cumsum, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axis", K::integer}, {"reverse", K::boolean, kOptional}}, .infer = cumulative,
+                 .kernel = cumulative_kernel<detail::Cumulative::sum>, .vjp = cumsum_vjp, .jvp = linear_jvp,
+                 .batch = shifted_axes_batch});
+  ops.push_back({.id = Prim::cumprod, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"axis", K::integer}, {"reverse", K::boolean, kOptional}}, .infer = cumulative,
+                 .kernel = cumulative_kernel<detail::Cumulative::product>, .vjp = cumprod_vjp, .jvp = cumprod_jvp,
+                 .batch = shifted_axes_batch});
 }
 
 }  // namespace weft::program

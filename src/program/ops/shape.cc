@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <numeric>
 
+#include "array/strided_copy.hpp"
 #include "program/op_registry.hpp"
 #include "program/rule_kit.hpp"
+#include "weft/ops.hpp"
 
 namespace weft::program {
 namespace {
@@ -212,16 +214,79 @@ Batched slice_batch(BatchContext& c) {
   return {{c.e.emit("slice", {c.in(0)}, params)}, {true}};
 }
 
+// ---- kernels ----------------------------------------------------------------------------------------------
+
+using Ins = std::vector<Array>;
+using Outs = std::vector<Array>;
+
+Outs reshape_kernel(const Ins& in, const Params& p) { return {in[0].reshape(param_ints(p, "shape"))}; }
+
+Outs transpose_kernel(const Ins& in, const Params& p) {
+  const auto* perm = param_if<std::vector<std::int64_t>>(p, "perm");
+  if (perm == nullptr) return {weft::transpose(in[0])};
+  return {weft::transpose(in[0], std::vector<int>(perm->begin(), perm->end()))};
+}
+
+Outs broadcast_to_kernel(const Ins& in, const Params& p) {
+  const Shape shape = param_ints(p, "shape");
+  const Array& x = in[0];
+  if (x.shape() == shape) return {x};
+  // Read x as the target shape: leading new axes and size-1 axes step by 0.
+  const std::size_t lead = shape.size() - x.shape().size();
+  Array padded = x.reshape([&] {
+    Shape s(lead, 1);
+    s.insert(s.end(), x.shape().begin(), x.shape().end());
+    return s;
+  }());
+  std::vector<std::int64_t> start(shape.size(), 0);
+  std::vector<std::int64_t> step(shape.size(), 1);
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (padded.shape()[d] == 1 && shape[d] != 1) step[d] = 0;
+  }
+  return {detail::strided_copy(padded, shape, start, step)};
+}
+
+// The parts promote to a common dtype first (Array::concatenate does not promote on its own), as the type rule.
+Outs concatenate_kernel(const Ins& in, const Params& p) {
+  DType dtype = in.front().dtype();
+  for (const Array& a : in) dtype = promote_types(dtype, a.dtype());
+  std::vector<Array> parts;
+  for (const Array& a : in) parts.push_back(a.astype(dtype));
+  return {Array::concatenate(parts, static_cast<int>(param_int(p, "axis")))};
+}
+
+Outs slice_kernel(const Ins& in, const Params& p) {
+  const auto& start = param_ints(p, "start");
+  const auto& limit = param_ints(p, "limit");
+  const auto& step = param_ints(p, "step");
+  Shape shape(start.size());
+  for (std::size_t d = 0; d < start.size(); ++d) {
+    const std::int64_t span = step[d] > 0 ? limit[d] - start[d] : start[d] - limit[d];
+    const std::int64_t s = step[d] > 0 ? step[d] : -step[d];
+    shape[d] = span <= 0 ? 0 : (span + s - 1) / s;
+  }
+  return {detail::strided_copy(in[0], shape, start, step)};
+}
+
 }  // namespace
 
 void register_shape_ops(std::vector<OpInfo>& ops) {
-  ops.push_back({"reshape", 1, 1, {"shape"}, {}, false, reshape, reshape_vjp, linear_jvp, reshape_batch});
-  ops.push_back({"transpose", 1, 1, {}, {"perm"}, false, transpose, transpose_vjp, linear_jvp, transpose_batch});
-  ops.push_back({"broadcast_to", 1, 1, {"shape"}, {}, false, broadcast_to, broadcast_to_vjp, linear_jvp,
-                 broadcast_to_batch});
-  ops.push_back({"concatenate", 1, -1, {"axis"}, {}, false, concatenate, concatenate_vjp, linear_jvp,
-                 concatenate_batch});
-  ops.push_back({"slice", 1, 1, {"start", "limit", "step"}, {}, false, slice, slice_vjp, linear_jvp, slice_batch});
+  using K = ParamKind;
+  ops.push_back({.id = Prim::reshape, .min_inputs = 1, .max_inputs = 1, .params = {{"shape", K::ints}},
+                 .infer = reshape, .kernel = reshape_kernel, .vjp = reshape_vjp, .jvp = linear_jvp,
+                 .batch = reshape_batch});
+  ops.push_back({.id = Prim::transpose, .min_inputs = 1, .max_inputs = 1, .params = {{"perm", K::ints, kOptional}},
+                 .infer = transpose, .kernel = transpose_kernel, .vjp = transpose_vjp, .jvp = linear_jvp,
+                 .batch = transpose_batch});
+  ops.push_back({.id = Prim::broadcast_to, .min_inputs = 1, .max_inputs = 1, .params = {{"shape", K::ints}},
+                 .infer = broadcast_to, .kernel = broadcast_to_kernel, .vjp = broadcast_to_vjp, .jvp = linear_jvp,
+                 .batch = broadcast_to_batch});
+  ops.push_back({.id = Prim::concatenate, .min_inputs = 1, .max_inputs = -1, .params = {{"axis", K::integer}},
+                 .infer = concatenate, .kernel = concatenate_kernel, .vjp = concatenate_vjp, .jvp = linear_jvp,
+                 .batch = concatenate_batch});
+  ops.push_back({.id = Prim::slice, .min_inputs = 1, .max_inputs = 1,
+                 .params = {{"start", K::ints}, {"limit", K::ints}, {"step", K::ints}}, .infer = slice,
+                 .kernel = slice_kernel, .vjp = slice_vjp, .jvp = linear_jvp, .batch = slice_batch});
 }
 
 }  // namespace weft::program
