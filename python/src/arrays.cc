@@ -130,9 +130,10 @@ Array to_array(py::handle value, const char* what) {
         return own;
     }
   }
-  // Python scalars take JAX's default types (float32, int32) rather than numpy's 64-bit ones.
+  // Python scalars take JAX's default types (float32, int32) rather than numpy's 64-bit ones. Exactly Python's:
+  // numpy.float64 subclasses float but is a numpy scalar, which keeps its dtype as a 0-d array does.
   py::array array;
-  if (PyFloat_Check(value.ptr())) {
+  if (PyFloat_CheckExact(value.ptr())) {
     array = py::array_t<float>(std::vector<py::ssize_t>{}, std::vector<py::ssize_t>{});
     *static_cast<float*>(array.mutable_data()) = static_cast<float>(value.cast<double>());
   } else if (PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {

@@ -148,3 +148,23 @@ def test_an_axis_without_a_name_is_refused_alike_traced_and_eager(name):
             "@functools.partial(weft.pmap, axis_name='i')")
     assert refusal(NAMING[name], eager=False) == want
     assert refusal(NAMING[name], eager=True) == want
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["traced", "eager"])
+def test_a_numpy_float64_scalar_keeps_its_dtype_as_a_0d_array_does(eager):
+    # numpy.float64 subclasses Python's float; the eager path once took it for a Python number (JAX's float32
+    # default), so with jax_enable_x64 on its pmean came back float32 where the traced path and a 0-d array gave
+    # float64 (found by the program fuzzer, seed 1000948).
+    before = weft.config.read("jax_enable_x64")
+    weft.config.update("jax_enable_x64", True)
+    try:
+        def f(x):
+            scalar = lax.pmean(np.float64(1.5) * (x[0, 0] * 0 + 1), "i")
+            zero_d = lax.pmean(np.asarray(1.5, np.float64), "i")
+            return scalar, zero_d
+        scalar, zero_d = weft.pmap(f, axis_name="i", eager=eager)(per_replica((3, 2)).astype(np.float64))
+    finally:
+        weft.config.update("jax_enable_x64", before)
+    assert np.asarray(zero_d).dtype == np.float64
+    assert np.asarray(scalar).dtype == np.float64
+    np.testing.assert_array_equal(np.asarray(scalar), np.full(N, 1.5))
