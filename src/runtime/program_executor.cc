@@ -9,6 +9,7 @@
 // (fusion.hpp); products by a weight the local replicas share may run as one (shared_products.hpp). An error
 // in an equation keeps its kind and gains the equation and its source line.
 #include <algorithm>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -120,6 +121,11 @@ struct Prepared {
   std::vector<CollectiveCall> calls;
   std::vector<std::optional<program::SharedProduct>> shared;
   std::vector<program::SharedSegment> segments;  // the shared runs' segments, in step order
+  // A collective's parameter value refused while preparing (PopXL's reduction name) and its equation: every run
+  // throws it. Kept, not thrown inside std::call_once: libstdc++'s call_once over pthread_once leaves the flag
+  // locked when its function throws (GCC bug 66146), and the other replicas would wait on it forever.
+  std::exception_ptr error;
+  std::size_t error_at = 0;
 };
 
 [[noreturn]] void rethrow_at(const program::Program& prog, std::size_t index);
@@ -141,12 +147,23 @@ const Prepared& prepared(const Program::Impl& impl) {
       try {
         if (const CollectiveDescriptor* row = eq.info().collective) c.read(*row, eq.params);
       } catch (const Error&) {
-        rethrow_at(prog, i);  // a bad parameter value (PopXL's op name) names its equation, as when it runs
+        if (!p->error) {
+          p->error = std::current_exception();
+          p->error_at = i;
+        }
       }
     }
     impl.executor_data = std::move(p);
   });
-  return *static_cast<const Prepared*>(impl.executor_data.get());
+  const auto& prep = *static_cast<const Prepared*>(impl.executor_data.get());
+  if (prep.error) {
+    try {
+      std::rethrow_exception(prep.error);
+    } catch (const Error&) {
+      rethrow_at(impl.program, prep.error_at);  // a bad parameter value names its equation, as when it runs
+    }
+  }
+  return prep;
 }
 
 template <class Handle>
