@@ -120,7 +120,13 @@ def _to_inexact(x):
     computes its floating-point functions (the kernels' own rule gives float32 whatever the setting). Also
     weft.nn's gelu and layer_norm on concrete values."""
     dtype = _inexact((x,))
-    return x if dtype == _dtypes.dtype_and_weak(x)[0] else asarray(x, dtype, "a floating-point function")
+    current, weak = _dtypes.dtype_and_weak(x)
+    if dtype == current:
+        return x
+    out = asarray(x, dtype, "a floating-point function")
+    # A weak integer stays weak as a float (JAX's promote_dtypes_inexact keeps weak_type): log(n + 1) of a
+    # traced Python int then joins a float16 as a float16, not float32.
+    return out.weakly(True) if weak and isinstance(out, Tracer) else out
 
 
 def _inexact(xs):

@@ -357,3 +357,16 @@ def test_eager_pmap_hands_broadcast_python_numbers_to_the_replicas_as_numbers(x6
         got = np.asarray(weft.pmap(lambda v, n: jnp.add(v, n), axis_name="i", eager=eager, in_axes=(0, None))(x, 5))
         assert got.dtype == np.uint8 and np.array_equal(got, x + 5), (eager, got.dtype)
     assert np.asarray(jnp.stop_gradient(np.ones(3))).dtype == (np.float64 if x64 else np.float32)
+
+
+def test_a_floating_function_of_a_weak_int_is_a_weak_float(x64):
+    """JAX's floating functions keep a weak operand weak (promote_dtypes_inexact): log(b + 1) of a bool b is a
+    weak float, so adding it to a float16 gives float16 (the program fuzzer's seed 1007791 found float32)."""
+    h = np.array([2.0, 3.0], np.float16)
+    b = np.array([True, False])
+    out = weft.jit(lambda b, h: h + jnp.log(b + 1))(b, h)
+    assert np.asarray(out).dtype == np.float16
+    want = (h.astype(np.float64) + np.log(b.astype(np.float64) + 1)).astype(np.float16)
+    np.testing.assert_allclose(np.asarray(out, np.float64), want.astype(np.float64), rtol=1e-3)
+    for fn in (jnp.exp, jnp.tanh, jnp.sqrt):  # a Python int argument is traced weakly typed (as JAX)
+        assert np.asarray(weft.jit(lambda h, n: h + fn(n))(h, 2)).dtype == np.float16, fn.__name__
