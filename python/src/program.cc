@@ -151,9 +151,8 @@ class ProgramPmap {
   std::shared_ptr<PmapProgram> program_;
 };
 
-}  // namespace
-
-void init_program(py::module_& m) {
+// The program and its builder: what a trace records into and what it gives.
+void bind_program_classes(py::module_& m) {
   py::class_<Program>(m, "Program", "A traced program (weft.make_program's result): prints like a jaxpr.")
       .def("__str__", &Program::text)
       .def("__repr__", &Program::text)
@@ -216,7 +215,10 @@ void init_program(py::module_& m) {
       .def("set_outputs", &ProgramBuilder::set_outputs)
       .def_property_readonly("num_equations", &ProgramBuilder::num_equations)
       .def("build", &ProgramBuilder::build);
+}
 
+// The functions over programs: the registry's schemas, the transformations, partial evaluation and running.
+void bind_program_functions(py::module_& m) {
   m.def("op_schema", &schema_list, py::arg("op"),
         "The parameters of program op `op` as (name, kind, required) triples, from the C++ registry.");
   m.def("checkpoint_region", &weft::detail::new_checkpoint_region,
@@ -272,7 +274,13 @@ void init_program(py::module_& m) {
         return out;
       },
       "Runs a traced program on this thread (weft.jit outside pmap).");
+}
 
+}  // namespace
+
+void init_program(py::module_& m) {
+  bind_program_classes(m);
+  bind_program_functions(m);
   py::class_<ProgramPmap>(m, "ProgramPmap")
       .def(py::init<Program, std::string, std::vector<std::pair<std::string, int>>, std::vector<std::optional<int>>,
                     std::vector<std::optional<int>>, std::vector<Device>, std::string>(),
