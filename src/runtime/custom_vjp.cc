@@ -2,6 +2,7 @@
 // custom_vjp_call equation recorded into the trace around the call.
 #include "weft/custom_vjp.hpp"
 
+#include "runtime/custom_call_recording.hpp"
 #include "weft/error.hpp"
 #include "weft/program.hpp"
 
@@ -36,8 +37,8 @@ std::int64_t CustomVjpRules::rule(const std::vector<Array>& residuals, const Arr
   return rule;
 }
 
-Array record_custom_vjp_call(std::span<const Array> primals, const Array& out, const std::vector<Array>& residuals,
-                             std::int64_t rule, const std::string& name) {
+Array record_custom_call(const char* op, std::span<const Array> primals, const Array& out,
+                         std::span<const Array> residuals, std::int64_t rule, const std::string& name) {
   ProgramBuilder b;
   std::vector<int> ins;
   std::vector<Array> operands;
@@ -45,12 +46,17 @@ Array record_custom_vjp_call(std::span<const Array> primals, const Array& out, c
   operands.push_back(out);
   for (const Array& a : residuals) operands.push_back(a);
   for (const Array& a : operands) ins.push_back(b.input({a.dtype(), a.shape(), {}}));
-  b.set_outputs(b.emit("custom_vjp_call", ins,
+  b.set_outputs(b.emit(op, ins,
                        {{"rule", rule},
                         {"primals", static_cast<std::int64_t>(primals.size())},
                         {"outputs", std::int64_t{1}},
                         {"name", name}}));
   return inline_into_trace(b.build(), operands).at(0);
+}
+
+Array record_custom_vjp_call(std::span<const Array> primals, const Array& out, const std::vector<Array>& residuals,
+                             std::int64_t rule, const std::string& name) {
+  return record_custom_call("custom_vjp_call", primals, out, residuals, rule, name);
 }
 
 }  // namespace weft::detail

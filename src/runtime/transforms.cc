@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "runtime/custom_call_recording.hpp"
 #include "weft/error.hpp"
 
 namespace weft {
@@ -307,17 +308,7 @@ std::int64_t CustomJvpRules::rule(const std::vector<Array>& primals, const Array
 
 Array record_custom_jvp_call(std::span<const Array> primals, const Array& out, std::int64_t rule,
                              const std::string& name) {
-  ProgramBuilder b;
-  std::vector<Array> operands(primals.begin(), primals.end());
-  operands.push_back(out);
-  std::vector<int> ins;
-  for (const Array& a : operands) ins.push_back(b.input({a.dtype(), Dims(a.shape().begin(), a.shape().end()), {}}));
-  b.set_outputs(b.emit("custom_jvp_call", ins,
-                       {{"rule", rule},
-                        {"primals", static_cast<std::int64_t>(primals.size())},
-                        {"outputs", std::int64_t{1}},
-                        {"name", name}}));
-  return inline_into_trace(b.build(), operands).at(0);
+  return record_custom_call("custom_jvp_call", primals, out, {}, rule, name);
 }
 
 }  // namespace detail
