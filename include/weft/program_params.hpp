@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -13,10 +14,15 @@
 
 namespace weft {
 
+class Program;  // weft/program.hpp
+// The programs a control-flow equation runs (cond's branches, a loop's body), as JAX's jaxpr-valued parameters:
+// built programs, shared (an equation copied by a pass shares them).
+using SubPrograms = std::vector<std::shared_ptr<const Program>>;
+
 // One parameter of an equation. No plain `int` alternative: callers say which (std::int64_t), so a literal
-// never lands in `bool` by accident. The last alternative is JAX's axis_index_groups.
+// never lands in `bool` by accident. Then JAX's axis_index_groups, then sub-programs.
 using ProgramParam = std::variant<bool, std::int64_t, std::string, DType, std::vector<std::int64_t>,
-                                  std::vector<std::string>, Permutation, std::vector<std::vector<int>>>;
+                                  std::vector<std::string>, Permutation, std::vector<std::vector<int>>, SubPrograms>;
 // The kind of value a parameter holds: one per ProgramParam alternative, in its order, so a value's kind is
 // its variant index. An op's schema (op_schema, weft/program.hpp) gives each of its parameters a kind.
 enum class ProgramParamKind : std::uint8_t {
@@ -28,8 +34,9 @@ enum class ProgramParamKind : std::uint8_t {
   axes,         // std::vector<std::string>: mesh axis names
   permutation,  // Permutation: ppermute's (source, destination) pairs
   groups,       // std::vector<std::vector<int>>: JAX's axis_index_groups
+  programs,     // SubPrograms: a control-flow equation's branches or body
 };
-static_assert(std::variant_size_v<ProgramParam> == static_cast<std::size_t>(ProgramParamKind::groups) + 1,
+static_assert(std::variant_size_v<ProgramParam> == static_cast<std::size_t>(ProgramParamKind::programs) + 1,
               "one ProgramParamKind per ProgramParam alternative");
 
 // One parameter of an op's schema: its name, the kind of its value, and whether every equation sets it.

@@ -27,6 +27,11 @@ ProgramParam param_of(const std::string& name, ProgramParamKind kind, py::handle
       case ProgramParamKind::axes: return ProgramParam{value.cast<std::vector<std::string>>()};
       case ProgramParamKind::permutation: return ProgramParam{value.cast<Permutation>()};
       case ProgramParamKind::groups: return ProgramParam{value.cast<std::vector<std::vector<int>>>()};
+      case ProgramParamKind::programs: {
+        SubPrograms programs;
+        for (py::handle p : value) programs.push_back(std::make_shared<const Program>(p.cast<Program>()));
+        return ProgramParam{std::move(programs)};
+      }
     }
   } catch (const py::cast_error&) {
   }

@@ -25,6 +25,7 @@ const std::vector<OpInfo>& all_ops() {
     register_collective_ops(list);
     register_effect_ops(list);
     register_custom_ops(list);
+    register_control_ops(list);
     return list;
   }();
   return ops;

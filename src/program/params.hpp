@@ -48,6 +48,7 @@ constexpr const char* param_kind() {
   else if constexpr (std::is_same_v<T, std::vector<std::string>>) return "a tuple of axis names";
   else if constexpr (std::is_same_v<T, Permutation>) return "a tuple of (source, destination) pairs";
   else if constexpr (std::is_same_v<T, Groups>) return "a tuple of index tuples";
+  else if constexpr (std::is_same_v<T, SubPrograms>) return "a tuple of programs";
   else static_assert(!sizeof(T), "not a kind of program parameter");
 }
 

@@ -42,7 +42,9 @@ using ValueId = int;
   /* ops/effects.cc */                                                                                           \
   X(host_load) X(host_store) X(remote_load) X(remote_store) X(variable_read) X(variable_update)                  \
   /* ops/custom.cc */                                                                                            \
-  X(custom_vjp_call) X(custom_jvp_call)
+  X(custom_vjp_call) X(custom_jvp_call)                                                                          \
+  /* ops/control.cc */                                                                                           \
+  X(cond) X(while_loop) X(scan)
 
 enum class Prim : std::uint8_t {
 #define WEFT_PRIM_ENUMERATOR(name) name,
@@ -68,6 +70,20 @@ inline constexpr bool kOptional = false;
 // A primitive's array kernel: what the executor runs for an equation it computes locally. Its result has
 // exactly the type the primitive's type rule gives (the kernel-types test checks every dtype).
 using Kernel = std::vector<Array> (*)(const std::vector<Array>& ins, const Params& params);
+
+// How a control-flow primitive (ops/control.cc) runs its sub-programs: the executor, in the runtime layer above
+// this one, implements it, running a sub-program on the same replica as the equation, so a collective inside a
+// loop's body meets the other replicas' as one outside it does.
+class SubProgramRunner {
+ public:
+  virtual std::vector<Array> run(const weft::Program& program, std::vector<Array> inputs) = 0;
+
+ protected:
+  ~SubProgramRunner() = default;
+};
+// A control-flow primitive's execution: its kernel, given a runner for its sub-programs.
+using ControlKernel = std::vector<Array> (*)(const std::vector<Array>& ins, const Params& params,
+                                             SubProgramRunner& runner);
 
 using InferRule = std::function<std::vector<ValueType>(const std::vector<ValueType>& ins, const Params& params,
                                                        const Mesh& mesh)>;
@@ -103,8 +119,10 @@ struct OpInfo {
   // shared-products analysis may assume of it.
   bool equal_within_groups = false;
   InferRule infer{};
-  // nullptr for the collectives and the session effects, which the executor runs on the replica.
+  // nullptr for the collectives and the session effects, which the executor runs on the replica, and for the
+  // control-flow primitives, which run through `control`.
   Kernel kernel = nullptr;
+  ControlKernel control = nullptr;
   VjpRule vjp = nullptr;
   JvpRule jvp = nullptr;
   BatchRule batch = nullptr;

@@ -3,6 +3,8 @@
 
 #include <type_traits>
 
+#include "program_impl.hpp"
+
 namespace weft::program {
 namespace {
 
@@ -44,6 +46,16 @@ std::string pair_text(const std::pair<int, int>& p) {
   return text;
 }
 std::string group_text(const std::vector<int>& g) { return tuple_text<int>(g, index_text); }
+// A sub-program on lines of its own, indented under its equation (jaxpr prints a cond's branches so).
+std::string sub_program_text(const std::shared_ptr<const weft::Program>& sub) {
+  if (sub == nullptr) return "<no program>";
+  std::string text = "\n      ";
+  for (const char c : program_text(sub->impl().program)) {
+    text += c;
+    if (c == '\n') text += "      ";
+  }
+  return text + "\n    ";
+}
 
 std::string name_of(ValueId id, const std::vector<std::string>& names) {
   return id >= 0 && static_cast<std::size_t>(id) < names.size() ? names[id] : "<value " + std::to_string(id) + ">";
@@ -91,8 +103,10 @@ std::string param_text(const Param& param) {
           return tuple_text<std::string>(v, name_text);
         } else if constexpr (std::is_same_v<T, Permutation>) {
           return tuple_text<std::pair<int, int>>(v, pair_text);
-        } else {
+        } else if constexpr (std::is_same_v<T, Groups>) {
           return tuple_text<std::vector<int>>(v, group_text);
+        } else {
+          return tuple_text<std::shared_ptr<const weft::Program>>(v, sub_program_text);
         }
       },
       param);

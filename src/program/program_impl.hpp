@@ -25,4 +25,10 @@ struct Program::Impl {
   mutable std::shared_ptr<const void> executor_data;
 };
 
+namespace program {
+// A verified program made runnable (weft::Program): dead code removed, liveness, kernels, steps. What the
+// builder's build() gives; the control-flow rules make their transformed sub-programs with it.
+weft::Program runnable(Program verified);
+}  // namespace program
+
 }  // namespace weft

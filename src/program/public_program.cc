@@ -78,6 +78,7 @@ const char* program_param_kind_text(ProgramParamKind kind) {
     case ParamKind::axes: return param_kind<std::vector<std::string>>();
     case ParamKind::permutation: return param_kind<Permutation>();
     case ParamKind::groups: return param_kind<program::Groups>();
+    case ParamKind::programs: return param_kind<SubPrograms>();
   }
   return "a parameter";
 }
@@ -93,6 +94,7 @@ const char* program_param_kind_name(ProgramParamKind kind) {
     case ParamKind::axes: return "strs";
     case ParamKind::permutation: return "perm";
     case ParamKind::groups: return "groups";
+    case ParamKind::programs: return "programs";
   }
   return "?";
 }
@@ -121,12 +123,10 @@ const ValueType& ProgramBuilder::type(int value) const { return builder_->type(v
 void ProgramBuilder::set_outputs(std::vector<int> outputs) { builder_->set_outputs(std::move(outputs)); }
 std::size_t ProgramBuilder::num_equations() const { return builder_->num_equations(); }
 
-namespace {
-
 // A verified program made runnable: dead code removed, weight gradients' reduce-scatters turned into gathers
 // where that moves less (scattered_products.hpp), liveness, kernels, steps.
-Program finish(program::Program verified) {
-  auto impl = std::make_shared<Program::Impl>();
+Program program::runnable(program::Program verified) {
+  auto impl = std::make_shared<weft::Program::Impl>();
   impl->program = program::eliminate_dead_code(verified);
   if (impl->program.mesh.num_axes() > 0) {
     impl->program = program::gather_scattered_products(impl->program);
@@ -135,12 +135,11 @@ Program finish(program::Program verified) {
   impl->liveness = program::analyze_liveness(impl->program);
   for (const program::Equation& eq : impl->program.equations) impl->kernels.push_back(eq.info().kernel);
   impl->steps = program::plan_steps(impl->program);
-  return Program(std::move(impl));
+  return weft::Program(std::move(impl));
 }
 
-}  // namespace
 
-Program ProgramBuilder::build() const { return finish(builder_->build()); }
+Program ProgramBuilder::build() const { return program::runnable(builder_->build()); }
 
 std::vector<int> ProgramBuilder::inline_program(const Program& program, const std::vector<int>& inputs) {
   return program::inline_program(*builder_, program.impl().program, inputs);
@@ -155,21 +154,21 @@ std::int64_t detail::register_custom_jvp(const Program& jvp, std::string name) {
 }
 
 Program vjp_program(const Program& program, const std::vector<int>& wrt) {
-  return finish(program::vjp_program(program.impl().program, wrt));
+  return program::runnable(program::vjp_program(program.impl().program, wrt));
 }
 
-Program jvp_program(const Program& program) { return finish(program::jvp_program(program.impl().program)); }
+Program jvp_program(const Program& program) { return program::runnable(program::jvp_program(program.impl().program)); }
 
 BatchedProgram batch_program(const Program& program, const std::vector<bool>& batched, std::int64_t size,
                              const std::string& axis_name) {
   program::BatchedProgram result = program::batch_program(program.impl().program, batched, size, axis_name);
-  return {finish(std::move(result.program)), std::move(result.out_batched)};
+  return {program::runnable(std::move(result.program)), std::move(result.out_batched)};
 }
 
 PartialEval partial_eval(const Program& program, const std::vector<bool>& unknowns,
                          const std::vector<bool>& instantiate) {
   program::PartialEval split = program::partial_eval(program.impl().program, unknowns, instantiate);
-  return {finish(std::move(split.known)), finish(std::move(split.unknown)), std::move(split.out_unknowns),
+  return {program::runnable(std::move(split.known)), program::runnable(std::move(split.unknown)), std::move(split.out_unknowns),
           split.num_residuals};
 }
 

@@ -283,6 +283,20 @@ void run_shared_segment(const Program::Impl& impl, detail::RunSharing& runs, int
   }
 }
 
+std::vector<Array> execute(const Program& program, Replica* replica, std::span<const Array> inputs,
+                           std::vector<Array>* owned, const ProgramHandles* handles);
+
+// A control-flow equation's sub-programs (a cond's branch, a loop's body) run as programs of their own on the
+// same replica: their collectives meet the other replicas' as the outer program's do.
+struct SubRunner final : program::SubProgramRunner {
+  SubRunner(Replica* r, const ProgramHandles* h) : replica(r), handles(h) {}
+  std::vector<Array> run(const Program& program, std::vector<Array> inputs) override {
+    return execute(program, replica, inputs, &inputs, handles);
+  }
+  Replica* replica;
+  const ProgramHandles* handles;
+};
+
 // `owned`, when given, is `inputs` itself, handed over: its arrays are moved into the run (see run_program's
 // consuming form).
 std::vector<Array> execute(const Program& program, Replica* replica, std::span<const Array> inputs,
@@ -344,6 +358,12 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
             }
             values[eq.outputs[k]] = std::move(out[k]);
           }
+        } else if (const program::ControlKernel control = eq.info().control) {
+          in.clear();
+          for (program::ValueId id : eq.inputs) in.push_back(*values[id]);
+          SubRunner runner{replica, handles};
+          std::vector<Array> out = control(in, eq.params, runner);
+          for (std::size_t k = 0; k < eq.outputs.size(); ++k) values[eq.outputs[k]] = std::move(out.at(k));
         } else {
           if (replica == nullptr) {
             throw InvalidArgument(eq.name() + " needs replicas to meet, and run_program was given none (collectives run "

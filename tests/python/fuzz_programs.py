@@ -1492,6 +1492,10 @@ EXCLUDED = {
     "variable_update": "a session effect (variables), not array math: test_popxl_*",
     "custom_vjp_call": "a user's custom_vjp rule (weft.custom_vjp), not an op of its own: test_custom_vjp.py",
     "custom_jvp_call": "a user's custom_jvp rule (weft.custom_jvp), not an op of its own: test_custom_jvp.py",
+    "cond": "control flow: the generator makes straight-line programs; test_control_flow.py checks each control "
+            "primitive against its unrolled Python, and transform_rules_test its rules",
+    "while_loop": "control flow: as cond",
+    "scan": "control flow: as cond",
 }
 
 

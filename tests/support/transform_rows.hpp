@@ -239,6 +239,45 @@ inline std::vector<Row> Rows() {
   rows.push_back({"variable_update", "", {f32({2})}, variable, Home::effect});
   rows.push_back({"custom_vjp_call", "", {}, {}, Home::custom});
   rows.push_back({"custom_jvp_call", "", {}, {}, Home::custom});
+  // ---- control flow: the branches and bodies are programs of their own, built here
+  const auto sub = [](std::vector<ValueType> ins, const Body& body) {
+    ProgramBuilder b;
+    std::vector<int> ids;
+    for (ValueType& t : ins) ids.push_back(b.input(std::move(t)));
+    b.set_outputs(body(b, ids));
+    return std::make_shared<const Program>(b.build());
+  };
+  const ValueType v3{DType::f64, {3}}, i0{DType::i32, {}};
+  const auto one = [](ProgramBuilder& b, const char* op, std::vector<int> ins, ProgramParams params = {}) {
+    return b.emit(op, ins, std::move(params))[0];
+  };
+  SubPrograms branches = {
+      sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) { return std::vector{one(b, "multiply", x)}; }),
+      sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+        return std::vector{one(b, "add", {x[0], one(b, "tanh", {x[1]})})};
+      }),
+      sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) { return std::vector{one(b, "exp", {x[0]})}; })};
+  // The index drawn from [-1, 3] covers lax.switch's clamping at both ends.
+  rows.push_back({"cond", "three branches", {I32({}, -1, 3), F64({3}), F64({3})}, {{"branches", branches}}});
+  // while i < n: (i + 1, tanh(x * w))
+  const SubPrograms test = {sub({i0, v3, i0}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    return std::vector{one(b, "less", {x[0], x[2]})};
+  })};
+  const SubPrograms step = {sub({i0, v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    const int next = one(b, "add", {x[0], b.constant(Array::scalar(1, DType::i32))});
+    return std::vector{next, one(b, "tanh", {one(b, "multiply", {x[1], x[2]})})};
+  })};
+  rows.push_back({"while_loop", "", {I32({}, 0, 0), F64({3}), I32({}, 0, 4), F64({3})},
+                  {{"cond", test}, {"body", step}, {"cond_nconsts", std::int64_t{1}}, {"body_nconsts", std::int64_t{1}}}});
+  // carry' = tanh(carry * w + x), y = carry * x
+  const SubPrograms body = {sub({v3, v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    return std::vector{one(b, "tanh", {one(b, "add", {one(b, "multiply", {x[0], x[2]}), x[1]})}),
+                       one(b, "multiply", {x[0], x[1]})};
+  })};
+  const ProgramParams scan = {{"body", body},         {"length", std::int64_t{4}},     {"reverse", false},
+                              {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{1}}};
+  rows.push_back({"scan", "", {F64({3}), F64({4, 3}), F64({3})}, scan});
+  rows.push_back({"scan", "reverse", {F64({3}), F64({4, 3}), F64({3})}, with(scan, "reverse", true)});
   return rows;
 }
 

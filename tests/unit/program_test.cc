@@ -412,16 +412,19 @@ TEST(ProgramInference, RegistryCoversTheOpFamilies) {
   EXPECT_FALSE(find_op("matmul")->elementwise);
 }
 
-// The executor runs an equation by its kernel, or on the replica (collectives, session effects): every op is
-// exactly one of the two, so a program that verifies also runs.
+// The executor runs an equation by its kernel, by its control rule (which runs sub-programs), or on the replica
+// (collectives, session effects): every op is exactly one of the three, so a program that verifies also runs.
 TEST(ProgramKernels, EveryOpHasAKernelOrRunsOnTheReplica) {
+  const std::set<std::string> control = {"cond", "while_loop", "scan"};
   const std::set<std::string> on_replica = {"psum", "pmean", "pmax", "pmin", "pprod", "all_gather", "psum_scatter",
                                             "all_to_all", "ppermute", "axis_index", "replicated_reduce_scatter",
                                             "replica_sharded_slice", "gather_shards", "all_reduce_identical_inputs",
                                             "all_reduce_identical_grad_inputs", "pbroadcast"};
   for (const std::string& op : registered_ops()) {
     const bool replica = find_op(op)->effectful || on_replica.count(op) > 0;
-    EXPECT_EQ(find_op(op)->kernel == nullptr, replica) << op;
+    const bool controls = control.count(op) > 0;
+    EXPECT_EQ(find_op(op)->kernel == nullptr, replica || controls) << op;
+    EXPECT_EQ(find_op(op)->control != nullptr, controls) << op;
   }
 }
 
