@@ -146,7 +146,7 @@ class StaticArg:
             raise _weft.InvalidArgument(
                 f"Non-hashable static arguments are not supported. An error occurred while trying to hash an object of "
                 f"type {type(value)}, {value}. The error was:\nTypeError: {error}\n({name}: {where} is static; static "
-                "arguments key the cache of traced programs, so they must be hashable, as in jax.jit)") from None
+                "arguments key the cache of traced programs, so they must be hashable, as in JAX)") from None
         self.value = value
 
     def __hash__(self):
