@@ -376,12 +376,12 @@ class _Call:
         for i in range(self.nargs):
             if i in static:
                 continue
-            count = len(_tree.flatten(next(dyn))[0])
-            single = params[i] if i < len(params) and count == 1 else None
-            names += [single or f"args[{i}]"] * count
+            leaves, treedef = _tree.flatten(next(dyn))
+            single = params[i] if i < len(params) and treedef == _tree.LEAF else None
+            names += [single or f"args[{i}]"] * len(leaves)
         for k in sorted(self.dyn_kw):
-            count = len(_tree.flatten(self.dyn_kw[k])[0])
-            names += [k if count == 1 else f"kwargs[{k!r}]"] * count
+            leaves, treedef = _tree.flatten(self.dyn_kw[k])
+            names += [k if treedef == _tree.LEAF else f"kwargs[{k!r}]"] * len(leaves)
         return names
 
 
@@ -407,12 +407,18 @@ class _Jitted:
         call's signature, traced on first sight."""
         call = _Call(self, args, kwargs)
         leaves, treedef = _tree.flatten(call.tree)
-        types = tuple(leaf_type(leaf, self._name) + (leaf_weak(leaf),) for leaf in leaves)
+        try:
+            types = tuple(leaf_type(leaf, self._name) + (leaf_weak(leaf),) for leaf in leaves)
+        except _weft.InvalidArgument:
+            self._refuse_non_arrays(call, leaves)
+            raise
         # (the x64 switch decides the dtypes of the Python numbers and arrays the function makes)
         key = (call.key(), treedef, types, tuple(axis_env), _dtypes.x64_enabled())
         with self._lock:
             entry = self._cache.get(key)
         if entry is None:
+            if any(_np.dtype(t[0]).kind in "OSU" for t in types):  # (strings: numpy has dtypes for them)
+                self._refuse_non_arrays(call, leaves)
             entry = trace_function(call.bind(self._fun), [(d, s, (), w) for d, s, w in types], treedef, list(axis_env),
                                    self._name)
             if self._donate_positions or self._donate_argnames:
@@ -420,6 +426,17 @@ class _Jitted:
             with self._lock:
                 self._cache[key] = entry
         return entry, leaves, types, call
+
+    def _refuse_non_arrays(self, call, leaves):
+        """A dynamic argument that is no array (a string, an object) named as jax.jit names it: it should have
+        been static."""
+        for name, leaf in zip(call.leaf_names(self), leaves):
+            if isinstance(leaf, str) or _np.asarray(leaf).dtype.kind in "OSU":
+                raise TypeError(
+                    f"{self._name}: Error interpreting argument to {self._fun} as an abstract array. The problematic "
+                    f"value is of type {type(leaf)} and was passed to the function at path {name}.\nThis typically "
+                    "means that a jit-wrapped function was called with a non-array argument, and this argument was "
+                    "not marked as static using the static_argnums or static_argnames parameters of jax.jit.")
 
     def __call__(self, *args, **kwargs):
         if current_trace() is not None or trace_of(_tree.flatten((args, kwargs))[0]) is not None:

@@ -6,6 +6,7 @@ Expected values are numpy's on the same inputs (float64 rounded to the dtype JAX
 what JAX's rules say: one trace per signature of the dynamic arguments and per value of the static ones
 (compared by type and value); messages are checked by their text.
 """
+import re
 import warnings
 
 import numpy as np
@@ -128,6 +129,16 @@ def test_static_arguments_compare_by_type_and_value():
     g(X, A())
     g(X, A())   # equal by __eq__: the cached program
     assert [type(s) for s in side] == [int, float, A]
+
+
+@pytest.mark.parametrize("value, path", [("train", "mode"), (object(), "mode"), ({"k": "v"}, "args[1]")])
+def test_non_array_dynamic_argument_says_to_make_it_static(value, path):
+    g = weft.jit(lambda x, mode: x)
+    with pytest.raises(TypeError, match=rf"Error interpreting argument to .* as an abstract array\. The problematic "
+                                        rf"value is of type .* and was passed to the function at path "
+                                        rf"{re.escape(path)}\.\nThis typically means .* not marked as static"):
+        g(X, value)
+    np.testing.assert_array_equal(weft.jit(lambda x, mode: x, static_argnames="mode")(X, "train"), X)
 
 
 @pytest.mark.parametrize("call", [lambda g: g(X, [1, 2]), lambda g: g(X, n={"a": 1})])
