@@ -367,8 +367,8 @@ class _Call:
         return out
 
     def leaf_names(self, jitted):
-        """A name per leaf of the dynamic pytree for messages: the parameter's name for an argument that is one
-        leaf (JAX's), else its place (args[1], kwargs['b'])."""
+        """A name per leaf of the dynamic pytree for messages: the parameter's name for an argument that is a
+        leaf (JAX's), else the argument's place (args[1], kwargs['b'])."""
         sig = fun_signature(jitted._fun)
         params = list(sig.parameters) if sig is not None else []
         names, static = [], {i for i, _ in self.static}
