@@ -82,8 +82,8 @@ def default_backend():
 
 def devices(backend=None):
     """Every device of the job, by id (jax.devices()). `backend` may be None or "cpu"."""
-    if backend not in (None, "cpu"):
-        raise InvalidArgument(f"weft.devices: unknown backend {backend!r}; weft has one platform, 'cpu'")
+    from ._jit import check_backend
+    check_backend(backend, "weft.devices")
     return runtime().devices()
 
 

@@ -284,6 +284,12 @@ def rebase_donate_argnums(donate_argnums, static_argnums, name):
     return tuple(d - sum(1 for s in static if s < d) for d in donate)
 
 
+def check_backend(backend, name):
+    """A `backend` setting (jax.jit's, jax.pmap's, jax.devices'): None or 'cpu', weft's one platform."""
+    if backend not in (None, "cpu"):
+        raise _weft.InvalidArgument(f"{name}: unknown backend {backend!r}; weft has one platform, 'cpu'")
+
+
 def _type_text(dtype, shape):
     """A type as JAX prints it: float32[2,3]."""
     return f"{_np.dtype(dtype).name}[{','.join(str(n) for n in shape)}]"
@@ -313,12 +319,25 @@ def _warn_unused_donations(types, donated, program, name):
                       UserWarning, stacklevel=4)
 
 
+def bind_static(fun, n, fixed, extra=None, kwargs_last=False):
+    """fun as a function of its dynamic positional arguments (then, with kwargs_last, a dict of keyword
+    arguments), for calls of n positional arguments: the static ones, `fixed` ({position: value}) and `extra`
+    ({name: value}), put back in their places. jit's and pmap's static arguments both go through it."""
+    extra = extra or {}
+
+    def call(*parts):
+        dynamic, kw = (parts[:-1], parts[-1]) if kwargs_last else (parts, {})
+        it = iter(dynamic)
+        return fun(*[fixed[i] if i in fixed else next(it) for i in range(n)], **kw, **extra)
+    return call
+
+
 # ---- weft.jit ------------------------------------------------------------------------------------------------
 
 class _Call:
     """One call's arguments split as jax.jit splits them: the static ones (positional by index, keyword by name)
-    as cache keys, the dynamic ones as the pytree the program takes: the positional arguments' tuple, or
-    (that tuple, the keyword arguments' dict) when there are dynamic keyword arguments (traced like the rest)."""
+    as cache keys, the dynamic ones as the pytree the program takes: the positional arguments' tuple, the
+    keyword arguments' dict one more entry when there are dynamic keyword arguments (traced like the rest)."""
 
     __slots__ = ("static", "static_kw", "dyn_args", "dyn_kw", "tree", "nargs")
 
@@ -335,7 +354,7 @@ class _Call:
             self.static_kw = tuple(sorted(((k, StaticArg(v, jitted._name, f"argument {k!r}")) for k, v in kwargs.items()
                                            if k in jitted._static_names), key=lambda kv: kv[0]))
             self.dyn_kw = {k: v for k, v in kwargs.items() if k not in jitted._static_names}
-        self.tree = (self.dyn_args, self.dyn_kw) if self.dyn_kw else self.dyn_args
+        self.tree = self.dyn_args + (self.dyn_kw,) if self.dyn_kw else self.dyn_args
 
     def key(self):
         return self.static, self.static_kw, bool(self.dyn_kw)
@@ -344,15 +363,8 @@ class _Call:
         """fun as a function of the dynamic pytree's parts, the static arguments put back in their places."""
         if not self.static and not self.static_kw and not self.dyn_kw:
             return fun
-        fixed = {i: s.value for i, s in self.static}
-        extra = {k: s.value for k, s in self.static_kw}
-        n, with_kwargs = self.nargs, bool(self.dyn_kw)
-
-        def call(*parts):
-            dyn, kw = parts if with_kwargs else (parts, {})
-            it = iter(dyn)
-            return fun(*[fixed[i] if i in fixed else next(it) for i in range(n)], **kw, **extra)
-        return call
+        return bind_static(fun, self.nargs, {i: s.value for i, s in self.static},
+                           {k: s.value for k, s in self.static_kw}, bool(self.dyn_kw))
 
     def donated(self, jitted):
         """Per leaf of the dynamic pytree, whether its argument is donated (by position or by name)."""
@@ -543,8 +555,7 @@ def jit(fun=None, /, *, in_shardings=_UNSPECIFIED, out_shardings=_UNSPECIFIED, s
     if device is not None:
         raise _weft.InvalidArgument(f"{name}: device= is not supported (and deprecated in JAX): a jitted function runs "
                                     "on the calling thread; use weft.pmap or weft.shard_map to run on devices")
-    if backend not in (None, "cpu"):
-        raise _weft.InvalidArgument(f"{name}: unknown backend {backend!r}; weft has one platform, 'cpu'")
+    check_backend(backend, name)
     if abstracted_axes is not None:
         raise _weft.InvalidArgument(f"{name}: abstracted_axes (dynamic shapes) is not supported: weft traces one "
                                     "program per shape")

@@ -15,7 +15,8 @@ import numpy as np
 
 from . import _dtypes, _tree, _weft
 from ._arrays import DeviceArray, ShardedArray, _Deleted
-from ._jit import StaticArg, index_tuple, leaf_type, leaf_value, leaf_weak, rebase_donate_argnums, trace_function
+from ._jit import (StaticArg, bind_static, check_backend, index_tuple, leaf_type, leaf_value, leaf_weak,
+                   rebase_donate_argnums, trace_function)
 from ._trace import current_trace
 
 
@@ -214,12 +215,7 @@ class _Pmapped:
         """The pmap of this one's function with the static arguments `fixed` ({position: value}) bound, for
         calls of n positional arguments, taking the keyword arguments' dict last when `with_kwargs`."""
         fun = self._fun
-
-        def bound(*parts):
-            dynamic, kw = (parts[:-1], parts[-1]) if with_kwargs else (parts, {})
-            it = iter(dynamic)
-            return fun(*[fixed[i] if i in fixed else next(it) for i in range(n)], **kw)
-
+        bound = bind_static(fun, n, fixed, kwargs_last=with_kwargs)
         in_axes = self._in_axes
         if isinstance(in_axes, (tuple, list)):
             if len(in_axes) != n:
@@ -493,8 +489,7 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_
         devices = list(devices)
         if not devices:
             raise ValueError("weft.pmap: 'devices' argument to pmap must be non-empty, or None.")
-    if backend not in (None, "cpu"):
-        raise _weft.InvalidArgument(f"weft.pmap: unknown backend {backend!r}; weft has one platform, 'cpu'")
+    check_backend(backend, "weft.pmap")
     if axis_size is not None and (not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1):
         raise _weft.InvalidArgument(f"weft.pmap: axis_size must be a positive int (the mapped axis' size), got "
                                     f"{axis_size!r}")
