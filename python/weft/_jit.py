@@ -242,9 +242,10 @@ def _validate_argnames(sig, argnames, setting, name):
             var_kwargs = True
         else:
             positional_only.add(k)
-    if positional_only & set(argnames):
-        raise _weft.InvalidArgument(f"{name}: Jitted function has invalid argnames {positional_only & set(argnames)} in "
-                                    f"{setting}. These are positional-only")
+    named = positional_only & set(argnames)
+    if named:
+        raise _weft.InvalidArgument(f"{name}: Jitted function has invalid argnames {named} in {setting}. These are "
+                                    "positional-only")
     if not var_kwargs and set(argnames) - valid:
         raise _weft.InvalidArgument(f"{name}: Jitted function has invalid argnames {set(argnames) - valid} in "
                                     f"{setting}. Function does not take these args.")
@@ -258,8 +259,9 @@ def resolve_argnums(fun, name, static_argnums, static_argnames, donate_argnums, 
         if donate_argnames is not None:
             raise _weft.InvalidArgument(f"{name}: Getting the signature of function {fun} failed. Pass donate_argnums "
                                         "instead of donate_argnames.")
-        return (index_tuple(static_argnums, "static_argnums", name), _str_tuple(static_argnames, "static_argnames", name),
-                index_tuple(donate_argnums, "donate_argnums", name), ())
+        return (index_tuple(static_argnums, "static_argnums", name),
+                _str_tuple(static_argnames, "static_argnames", name), index_tuple(donate_argnums, "donate_argnums", name),
+                ())
     static_argnums, static_argnames = _infer_argnums_and_argnames(sig, static_argnums, static_argnames, "static", name)
     donate_argnums, donate_argnames = _infer_argnums_and_argnames(sig, donate_argnums, donate_argnames, "donate", name)
     _validate_argnums(sig, static_argnums, "static_argnums", name)

@@ -199,8 +199,8 @@ class _Pmapped:
         n = len(args)
         if self._static and max(self._static) >= n:
             raise ValueError(
-                f"{self._name}: pmapped function has static_broadcasted_argnums={self._static} but was called with only "
-                f"{n} positional argument{'s' if n > 1 else ''}. All static broadcasted arguments must be passed "
+                f"{self._name}: pmapped function has static_broadcasted_argnums={self._static} but was called with "
+                f"only {n} positional argument{'s' if n > 1 else ''}. All static broadcasted arguments must be passed "
                 "positionally.")
         static = tuple(StaticArg(args[i], self._name, f"argument {i}") for i in self._static)
         key = (n, static, bool(kwargs))
