@@ -259,9 +259,9 @@ def resolve_argnums(fun, name, static_argnums, static_argnames, donate_argnums, 
         if donate_argnames is not None:
             raise _weft.InvalidArgument(f"{name}: Getting the signature of function {fun} failed. Pass donate_argnums "
                                         "instead of donate_argnames.")
-        return (index_tuple(static_argnums, "static_argnums", name),
-                _str_tuple(static_argnames, "static_argnames", name), index_tuple(donate_argnums, "donate_argnums", name),
-                ())
+        static = index_tuple(static_argnums, "static_argnums", name)
+        return static, _str_tuple(static_argnames, "static_argnames", name), index_tuple(donate_argnums,
+                                                                                           "donate_argnums", name), ()
     static_argnums, static_argnames = _infer_argnums_and_argnames(sig, static_argnums, static_argnames, "static", name)
     donate_argnums, donate_argnames = _infer_argnums_and_argnames(sig, donate_argnums, donate_argnames, "donate", name)
     _validate_argnums(sig, static_argnums, "static_argnums", name)
