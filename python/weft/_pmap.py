@@ -27,7 +27,7 @@ class _Pmapped:
                  static_argnums=(), axis_size=None):
         self._fun = fun
         # static_broadcasted_argnums, and the pmaps of `fun` with those arguments bound and the keyword arguments
-        # as one more mapped argument: one per number of arguments, static values and use of keywords (_bound).
+        # as one more mapped argument: one per number of arguments, static values and use of keywords (_bind).
         self._static = static_argnums
         self._bound_pmaps = {}
         self._axis_size = axis_size
@@ -99,9 +99,8 @@ class _Pmapped:
         in_axes = self._in_axes
         if isinstance(in_axes, list):
             in_axes = tuple(in_axes)
-        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
-            raise ValueError(f"{self._name}: pmap in_axes specification must be a tree prefix of the corresponding "
-                             f"value, got specification {self._in_axes!r} for {len(args)} arguments")
+        if isinstance(in_axes, tuple):
+            self._check_in_axes_count(len(args))
         if all(isinstance(a, (np.ndarray, ShardedArray)) for a in args) and (
                 in_axes is None or isinstance(in_axes, int)
                 or (isinstance(in_axes, tuple) and all(a is None or isinstance(a, int) for a in in_axes))):
@@ -218,9 +217,7 @@ class _Pmapped:
         bound = bind_static(fun, n, fixed, kwargs_last=with_kwargs)
         in_axes = self._in_axes
         if isinstance(in_axes, (tuple, list)):
-            if len(in_axes) != n:
-                raise ValueError(f"{self._name}: pmap in_axes specification must be a tree prefix of the corresponding "
-                                 f"value, got specification {in_axes!r} for {n} arguments")
+            self._check_in_axes_count(n)
             in_axes = tuple(ax for i, ax in enumerate(in_axes) if i not in fixed)
         elif with_kwargs:
             in_axes = (in_axes,) * (n - len(fixed))
@@ -230,6 +227,12 @@ class _Pmapped:
         functools.update_wrapper(bound, fun)
         return _Pmapped(bound, self._axis_name, in_axes, self._out_axes, self._devices, self._name, self._eager,
                         donate, (), self._axis_size)
+
+    def _check_in_axes_count(self, n):
+        """in_axes given per argument has one entry per positional argument (the static ones included)."""
+        if len(self._in_axes) != n:
+            raise ValueError(f"{self._name}: pmap in_axes specification must be a tree prefix of the corresponding "
+                             f"value, got specification {self._in_axes!r} for {n} arguments")
 
     def _check_axis_size(self, leaves, leaf_axes):
         """jax.pmap's axis_size: in a single process, the mapped axis' size must be it."""
