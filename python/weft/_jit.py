@@ -16,6 +16,7 @@ import functools
 import inspect
 import operator
 import threading
+from types import MethodType
 import warnings
 
 import numpy as _np
@@ -440,6 +441,11 @@ class _Jitted:
             with self._lock:
                 self._cache[key] = entry
         return entry, leaves, types, call
+
+    def __get__(self, instance, owner=None):
+        """A jitted function defined in a class is a method, as jax.jit's is (self is then an argument like any
+        other: @jit(static_argnums=0) makes it static)."""
+        return self if instance is None else MethodType(self, instance)
 
     def _refuse_non_arrays(self, call, leaves):
         """A dynamic argument that is no array (a string, an object) named as jax.jit names it: it should have

@@ -202,6 +202,21 @@ def test_decorator_form_with_options():
     np.testing.assert_allclose(total(M, 0), M.astype(np.float64).sum(0), rtol=1e-5)
 
 
+def test_static_self_of_a_method():
+    # JAX's test_static_argnum_on_method: a jitted method binds self, which static_argnums=0 makes static.
+    class A:
+        def __init__(self, k):
+            self.k = k
+
+        @weft.jit(static_argnums=(0,))
+        def scaled(self, x):
+            return x * self.k
+
+    np.testing.assert_allclose(A(3.0).scaled(X), X * 3, rtol=1e-6)
+    np.testing.assert_allclose(A(-2.0).scaled(X), X * -2, rtol=1e-6)  # another self: another trace
+    assert isinstance(A.__dict__["scaled"], type(weft.jit(lambda x: x)))
+
+
 def test_nested_jit_with_static_argument_is_inlined():
     inner = weft.jit(lambda x, n: x * n, static_argnums=1)
     outer = weft.jit(lambda x: inner(x, 3) + 1)
