@@ -22,7 +22,7 @@ from ._weft import (Error, InvalidArgument, MismatchError, TimeoutError, Aborted
 from . import _tracer_methods  # noqa: F401  (a Tracer's operators and methods: weft.numpy's functions)
 from ._arrays import DeviceArray, ShardedArray
 from ._pmap import pmap
-from ._jit import jit, make_program, Program
+from ._jit import Compiled, Lowered, Program, jit, make_jaxpr, make_program
 from ._autodiff import checkpoint, grad, remat, value_and_grad, vjp
 from ._transforms import float0, hessian, jacfwd, jacrev, jvp, linearize, vmap
 from ._custom_vjp import custom_vjp
@@ -45,7 +45,7 @@ __all__ = [
     "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "tree", "tree_util", "Session",
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
-    "device_put_sharded", "device_put_replicated", "jit", "make_program", "Program", "TracerConversionError", "config", "errors", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "make_mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
+    "device_put_sharded", "device_put_replicated", "jit", "make_program", "make_jaxpr", "Program", "Lowered", "Compiled", "TracerConversionError", "config", "errors", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "make_mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
     "numpy", "bfloat16", "Policy", "get_policy",
     "custom_jvp",
 ]
@@ -82,8 +82,8 @@ def default_backend():
 
 def devices(backend=None):
     """Every device of the job, by id (jax.devices()). `backend` may be None or "cpu"."""
-    if backend not in (None, "cpu"):
-        raise InvalidArgument(f"weft.devices: unknown backend {backend!r}; weft has one platform, 'cpu'")
+    from ._jit import check_backend
+    check_backend(backend, "weft.devices")
     return runtime().devices()
 
 

@@ -15,15 +15,22 @@ import numpy as np
 
 from . import _dtypes, _tree, _weft
 from ._arrays import DeviceArray, ShardedArray, _Deleted
-from ._jit import leaf_type, leaf_value, leaf_weak, trace_function
+from ._jit import (StaticArg, bind_static, check_backend, index_tuple, leaf_type, leaf_value, leaf_weak,
+                   rebase_donate_argnums, trace_function)
 from ._trace import current_trace
 
 
 class _Pmapped:
     """What weft.pmap returns: call it with arrays (or pytrees of them) mapped along in_axes."""
 
-    def __init__(self, fun, axis_name, in_axes, out_axes, devices, name, eager=False, donate_argnums=()):
+    def __init__(self, fun, axis_name, in_axes, out_axes, devices, name, eager=False, donate_argnums=(),
+                 static_argnums=(), axis_size=None):
         self._fun = fun
+        # static_broadcasted_argnums, and the pmaps of `fun` with those arguments bound and the keyword arguments
+        # as one more mapped argument: one per number of arguments, static values and use of keywords (_bind).
+        self._static = static_argnums
+        self._bound_pmaps = {}
+        self._axis_size = axis_size
         self._eager = eager
         self._donate_argnums = donate_argnums
         self._traced = {}  # signature -> (ProgramPmap, result treedef)
@@ -54,6 +61,8 @@ class _Pmapped:
         return levels, f
 
     def __call__(self, *args, **kwargs):
+        if self._static or kwargs:
+            return self._call_bound(args, kwargs)
         # The steady state of a traced pmap: plain numpy arguments with the signature of the last call go
         # straight to its engine (the checks below ran when that signature was first seen).
         if self._x64 != _dtypes.x64_enabled():  # another switch: other dtypes inside the function
@@ -74,8 +83,6 @@ class _Pmapped:
             outs = self._call_like_last_tree(args, last_tree)
             if outs is not None:
                 return outs
-        if kwargs:
-            raise TypeError(f"{self._name}: pmapped functions take positional arguments only, got {sorted(kwargs)}")
         trace = current_trace()
         if _weft.in_replica() or (trace is not None and trace.mesh):
             raise _weft.InvalidArgument(
@@ -92,9 +99,8 @@ class _Pmapped:
         in_axes = self._in_axes
         if isinstance(in_axes, list):
             in_axes = tuple(in_axes)
-        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
-            raise ValueError(f"{self._name}: pmap in_axes specification must be a tree prefix of the corresponding "
-                             f"value, got specification {self._in_axes!r} for {len(args)} arguments")
+        if isinstance(in_axes, tuple):
+            self._check_in_axes_count(len(args))
         if all(isinstance(a, (np.ndarray, ShardedArray)) for a in args) and (
                 in_axes is None or isinstance(in_axes, int)
                 or (isinstance(in_axes, tuple) and all(a is None or isinstance(a, int) for a in in_axes))):
@@ -116,6 +122,9 @@ class _Pmapped:
             mesh = []
         else:
             for lv in levels[1:]:
+                if lv._static:
+                    raise ValueError(f"{self._name}: static_broadcasted_argnums is not supported on an inner pmap of a "
+                                     "nest (pass it to the outermost pmap's function instead)")
                 if lv._devices is not None:
                     raise ValueError(f"{self._name}: devices= is only supported on the outermost of nested pmaps")
                 if lv._in_axes != 0 or lv._out_axes != 0:
@@ -131,6 +140,8 @@ class _Pmapped:
             axis = ""
             mesh = [(lv._axis_name if lv._axis_name is not None else f"_pmap_axis{k}", int(shape[k]))
                     for k, lv in enumerate(levels)]
+        if self._axis_size is not None:
+            self._check_axis_size(leaves, leaf_axes)
         out_axes = self._out_axes
         key = (treedef, tuple(leaf_axes), tuple(mesh), _dtypes.x64_enabled())
         if not levels[0]._eager:
@@ -175,6 +186,65 @@ class _Pmapped:
         if out_def is None:  # this process holds none of the program's devices
             return outs
         return self._finish(outs, out_def, out_axes)
+
+    def _call_bound(self, args, kwargs):
+        """A call with static_broadcasted_argnums or keyword arguments, as jax.pmap makes it: the static arguments
+        (hashable, compared by type and value) are bound into the function, and the keyword arguments go as one
+        more argument mapped along axis 0 (JAX maps every keyword argument over its leading axis, whatever
+        in_axes says, and never donates one). Each binding is a pmap of its own, with its own programs."""
+        if isinstance(self._fun, _Pmapped):
+            raise ValueError(f"{self._name}: static_broadcasted_argnums and keyword arguments are not supported for "
+                             "nested pmaps (pass every argument positionally, mapped)")
+        n = len(args)
+        if self._static and max(self._static) >= n:
+            raise ValueError(
+                f"{self._name}: pmapped function has static_broadcasted_argnums={self._static} but was called with "
+                f"only {n} positional argument{'s' if n > 1 else ''}. All static broadcasted arguments must be passed "
+                "positionally.")
+        static = tuple(StaticArg(args[i], self._name, f"argument {i}") for i in self._static)
+        key = (n, static, bool(kwargs))
+        bound = self._bound_pmaps.get(key)
+        if bound is None:
+            bound = self._bind(n, dict(zip(self._static, (s.value for s in static))), bool(kwargs))
+            self._bound_pmaps[key] = bound
+        dynamic = tuple(a for i, a in enumerate(args) if i not in self._static)
+        return bound(*dynamic, kwargs) if kwargs else bound(*dynamic)
+
+    def _bind(self, n, fixed, with_kwargs):
+        """The pmap of this one's function with the static arguments `fixed` ({position: value}) bound, for
+        calls of n positional arguments, taking the keyword arguments' dict last when `with_kwargs`."""
+        fun = self._fun
+        bound = bind_static(fun, n, fixed, kwargs_last=with_kwargs)
+        in_axes = self._in_axes
+        if isinstance(in_axes, (tuple, list)):
+            self._check_in_axes_count(n)
+            in_axes = tuple(ax for i, ax in enumerate(in_axes) if i not in fixed)
+        elif with_kwargs:
+            in_axes = (in_axes,) * (n - len(fixed))
+        if with_kwargs:
+            in_axes = in_axes + (0,)
+        donate = rebase_donate_argnums([d for d in self._donate_argnums if d < n], self._static, self._name)
+        functools.update_wrapper(bound, fun)
+        return _Pmapped(bound, self._axis_name, in_axes, self._out_axes, self._devices, self._name, self._eager,
+                        donate, (), self._axis_size)
+
+    def _check_in_axes_count(self, n):
+        """in_axes given per argument has one entry per positional argument (the static ones included)."""
+        if len(self._in_axes) != n:
+            raise ValueError(f"{self._name}: pmap in_axes specification must be a tree prefix of the corresponding "
+                             f"value, got specification {self._in_axes!r} for {n} arguments")
+
+    def _check_axis_size(self, leaves, leaf_axes):
+        """jax.pmap's axis_size: in a single process, the mapped axis' size must be it."""
+        if _weft.current_runtime().process_count > 1:
+            return  # (the global size: the engine counts the job's devices)
+        for leaf, ax in zip(leaves, leaf_axes):
+            if ax is not None and _is_axis(ax):
+                shape = leaf.shape if isinstance(leaf, ShardedArray) else np.shape(leaf)
+                if -len(shape) <= ax < len(shape) and shape[ax] != self._axis_size:
+                    raise ValueError(f"{self._name}: Specified axis_size {self._axis_size} doesn't match received "
+                                     f"axis_size {shape[ax]}.")
+                return
 
     def _finish(self, outs, out_def, out_axes):
         if out_def == _tree.LEAF and out_axes == 0:
@@ -401,8 +471,8 @@ def _apply_out_axis(sharded, axis, name, index):
     return DeviceArray(np.moveaxis(np.asarray(sharded), 0, axis))
 
 
-def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, devices=None, name=None, eager=False, donate_argnums=(),
-         **unsupported):
+def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnums=(), devices=None, backend=None,
+         axis_size=None, donate_argnums=(), name=None, eager=False, **unsupported):
     """jax.pmap: map `fun` over the leading axis (in_axes) of its arguments, one replica per device.
 
     Usable as @pmap, @partial(pmap, axis_name='i') or pmap(f, 'i'). `fun` is traced once per signature and
@@ -410,14 +480,33 @@ def pmap(fun=None, axis_name=None, *, in_axes=0, out_axes=0, devices=None, name=
     threads) for code that needs concrete values. In a nest, the outermost pmap's `eager` decides.
     `donate_argnums` (traced pmaps): those arguments' ShardedArray buffers go to the call, which may write
     its results into them (an optimizer's update in place); the arrays are deleted, as in JAX. Eager pmaps
-    ignore it (donation is a hint, as on JAX backends without it). `static_broadcasted_argnums`, `backend`
-    and `global_arg_shapes` are not supported (docs/python.md).
+    ignore it (donation is a hint, as on JAX backends without it); keyword arguments are never donated.
+    `static_broadcasted_argnums`: hashable arguments bound into the function (one program per value), counted
+    among the positional arguments as in_axes and donate_argnums count them. Keyword arguments to the pmapped
+    function are mapped along axis 0, as in JAX. `backend` may be None or 'cpu'; `axis_size`, when given, must
+    be the mapped axis' size. `global_arg_shapes` (gone from JAX) is not supported (docs/python.md).
     """
     if unsupported:
         raise TypeError(f"weft.pmap does not support {sorted(unsupported)} (docs/python.md, 'What is missing')")
+    if devices is not None:
+        devices = list(devices)
+        if not devices:
+            raise ValueError("weft.pmap: 'devices' argument to pmap must be non-empty, or None.")
+    check_backend(backend, "weft.pmap")
+    if axis_size is not None and (not isinstance(axis_size, int) or isinstance(axis_size, bool) or axis_size < 1):
+        raise _weft.InvalidArgument(f"weft.pmap: axis_size must be a positive int (the mapped axis' size), got "
+                                    f"{axis_size!r}")
     if fun is None:
-        return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes, out_axes=out_axes, devices=devices,
-                                 name=name, eager=eager, donate_argnums=donate_argnums)
+        return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes, out_axes=out_axes,
+                                 static_broadcasted_argnums=static_broadcasted_argnums, devices=devices,
+                                 backend=backend, axis_size=axis_size, donate_argnums=donate_argnums, name=name,
+                                 eager=eager)
     label = name or getattr(fun, "__name__", None) or "pmap"
-    donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
-    return _Pmapped(fun, axis_name, in_axes, out_axes, devices, f"pmap({label})", eager, donate)
+    static = tuple(sorted(set(index_tuple(static_broadcasted_argnums, "static_broadcasted_argnums", "weft.pmap"))))
+    if static and static[0] < 0:
+        raise _weft.InvalidArgument(f"weft.pmap: static_broadcasted_argnums {static} has a negative position; count "
+                                    "positional arguments from 0 (jax.pmap ignores a negative one)")
+    donate = index_tuple(donate_argnums, "donate_argnums", "weft.pmap")
+    if static:
+        rebase_donate_argnums(donate, static, f"pmap({label})")  # (refuses a position both static and donated)
+    return _Pmapped(fun, axis_name, in_axes, out_axes, devices, f"pmap({label})", eager, donate, static, axis_size)

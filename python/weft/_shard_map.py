@@ -332,6 +332,10 @@ def _same_mesh(a, b):
                       [d.id for d in a.devices.flat] == [d.id for d in b.devices.flat])
 
 
+# The placeholder argument of a shard_map called without arrays (the engine needs one to count the devices by).
+_NO_ARGUMENTS = _np.zeros((), _np.uint8)
+
+
 class _Traced:
     """One signature's traced program, its results' structure and specs, and its engines (one per pattern of
     resident arguments: _ShardMapped._engine)."""
@@ -471,6 +475,10 @@ class _ShardMapped(LowersItself):
                                         f"{len(args)} arguments")
         leaves, treedef = _tree.flatten(tuple(args))
         specs = _spec_leaves(tuple(in_specs), tuple(args), "in_specs", self._name)
+        if not leaves:
+            # No argument with an array (f() itself, or empty containers): the engine counts the devices by a
+            # mapped argument, so the program takes one placeholder the function never sees (_trace).
+            leaves, specs = [_NO_ARGUMENTS], [P()]
         # Host arguments as JAX holds them: 64-bit narrowed with x64 off, Python numbers of its default types
         # (weft/_dtypes.py).
         arrays = [leaf if isinstance(leaf, MeshArray) else _np.asarray(leaf_value(leaf)) for leaf in leaves]
@@ -586,7 +594,10 @@ class _ShardMapped(LowersItself):
     def _trace(self, types, specs, treedef):
         mesh = [(a, int(n)) for a, n in self._mesh.shape.items()]
         in_types = [(dtype, shape, tuple(sorted(spec.axes())), weak) for (dtype, shape, weak), spec in zip(types, specs)]
-        program, out_def = trace_function(self._fun, in_types, treedef, mesh, self._name,
+        fun = self._fun
+        if _tree.count_leaves(treedef) != len(types):  # the placeholder of a call without arrays (_entry)
+            empty, fun, treedef = treedef, (lambda _: self._fun(*_tree.unflatten(empty, []))), _tree.flat_tuple(1)
+        program, out_def = trace_function(fun, in_types, treedef, mesh, self._name,
                                           shard_map_rules=self._check_vma)
         out_types = program.output_types
         out_specs = _spec_leaves(self._out_specs, _tree.unflatten(out_def, list(range(len(out_types)))),
@@ -604,13 +615,58 @@ class _ShardMapped(LowersItself):
         return _Traced(program, out_def, out_specs)
 
 
-def shard_map(f, mesh, in_specs, out_specs, check_vma=True, check_rep=None, auto=frozenset()):
-    """jax.experimental.shard_map.shard_map: `f` on every device of `mesh`, each seeing its block of every
-    argument (in_specs), the blocks of its results put together by out_specs. `check_rep` is the older name
-    of check_vma (JAX's); `auto` (partial-auto sharding) is not supported."""
+class _Infer:
+    """in_specs' default in jax.shard_map (jax.sharding.Infer): the specs read from the arguments' shardings."""
+
+    def __repr__(self):
+        return "weft.shard_map's Infer"
+
+
+_INFER = _Infer()
+_REQUIRED = object()
+
+
+def shard_map(f=None, mesh=None, in_specs=_INFER, out_specs=_REQUIRED, check_vma=True, check_rep=None,
+              auto=frozenset(), *, axis_names=frozenset()):
+    """jax.shard_map and jax.experimental.shard_map.shard_map in one: `f` on every device of `mesh`, each seeing
+    its block of every argument (in_specs), the blocks of its results put together by out_specs.
+
+    Both JAX forms: shard_map(f, mesh, in_specs, out_specs) (the experimental one; `check_rep`, its older name
+    of check_vma, and `auto` too) and jax.shard_map's keywords, shard_map(f, mesh=..., in_specs=...,
+    out_specs=..., axis_names=..., check_vma=...), with `f` left out for the decorator
+    @shard_map(mesh=..., in_specs=..., out_specs=...). weft has no context mesh (jax.set_mesh) and no explicit
+    shardings to infer in_specs from, so both are required; axis_names may name every mesh axis or none (f
+    manual over all of them); partially manual (auto) axes are refused."""
+    if out_specs is _REQUIRED:
+        raise TypeError("weft.shard_map: missing the required argument 'out_specs' (the PartitionSpecs that put the "
+                        "results together)")
+    if f is None:
+        return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_vma,
+                                 check_rep=check_rep, auto=auto, axis_names=axis_names)
+    if not callable(f):
+        raise TypeError(f"shard_map requires a callable for its first argument, but got {f} of type {type(f)}.")
+    label = getattr(f, "__name__", None) or "f"
+    name = f"shard_map({label})"
+    if mesh is None:
+        raise _weft.InvalidArgument(f"{name}: mesh is required: weft has no context mesh (jax.set_mesh is not "
+                                    "supported); pass mesh=weft.Mesh(...)")
+    if in_specs is _INFER:
+        raise _weft.InvalidArgument(f"{name}: in_specs is required: JAX infers it only from arguments sharded over "
+                                    "Explicit mesh axes, which weft's meshes do not have; pass a weft.P per argument")
+    if in_specs is None:
+        raise _weft.InvalidArgument(f"{name}: in_specs=None (every argument static) is not supported; give each "
+                                    "argument a weft.P, or close over static values")
+    if not isinstance(axis_names, (set, frozenset)):
+        raise TypeError(f"{name}: `axis_names` argument of shard_map should be of type `frozenset` or `set`. Got "
+                        f"type: {type(axis_names)}")
+    if isinstance(mesh, Mesh) and axis_names:
+        if not set(axis_names) <= set(mesh.axis_names):
+            raise _weft.InvalidArgument(f"{name}: jax.shard_map requires axis_names={set(axis_names)} to be a subset "
+                                        f"of mesh.axis_names={set(mesh.axis_names)}")
+        auto = frozenset(auto) | (frozenset(mesh.axis_names) - frozenset(axis_names))
     if auto:
-        raise _weft.InvalidArgument("shard_map: auto (partially automatic axes) is not supported by weft")
+        raise _weft.InvalidArgument(f"{name}: partially automatic axes ({sorted(auto)}: auto, or axis_names leaving "
+                                    "them out) are not supported by weft; f is manual over every mesh axis")
     if check_rep is not None:
         check_vma = bool(check_rep)
-    label = getattr(f, "__name__", None) or "f"
-    return _ShardMapped(f, mesh, in_specs, out_specs, bool(check_vma), f"shard_map({label})")
+    return _ShardMapped(f, mesh, in_specs, out_specs, bool(check_vma), name)

@@ -139,7 +139,23 @@ def _fused(run, x, trace):
 
 
 def psum(x, axis_name, *, axis_index_groups=None):
+    """jax.lax.psum. Under a trace, a value that is no tracer (a Python number, a numpy array: the same on every
+    replica) sums to the axis size times itself, a concrete value of its own type, as JAX gives it (psum(1, 'i')
+    is the axis size, a Python int usable as a shape); with axis_index_groups, the groups' size."""
+    if _current_trace() is not None:
+        leaves, treedef = _flatten(x)
+        if not any(isinstance(leaf, _Tracer) or _np.asarray(leaf).dtype == _np.bool_ for leaf in leaves):
+            size = (len(axis_index_groups[0]) if axis_index_groups is not None else
+                    _axis_size(_PSUM.api, axis_name))
+            return _unflatten(treedef, [_times(leaf, size) for leaf in leaves])
     return _apply(_PSUM, x, axis_name, axis_index_groups=axis_index_groups)
+
+
+def _times(value, n):
+    """n * value in value's own type (JAX's lax._const(value, n) * value): a Python number stays one."""
+    if type(value) in (int, float, complex):
+        return type(value)(n) * value
+    return _np.asarray(n, _np.asarray(value).dtype) * value
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
@@ -195,15 +211,20 @@ def axis_index(axis_name):
 def axis_size(axis_name):
     """The size of `axis_name` (a name or a tuple of names: their product), a Python int: the trace's mesh says
     it, or the eager replica's."""
+    return _axis_size("weft.lax.axis_size", axis_name)
+
+
+def _axis_size(api, axis_name):
+    """axis_size for `api` (weft.lax.axis_size, or psum of a constant), which errors name."""
     trace = _current_trace()
     if trace is None:
         return _weft.axis_size(axis_name)
     axes = _axes(axis_name)
-    _weft.check_axes_named("weft.lax.axis_size", trace.mesh, axes)
+    _weft.check_axes_named(api, trace.mesh, axes)
     size = 1
     for name in axes:
         if name not in trace.axis_sizes:
-            raise _weft.InvalidArgument(f"weft.lax.axis_size: unbound axis name: {name} (the trace has axes "
+            raise _weft.InvalidArgument(f"{api}: unbound axis name: {name} (the trace has axes "
                                         f"{sorted(trace.axis_sizes)})")
         size *= trace.axis_sizes[name]
     return size
