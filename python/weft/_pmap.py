@@ -89,12 +89,9 @@ class _Pmapped:
                 f"{self._name}: a pmapped function was called inside a replica; nest pmap(pmap(f)) instead "
                 "(one program over a multi-axis mesh)")
         if trace is not None:
-            # A trace with no mesh is a transformation at the top (weft.grad, value_and_grad, vjp, jit) of a
-            # function that calls this pmap: not a replica, so the advice above would be false.
-            raise _weft.InvalidArgument(
-                f"{self._name}: called while {trace.name} traces it; weft.grad / value_and_grad / vjp / jit of a "
-                "function that calls a pmapped function is not supported yet (transform the function inside the "
-                f"pmap instead, e.g. pmap(grad(f)), and combine the replicas' results with weft.lax)")
+            # A trace with no mesh is a transformation at the top (weft.jit, grad, vjp, jvp, vmap) of a function
+            # that calls this pmap: the pmap becomes one equation of its program (JAX's xla_pmap).
+            return self._call_in_trace(trace, args)
         levels, fun = self._levels()
         in_axes = self._in_axes
         if isinstance(in_axes, list):
@@ -285,6 +282,74 @@ class _Pmapped:
             n = 1 if isinstance(a, (np.ndarray, ShardedArray)) else len(_tree.flatten(a)[0])
             positions.extend([k in donated_args] * n)
         return positions
+
+    def _call_in_trace(self, trace, args):
+        """This pmap called while a transformation at the top traces its caller (jit(pmap(f)), grad of a function
+        calling it): the per-replica program is traced as for a call, and recorded in `trace` as one pmap
+        equation whose body it is (ops/pmap.cc); its results are tracers, their replica axis placed by out_axes
+        as a call places it. Values of the enclosing trace the function closes over reach every replica whole."""
+        levels, fun = self._levels()
+        if len(levels) > 1:
+            raise _weft.InvalidArgument(
+                f"{self._name}: nested pmaps inside {trace.name} are not supported yet (one level of pmap is)")
+        if self._eager:
+            raise _weft.InvalidArgument(
+                f"{self._name}: an eager pmap (eager=True) runs Python per replica and cannot be traced by "
+                f"{trace.name}; drop eager=True to trace it")
+        in_axes = tuple(self._in_axes) if isinstance(self._in_axes, list) else self._in_axes
+        if isinstance(in_axes, tuple):
+            self._check_in_axes_count(len(args))
+        leaves, treedef = _tree.flatten(tuple(args))
+        leaf_axes = _tree.broadcast_prefix(in_axes, tuple(args), "pmap in_axes")
+        _check_in_axes(leaf_axes, self._name)
+        weak = tuple(leaf_weak(leaf) for leaf in leaves)
+        leaves = [leaf_value(leaf) for leaf in leaves]
+        types = _types(leaves, weak, self._name)
+        mapped = [(t, ax) for t, ax in zip(types, leaf_axes) if ax is not None]
+        if not mapped:
+            raise ValueError(f"{self._name}: pmap must have at least one non-None value in in_axes")
+        axis = "" if self._axis_name is None else str(self._axis_name)
+        names = (axis if axis else "_pmap_axis",)
+        size = None
+        in_types, axes = [], []
+        for index, ((dtype, shape, w), ax) in enumerate(zip(types, leaf_axes)):
+            if ax is None:
+                in_types.append((dtype, shape, (), w))
+                axes.append(-1)
+                continue
+            _check_in_axis(self._name, index, ax, shape)
+            ax %= len(shape)
+            if size is None:
+                size = int(shape[ax])
+            elif shape[ax] != size:
+                raise ValueError(f"{self._name}: the mapped axes of the arguments differ in size ({size} and "
+                                 f"{shape[ax]} at argument leaf {index})")
+            in_types.append((dtype, shape[:ax] + shape[ax + 1:], names))
+            axes.append(ax)
+        if self._axis_size is not None and self._axis_size != size:
+            raise ValueError(f"Specified axis_size {self._axis_size} doesn't match received axis_size {size}.")
+        captured = []
+        program, out_def = trace_function(fun, in_types, treedef, [(names[0], size)], self._name, captured)
+        inputs = list(leaves) + captured
+        axes += [-1] * len(captured)
+        # Captured values entered the body as further inputs: the program takes them after the arguments.
+        outs = trace.emit("pmap", inputs, [("body", [program]), ("in_axes", axes),
+                                           ("out_axes", [0] * len(program.output_types))],
+                          len(program.output_types))
+        if self._out_axes == 0:
+            return _tree.unflatten(out_def, outs)
+        from . import numpy as _jnp
+        out_axes = _tree.broadcast_prefix(self._out_axes, _tree.unflatten(out_def, outs), "pmap out_axes")
+        placed = []
+        for i, (o, ax) in enumerate(zip(outs, out_axes)):
+            if ax is None:
+                placed.append(o[0])  # JAX: the value is the same on every replica; one copy
+            elif not _is_axis(ax):
+                raise _weft.InvalidArgument(f"{self._name}: out_axes {ax!r} of output {i} is not an axis (an int, "
+                                            "negative from the end) or None (replicated)")
+            else:
+                placed.append(o if ax == 0 else _jnp.moveaxis(o, 0, ax))
+        return _tree.unflatten(out_def, placed)
 
     def _call_traced(self, fun, levels, key, types, leaves, impl_leaves, treedef, leaf_axes, axis, mesh, donate=()):
         """Runs the program traced from `fun` for this signature (tracing it on the first call); the donated

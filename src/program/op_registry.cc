@@ -26,6 +26,7 @@ const std::vector<OpInfo>& all_ops() {
     register_effect_ops(list);
     register_custom_ops(list);
     register_control_ops(list);
+    register_pmap_ops(list);
     return list;
   }();
   return ops;

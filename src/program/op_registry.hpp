@@ -58,6 +58,7 @@ void register_indexing_ops(std::vector<OpInfo>& ops);
 void register_collective_ops(std::vector<OpInfo>& ops);
 void register_effect_ops(std::vector<OpInfo>& ops);
 void register_control_ops(std::vector<OpInfo>& ops);  // ops/control.cc
+void register_pmap_ops(std::vector<OpInfo>& ops);     // ops/pmap.cc
 
 // numpy broadcasting of the inputs' shapes; RuleError "shapes [4] and [3] do not broadcast".
 std::vector<std::int64_t> broadcast_shapes(const std::vector<ValueType>& ins);

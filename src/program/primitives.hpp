@@ -43,8 +43,8 @@ using ValueId = int;
   X(host_load) X(host_store) X(remote_load) X(remote_store) X(variable_read) X(variable_update)                  \
   /* ops/custom.cc */                                                                                            \
   X(custom_vjp_call) X(custom_jvp_call)                                                                          \
-  /* ops/control.cc */                                                                                           \
-  X(cond) X(while_loop) X(scan)
+  /* ops/control.cc, pmap.cc */                                                                                   \
+  X(cond) X(while_loop) X(scan) X(pmap)
 
 enum class Prim : std::uint8_t {
 #define WEFT_PRIM_ENUMERATOR(name) name,
@@ -77,6 +77,11 @@ using Kernel = std::vector<Array> (*)(const std::vector<Array>& ins, const Param
 class SubProgramRunner {
  public:
   virtual std::vector<Array> run(const weft::Program& program, std::vector<Array> inputs) = 0;
+  // `body` on every replica of its mesh's one axis, operand k split along in_axes[k] (-1: whole to each),
+  // result k's replica axis placed at out_axes[k] (-1: replica 0's value): the pmap primitive (ops/pmap.cc).
+  virtual std::vector<Array> run_mapped(const weft::Program& body, const std::vector<Array>& inputs,
+                                        const std::vector<std::int64_t>& in_axes,
+                                        const std::vector<std::int64_t>& out_axes) = 0;
 
  protected:
   ~SubProgramRunner() = default;

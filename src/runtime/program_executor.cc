@@ -29,6 +29,7 @@
 #include "runtime/shared_products.hpp"
 #include "runtime/shared_runs.hpp"
 #include "weft/error.hpp"
+#include "weft/pmap.hpp"
 #include "weft/replica.hpp"
 #include "weft/session.hpp"
 
@@ -292,6 +293,32 @@ struct SubRunner final : program::SubProgramRunner {
   SubRunner(Replica* r, const ProgramHandles* h) : replica(r), handles(h) {}
   std::vector<Array> run(const Program& program, std::vector<Array> inputs) override {
     return execute(program, replica, inputs, &inputs, handles);
+  }
+  // A pmap equation: the runtime's pmap engine runs the body on every replica of its axis, as weft.pmap does.
+  std::vector<Array> run_mapped(const Program& body, const std::vector<Array>& inputs,
+                                const std::vector<std::int64_t>& in_axes,
+                                const std::vector<std::int64_t>& out_axes) override {
+    if (replica != nullptr) {
+      throw InvalidArgument("pmap: a pmap equation runs outside any replica, and this program runs on replica " +
+                            std::to_string(replica->index()) + " (nest the axes instead: pmap(pmap(f)))");
+    }
+    PmapOptions options;
+    options.axis = body.mesh().axes().at(0).name;
+    const auto axis_of = [](std::int64_t a) { return a >= 0 ? std::optional<int>(static_cast<int>(a)) : std::nullopt; };
+    for (const std::int64_t a : in_axes) options.in_axes.push_back(axis_of(a));
+    for (const std::int64_t a : out_axes) options.out_axes.push_back(axis_of(a));
+    options.name = "pmap";
+    options.shared_products = true;  // every replica runs this one program
+    const PmapProgram engine(
+        [&body](Replica& r, std::span<Array> in) {
+          return run_program(body, r, std::vector<Array>(std::make_move_iterator(in.begin()), std::make_move_iterator(in.end())));
+        },
+        std::move(options));
+    std::vector<ShardedArray> results = engine(std::vector<PmapArg>(inputs.begin(), inputs.end()));
+    std::vector<Array> out;
+    out.reserve(results.size());
+    for (const ShardedArray& r : results) out.push_back(r.to_host());
+    return out;
   }
   Replica* replica;
   const ProgramHandles* handles;

@@ -274,21 +274,6 @@ def test_mesh_refuses_what_is_not_a_device(call, text):
         call()
 
 
-@pytest.mark.parametrize("transform", [weft.grad, weft.jit, lambda f: (lambda x: weft.vjp(f, x))])
-def test_a_transformation_around_pmap_says_it_is_not_supported(transform):
-    # Before: "a pmapped function was called inside a replica; nest pmap(pmap(f))" -- false for grad(pmap(f)).
-    def loss(x):
-        return weft.numpy.sum(weft.pmap(lambda v: v * v, axis_name="i")(x))
-
-    with pytest.raises(weft.InvalidArgument) as error:
-        transform(loss)(np.ones(8, np.float32))
-    text = str(error.value)
-    assert re.search(r"pmap\(<lambda>\): called while (value_and_grad|jit|vjp)\(loss\) traces it; weft.grad / "
-                     r"value_and_grad / vjp / jit of a function that calls a pmapped function is not supported yet",
-                     text), text
-    assert "inside a replica" not in text and "nest pmap(pmap(f))" not in text
-
-
 def test_a_pmap_called_in_a_replica_still_says_to_nest():
     inner = weft.pmap(lambda v: v, axis_name="j")
     with pytest.raises(weft.InvalidArgument, match=r"called inside a replica; nest pmap\(pmap\(f\)\)"):

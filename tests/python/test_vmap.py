@@ -182,10 +182,7 @@ ERRORS = [
      "vmap: spmd_axis_name='d' is not supported"),
     ("axis_name_taken", lambda: weft.pmap(weft.vmap(lambda x: x, axis_name="i"), axis_name="i")(_r(2, 3)),
      weft.InvalidArgument, "vmap(<lambda>): axis_name 'i' is already an axis of the enclosing mesh"),
-    # vmap of a function that calls a pmap inside (vmap of the pmapped function itself works: below): the
-    # pmap refuses the transformation around it, naming it
-    ("vmap_of_a_call_of_pmap", lambda: weft.vmap(lambda x: weft.pmap(lambda y: y * 2.0)(x) + 1.0)(_r(2, 2, 3)),
-     weft.InvalidArgument, "pmap(<lambda>): called while vmap(<lambda>) traces it"),
+    # (vmap of a function that calls a pmap inside works since issue 47: test_pmap_composition.py)
     ("vmap_of_eager_pmap", lambda: weft.vmap(weft.pmap(lambda x: x * 2.0, eager=True))(_r(2, 2, 3)),
      weft.InvalidArgument, "vmap(<lambda>): vmap of an eager pmap (pmap(<lambda>), eager=True) is not supported"),
 ]

@@ -278,6 +278,19 @@ inline std::vector<Row> Rows() {
                               {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{1}}};
   rows.push_back({"scan", "", {F64({3}), F64({4, 3}), F64({3})}, scan});
   rows.push_back({"scan", "reverse", {F64({3}), F64({4, 3}), F64({3})}, with(scan, "reverse", true)});
+  // pmap (JAX's xla_pmap): a body over 4 replicas of axis 'i', x split along axis 1, w whole to each;
+  // per replica tanh(x * w + psum(x)).
+  ProgramBuilder per_replica(Mesh({{"i", 4}}));
+  {
+    const int x = per_replica.input({DType::f64, {3}, {"i"}});
+    const int w = per_replica.input({DType::f64, {3}});
+    const int total = per_replica.emit("psum", {x}, Named({"i"}))[0];
+    const int pre = per_replica.emit("add", {per_replica.emit("multiply", {x, w})[0], total})[0];
+    per_replica.set_outputs({per_replica.emit("tanh", {pre})[0]});
+  }
+  rows.push_back({"pmap", "", {F64({3, 4}), F64({3})},
+                  {{"body", SubPrograms{std::make_shared<const Program>(per_replica.build())}},
+                   {"in_axes", Dims{1, -1}}, {"out_axes", Dims{0}}}});
   return rows;
 }
 

@@ -415,7 +415,7 @@ TEST(ProgramInference, RegistryCoversTheOpFamilies) {
 // The executor runs an equation by its kernel, by its control rule (which runs sub-programs), or on the replica
 // (collectives, session effects): every op is exactly one of the three, so a program that verifies also runs.
 TEST(ProgramKernels, EveryOpHasAKernelOrRunsOnTheReplica) {
-  const std::set<std::string> control = {"cond", "while_loop", "scan"};
+  const std::set<std::string> control = {"cond", "while_loop", "scan", "pmap"};
   const std::set<std::string> on_replica = {"psum", "pmean", "pmax", "pmin", "pprod", "all_gather", "psum_scatter",
                                             "all_to_all", "ppermute", "axis_index", "replicated_reduce_scatter",
                                             "replica_sharded_slice", "gather_shards", "all_reduce_identical_inputs",
