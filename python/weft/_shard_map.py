@@ -30,7 +30,7 @@ import numpy as _np
 from . import _dtypes, _tree, _weft
 from ._jit import LowersItself, Program, leaf_value, leaf_weak, trace_function
 from ._pmap import _run_engine
-from ._trace import current_trace
+from ._trace import Tracer, current_trace
 
 
 class Mesh:
@@ -363,6 +363,9 @@ class _ShardMapped(LowersItself):
         functools.update_wrapper(self, fun, updated=())
 
     def __call__(self, *args):
+        trace = current_trace()
+        if trace is not None and not trace.mesh and not _weft.in_replica():
+            return self._call_in_trace(trace, args)
         entry, leaves, arrays, specs, resident = self._entry(args)
         out_def, out_specs, program = entry.out_def, entry.out_specs, entry.program
         engine, mapped = self._engine(entry, specs, resident)
@@ -381,6 +384,54 @@ class _ShardMapped(LowersItself):
             else:
                 outs.append(BlockedArray(r, self._mesh, spec, shape, typ[0], reason))
         return _tree.unflatten(out_def, outs)
+
+    def _call_in_trace(self, trace, args):
+        """This shard_map called while a transformation at the top traces its caller (jit(shard_map(f)), grad of
+        a function calling it, shard_map between global work inside one jit): the caller's program cuts each
+        argument into its blocks stacked by device (_split on tracers), runs the per-device program as one pmap
+        equation over the mesh (src/program/ops/pmap.cc), and joins the results' blocks (_assemble). Values of
+        the enclosing trace the function closes over reach every device whole (replicated, P())."""
+        from . import numpy as jnp
+        devices = [d.id for d in self._mesh.devices.flat]
+        if devices != list(range(len(devices))):
+            raise _weft.InvalidArgument(
+                f"{self._name}: inside {trace.name}, a shard_map runs on the runtime's first devices in order "
+                f"(ids 0..{len(devices) - 1}); this mesh has ids {devices} (call it outside {trace.name})")
+        in_specs = self._in_specs if isinstance(self._in_specs, (tuple, list)) else (self._in_specs,) * len(args)
+        if isinstance(self._in_specs, (tuple, list)) and len(self._in_specs) != len(args):
+            raise _weft.InvalidArgument(f"{self._name}: in_specs has {len(self._in_specs)} entries for "
+                                        f"{len(args)} arguments")
+        leaves, treedef = _tree.flatten(tuple(args))
+        specs = _spec_leaves(tuple(in_specs), tuple(args), "in_specs", self._name)
+        if not leaves:
+            leaves, specs = [_NO_ARGUMENTS], [P()]
+        values = [leaf if isinstance(leaf, Tracer) else _np.asarray(leaf_value(leaf)) for leaf in leaves]
+        types = []
+        for index, (value, spec) in enumerate(zip(values, specs)):
+            self._check_spec(spec, len(value.shape), f"argument {index}")
+            types.append((value.dtype, self._block_shape(tuple(value.shape), spec, index), leaf_weak(leaves[index])))
+        captured = []
+        entry = self._trace(tuple(types), specs, treedef, captured)
+        sizes = list(self._mesh.devices.shape)
+        inputs, axes = [], []
+        for value, spec in zip(values, specs):
+            if spec.axes():
+                inputs.append(self._split(value, spec, jnp))
+                axes.append(0)
+            else:
+                inputs.append(value)
+                axes.append(-1)
+        if 0 not in axes:  # the engine counts the devices by a mapped operand: the first goes as copies
+            first = inputs[0]
+            inputs[0] = jnp.broadcast_to(first, tuple(sizes) + tuple(_np.shape(first)))
+            axes[0] = 0
+        inputs += captured
+        axes += [-1] * len(captured)
+        n_out = len(entry.program.output_types)
+        outs = trace.emit("pmap", inputs, [("body", [entry.program]), ("in_axes", axes), ("out_axes", [0] * n_out)],
+                          n_out)
+        return _tree.unflatten(entry.out_def, [self._assemble(o, spec, xp=jnp)
+                                               for o, spec in zip(outs, entry.out_specs)])
 
     def _resident(self, array, spec, index):
         """Whether argument `index` is an earlier result whose blocks are already where this call needs them:
@@ -522,9 +573,9 @@ class _ShardMapped(LowersItself):
             block[d] //= n
         return tuple(block)
 
-    def _split(self, array, spec):
+    def _split(self, array, spec, xp=_np):
         """The blocks of `array` stacked by device: shape (*mesh sizes, *block), block [i, j, ...] the part
-        of the device at mesh coordinates (i, j, ...)."""
+        of the device at mesh coordinates (i, j, ...). `xp`: numpy, or weft.numpy on a tracer (in a trace)."""
         sizes = list(self._mesh.devices.shape)
         names = list(self._mesh.axis_names)
         # array's dimension d becomes (sizes of spec[d]'s axes..., block d); then the mesh axes go first, in
@@ -536,10 +587,10 @@ class _ShardMapped(LowersItself):
                 axis_dims[a] = len(shape)
                 shape.append(self._mesh.shape[a])
             shape.append(array.shape[d] // int(_np.prod([self._mesh.shape[a] for a in part], dtype=_np.int64)))
-        split = array.reshape(shape)
+        split = xp.reshape(array, shape)
         block_dims = [k for k in range(len(shape)) if k not in axis_dims.values()]
         order = [axis_dims[a] for a in names if a in axis_dims] + block_dims
-        moved = split.transpose(order)
+        moved = xp.transpose(split, order)
         # Unnamed mesh axes: a size-1 dimension broadcast to the axis' size.
         full_shape, expand = [], []
         for a, n in zip(names, sizes):
@@ -547,10 +598,11 @@ class _ShardMapped(LowersItself):
             if a not in axis_dims:
                 expand.append(names.index(a))
         for pos in expand:
-            moved = _np.expand_dims(moved, pos)
-        return _np.ascontiguousarray(_np.broadcast_to(moved, full_shape + list(moved.shape[len(sizes):])))
+            moved = xp.expand_dims(moved, pos)
+        moved = xp.broadcast_to(moved, tuple(full_shape) + tuple(moved.shape[len(sizes):]))
+        return _np.ascontiguousarray(moved) if xp is _np else moved
 
-    def _assemble(self, stacked, spec, local=None, output=0):
+    def _assemble(self, stacked, spec, local=None, output=0, xp=_np):
         """The global array from the devices' blocks: the axes the spec names concatenated along their
         dimensions, the others read at any one coordinate (the same there by check_vma). `stacked` holds every
         device's block as (*mesh sizes, *block), or, across processes, only this process's (local: their
@@ -572,6 +624,8 @@ class _ShardMapped(LowersItself):
             order.append(len(kept) + d)
             shape.append(blocks.shape[len(kept) + d] * int(_np.prod([self._mesh.shape[a] for a in part],
                                                                       dtype=_np.int64)))
+        if xp is not _np:  # a tracer (in a trace)
+            return xp.reshape(xp.transpose(blocks, order), shape)
         return _np.ascontiguousarray(blocks.transpose(order)).reshape(shape)
 
     def _local_blocks(self, stacked, local, kept, spec, output):
@@ -591,13 +645,13 @@ class _ShardMapped(LowersItself):
         return blocks
 
     # ---- the program -------------------------------------------------------------------------------------
-    def _trace(self, types, specs, treedef):
+    def _trace(self, types, specs, treedef, captured=None):
         mesh = [(a, int(n)) for a, n in self._mesh.shape.items()]
         in_types = [(dtype, shape, tuple(sorted(spec.axes())), weak) for (dtype, shape, weak), spec in zip(types, specs)]
         fun = self._fun
         if _tree.count_leaves(treedef) != len(types):  # the placeholder of a call without arrays (_entry)
             empty, fun, treedef = treedef, (lambda _: self._fun(*_tree.unflatten(empty, []))), _tree.flat_tuple(1)
-        program, out_def = trace_function(fun, in_types, treedef, mesh, self._name,
+        program, out_def = trace_function(fun, in_types, treedef, mesh, self._name, captured,
                                           shard_map_rules=self._check_vma)
         out_types = program.output_types
         out_specs = _spec_leaves(self._out_specs, _tree.unflatten(out_def, list(range(len(out_types)))),

@@ -303,7 +303,11 @@ struct SubRunner final : program::SubProgramRunner {
                             std::to_string(replica->index()) + " (nest the axes instead: pmap(pmap(f)))");
     }
     PmapOptions options;
-    options.axis = body.mesh().axes().at(0).name;
+    if (body.mesh().num_axes() == 1) {
+      options.axis = body.mesh().axes()[0].name;
+    } else {
+      options.mesh = body.mesh().axes();  // the operands' leading axes are the mesh's
+    }
     const auto axis_of = [](std::int64_t a) { return a >= 0 ? std::optional<int>(static_cast<int>(a)) : std::nullopt; };
     for (const std::int64_t a : in_axes) options.in_axes.push_back(axis_of(a));
     for (const std::int64_t a : out_axes) options.out_axes.push_back(axis_of(a));

@@ -165,3 +165,86 @@ def test_an_eager_pmap_under_jit_is_refused_naming_both():
                                                    r"be traced by jit"):
         weft.jit(lambda x: f(x))(np.ones((R, 2), np.float32))
 
+
+
+# ---- shard_map inside jit / grad: the caller's program cuts the blocks, one pmap equation runs them ----------
+
+def _mesh():
+    return weft.make_mesh((4, 2), ("x", "y"))
+
+
+def _sm_cases():
+    P = weft.P
+    mesh = _mesh()
+
+    def partial_sums(a, b):
+        return lax.psum(a * jnp.sum(b), "y"), a * 2.0
+
+    def data_parallel_loss(w, x):  # the shard_map tutorial's data-parallel pattern: a mean over the batch shards
+        return lax.pmean(jnp.mean(jnp.tanh(x @ w) ** 2), ("x", "y"))
+
+    return [
+        ("psum over y, replicated b", weft.shard_map(partial_sums, mesh=mesh, in_specs=(P("x", "y"), P()),
+                                                    out_specs=(P("x"), P("x", "y"))),
+         lambda r: (r.standard_normal((8, 6)), r.standard_normal(3))),
+        ("data parallel", weft.shard_map(data_parallel_loss, mesh=mesh, in_specs=(P(), P(("x", "y"))), out_specs=P()),
+         lambda r: (r.standard_normal((3, 2)), r.standard_normal((16, 3)))),
+        ("no check_vma", weft.shard_map(lambda a, b: lax.psum(a * b, ("x", "y")), mesh=mesh,
+                                        in_specs=(P("x", "y"), P()), out_specs=P(), check_vma=False),
+         lambda r: (r.standard_normal((4, 2)), r.standard_normal(()))),
+    ]
+
+
+SM_CASES = _sm_cases()
+
+
+@pytest.mark.parametrize("name, f, make", SM_CASES, ids=[c[0] for c in SM_CASES])
+def test_jit_of_shard_map_equals_the_shard_map_bit_for_bit(name, f, make):
+    args = [a.astype(np.float32) for a in make(rng(20))]
+    want = weft.tree_util.tree_leaves(f(*args))
+    got = weft.tree_util.tree_leaves(weft.jit(f)(*args))
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@pytest.mark.parametrize("name, f, make", SM_CASES, ids=[c[0] for c in SM_CASES])
+def test_grad_through_shard_map_against_central_differences_in_float64(name, f, make):
+    with _x64():
+        args = list(make(rng(21)))
+
+        def loss(*a):
+            outs = weft.tree_util.tree_leaves(f(*a))
+            return sum(jnp.sum(jnp.tanh(o) * (k + 1.0)) for k, o in enumerate(outs))
+
+        grads = weft.grad(loss, argnums=tuple(range(len(args))))(*args)
+        eps = 1e-6
+        for k, (arg, g) in enumerate(zip(args, grads)):
+            num = np.zeros_like(arg)
+            for idx in np.ndindex(np.shape(arg)):
+                d = np.zeros_like(arg)
+                d[idx] = eps
+                plus, minus = list(args), list(args)
+                plus[k], minus[k] = arg + d, arg - d
+                num[idx] = (float(loss(*plus)) - float(loss(*minus))) / (2 * eps)
+            np.testing.assert_allclose(np.asarray(g), num, rtol=1e-6, atol=1e-9, err_msg=f"{name}: argument {k}")
+
+
+def test_shard_map_between_global_work_in_one_jit_and_its_program():
+    P = weft.P
+    sm = weft.shard_map(lambda a: lax.psum(a, "y") * 2.0, mesh=_mesh(), in_specs=P("x", "y"), out_specs=P("x"))
+    a = rng(22).standard_normal((8, 4)).astype(np.float32)
+    g = lambda a: jnp.exp(sm(a + 1.0)) - 3.0
+    # (the reference: the same ops outside jit, one after another: weft's exp kernel, not numpy's)
+    want = np.asarray(jnp.exp(np.asarray(sm(a + np.float32(1))))) - np.float32(3)
+    np.testing.assert_array_equal(np.asarray(weft.jit(g)(a)), want)
+    text = str(weft.make_jaxpr(g)(a))
+    assert text.count("pmap[") == 1 and "psum[axes=('y',)]" in text, text
+
+
+def test_shard_map_on_a_mesh_of_other_devices_is_refused_inside_jit():
+    P = weft.P
+    mesh = weft.Mesh(np.arange(8)[::-1].reshape(4, 2), ("x", "y"))
+    sm = weft.shard_map(lambda a: a, mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    with pytest.raises(weft.InvalidArgument, match=r"inside jit\(<lambda>\), a shard_map runs on the runtime's "
+                                                   r"first devices in order"):
+        weft.jit(lambda a: sm(a))(np.ones((4, 2), np.float32))
