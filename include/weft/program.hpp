@@ -193,6 +193,17 @@ class CheckpointScope {
 // (docs/autodiff.md); an op without a rule (pmax, pmin) is an InvalidArgument naming it.
 Program vjp_program(const Program& program, const std::vector<int>& wrt);
 
+// What the backward pass of vjp_program(program, wrt) keeps from the forward pass (JAX's residuals; what
+// jax.ad_checkpoint.print_saved_residuals lists), in the order first read: each value's type, and either the
+// primal input it is (`input` >= 0) or the op and source line that computed it. A checkpoint region's
+// recomputed values are not kept; its inputs are.
+struct SavedResidual {
+  ValueType type;
+  int input = -1;
+  std::string op, source;
+};
+std::vector<SavedResidual> saved_residuals(const Program& program, const std::vector<int>& wrt);
+
 // Forward mode (JAX's jvp on a jaxpr): the program computing `program`'s outputs and their tangents. Its
 // inputs are `program`'s, then one tangent per input (the input's type; an integer or bool input's tangent is
 // read as zero); its outputs are `program`'s, then one tangent per output. Every primitive's JVP rule lives

@@ -235,6 +235,18 @@ void bind_program_functions(py::module_& m) {
         "process.");
   m.def("vjp_program", &vjp_program, py::arg("program"), py::arg("wrt"),
         "The program of `program`'s outputs and the cotangents of its inputs at `wrt` (weft.grad, weft.vjp).");
+  m.def(
+      "saved_residuals",
+      [](const Program& program, const std::vector<int>& wrt) {
+        py::list out;
+        for (const SavedResidual& r : saved_residuals(program, wrt)) {
+          out.append(py::make_tuple(type_tuple(r.type), r.input, r.op, r.source));
+        }
+        return out;
+      },
+      py::arg("program"), py::arg("wrt"),
+      "What the VJP's backward pass keeps from the forward pass: (type, input index or -1, op, source) each "
+      "(weft.ad_checkpoint.print_saved_residuals).");
   m.def("jvp_program", &jvp_program, py::arg("program"),
         "The program of `program`'s outputs and their tangents, from its inputs then one tangent per input "
         "(weft.jvp, weft.jacfwd).");

@@ -24,6 +24,8 @@ from ._arrays import DeviceArray, ShardedArray
 from ._pmap import pmap
 from ._jit import Compiled, Lowered, Program, jit, make_jaxpr, make_program
 from ._autodiff import checkpoint, grad, remat, value_and_grad, vjp
+from . import ad_checkpoint
+from .ad_checkpoint import checkpoint_policies
 from ._transforms import float0, hessian, jacfwd, jacrev, jvp, linearize, vmap
 from ._custom_vjp import custom_vjp
 from ._custom_jvp import custom_jvp
@@ -45,7 +47,7 @@ __all__ = [
     "Device", "Runtime", "DeviceArray", "ShardedArray", "pmap", "lax", "collectives", "ops", "nn", "tree", "tree_util", "Session",
     "ReplicaGrouping", "Variable", "RemoteBuffer", "HostStream", "init", "runtime", "devices", "device_count",
     "local_devices", "local_device_count", "process_index", "process_count", "default_backend", "device_put",
-    "device_put_sharded", "device_put_replicated", "jit", "make_program", "make_jaxpr", "Program", "Lowered", "Compiled", "TracerConversionError", "config", "errors", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "custom_vjp", "shard_map", "Mesh", "make_mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
+    "device_put_sharded", "device_put_replicated", "jit", "make_program", "make_jaxpr", "Program", "Lowered", "Compiled", "TracerConversionError", "config", "errors", "grad", "value_and_grad", "vjp", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint", "custom_vjp", "shard_map", "Mesh", "make_mesh", "P", "PartitionSpec", "MeshArray", "BlockedArray",
     "numpy", "bfloat16", "Policy", "get_policy",
     "custom_jvp",
 ]

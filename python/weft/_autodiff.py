@@ -187,25 +187,26 @@ def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
     and its outputs stay live (docs/autodiff.md, "checkpoint"). Outside any trace, and under no
     differentiation, it just computes fun. `prevent_cse` is accepted for JAX's signature (weft eliminates no
     common subexpressions); fun is called directly, so `static_argnums` needs nothing either; policies (JAX's
-    checkpoint_policies: saving chosen values) are not built.
+    checkpoint_policies, weft/ad_checkpoint.py) decide equation by equation which values are kept instead.
     """
     del prevent_cse, static_argnums
-    if policy is not None:
-        raise _weft.InvalidArgument("checkpoint: policies are not built yet (every value of the region is recomputed)")
+    if policy is not None and not callable(policy):
+        raise TypeError(f"checkpoint: policy must be callable (weft.checkpoint_policies), got {policy!r}")
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         trace = current_trace() or trace_of(_tree.flatten(tuple(args))[0])
         if trace is None:
             return fun(*args, **kwargs)
-        outer = trace.region
+        outer, outer_policy = trace.region, trace.policy
         # Numbered once per process (C++'s weft::checkpoint too), so two regions never share a number, even
         # when one program is inlined into another's trace.
-        trace.region = _weft.checkpoint_region()
+        trace.region, trace.policy = _weft.checkpoint_region(), policy
         try:
             return fun(*args, **kwargs)
         finally:
-            trace.region = outer  # a checkpoint inside another one: its own region, then the outer one again
+            # a checkpoint inside another one: its own region, then the outer one again
+            trace.region, trace.policy = outer, outer_policy
 
     return wrapped
 

@@ -67,8 +67,10 @@ class Trace:
         # conversion).
         self.captured = []
         self._captured_ids = {}
-        # The checkpoint region (an int, weft.checkpoint) the equations recorded now belong to, or None.
+        # The checkpoint region (an int, weft.checkpoint) the equations recorded now belong to, or None, and its
+        # policy (weft/ad_checkpoint.py: which equations' values the VJP keeps instead of recomputing), or None.
         self.region = None
+        self.policy = None
         # Set when the trace ends: its program is finished, and its tracers take no more ops.
         self.finished = False
 
@@ -129,6 +131,13 @@ class Trace:
             self._constants[id(value)] = (value, snapshot if array.dtype == value.dtype else value.copy(), tracer)
         return tracer.weakly(weak)
 
+    def _saveable(self, op, inputs, params):
+        """Whether the checkpoint policy keeps this equation's values (recorded without the region's marker)."""
+        if self.policy is None:
+            return False
+        avals = [x if isinstance(x, Tracer) else _np.asarray(x) for x in inputs]
+        return bool(self.policy(Primitive(op), *avals, **dict(params)))
+
     def emit(self, op, inputs, params, nout=1):
         if self.finished:
             raise escaped(op, self, next((x for x in inputs if isinstance(x, Tracer) and x._trace is self), None))
@@ -148,13 +157,21 @@ class Trace:
             weak = weak and x._weak
             first = x.dtype if first is None else first
         params = list(params)
-        if self.region is not None:
+        if self.region is not None and not self._saveable(op, inputs, params):
             params.append(("checkpoint", self.region))
         outs = self.builder.emit(op, ids, params, _weft.caller_source())
         # JAX's rule for weak types through an op: a result is weak when every operand is and the op kept
         # their dtype (not a comparison's bool, nor a cast's or an argmax's dtype of its own).
         return [Tracer(self, ident, typ, weak and _np.dtype(typ[0]) == first and first != _np.bool_)
                 for ident, typ in outs]
+
+
+class Primitive(str):
+    """An op's name as checkpoint policies receive it (weft/ad_checkpoint.py): a str with JAX's .name."""
+
+    @property
+    def name(self):
+        return str(self)
 
 
 def _same_contents(a, b):

@@ -172,23 +172,80 @@ class Transposer {
 
 }  // namespace
 
-Program vjp_program(const Program& program, const std::vector<int>& wrt) {
+namespace {
+
+void check_wrt(const Program& program, const std::vector<int>& wrt) {
   for (int k : wrt) {
     if (k < 0 || static_cast<std::size_t>(k) >= program.inputs.size()) {
       throw InvalidArgument("vjp: input " + std::to_string(k) + " does not exist (the program has " +
                             std::to_string(program.inputs.size()) + ")");
     }
   }
+}
+
+// The VJP as vjp_program builds it, and the first value the backward pass defines (its first cotangent input):
+// every value numbered below it is the forward pass's.
+Program build_vjp(const Program& program, const std::vector<int>& wrt, ValueId* backward_start) {
+  check_wrt(program, wrt);
   Builder b(program.mesh, program.rules);
   Transposer t(program, b);
   t.forward();
   std::vector<ValueId> outputs;
   for (ValueId id : program.outputs) outputs.push_back(t.mapped(id));
-  for (ValueId id : program.outputs) t.seed(id, b.input(program.types[id]));
+  for (ValueId id : program.outputs) {
+    const ValueId seed = b.input(program.types[id]);
+    if (backward_start != nullptr && *backward_start < 0) *backward_start = seed;
+    t.seed(id, seed);
+  }
   t.backward();
   for (int k : wrt) outputs.push_back(t.cotangent(program.inputs[static_cast<std::size_t>(k)]));
   b.set_outputs(outputs);
   return b.build();
+}
+
+}  // namespace
+
+Program vjp_program(const Program& program, const std::vector<int>& wrt) { return build_vjp(program, wrt, nullptr); }
+
+std::vector<SavedResidual> saved_residuals(const Program& program, const std::vector<int>& wrt) {
+  ValueId start = -1;
+  const Program p = build_vjp(program, wrt, &start);
+  if (start < 0) return {};
+  // What the cotangent outputs need, walking back (the primal outputs are the forward pass's own).
+  std::vector<bool> needed(p.types.size(), false), live(p.equations.size(), false);
+  for (std::size_t j = program.outputs.size(); j < p.outputs.size(); ++j) needed[p.outputs[j]] = true;
+  std::vector<int> defined_by(p.types.size(), -1);
+  for (std::size_t i = p.equations.size(); i-- > 0;) {
+    const Equation& eq = p.equations[i];
+    for (ValueId id : eq.outputs) defined_by[id] = static_cast<int>(i);
+    live[i] = std::any_of(eq.outputs.begin(), eq.outputs.end(), [&](ValueId id) { return needed[id]; });
+    if (live[i]) {
+      for (ValueId id : eq.inputs) needed[id] = true;
+    }
+  }
+  std::vector<SavedResidual> saved;
+  std::set<ValueId> seen;
+  const auto note = [&](ValueId id) {
+    if (id >= start || !seen.insert(id).second) return;
+    if (std::find(p.constants.begin(), p.constants.end(), id) != p.constants.end()) return;  // the program holds it
+    SavedResidual r{p.types[id], -1, {}, {}};
+    if (const auto in = std::find(p.inputs.begin(), p.inputs.end(), id); in != p.inputs.end()) {
+      r.input = static_cast<int>(in - p.inputs.begin());
+    } else if (defined_by[id] >= 0) {
+      r.op = p.equations[defined_by[id]].name();
+      r.source = p.equations[defined_by[id]].source;
+    }
+    saved.push_back(std::move(r));
+  };
+  for (std::size_t i = 0; i < p.equations.size(); ++i) {
+    const Equation& eq = p.equations[i];
+    const bool backward = std::any_of(eq.outputs.begin(), eq.outputs.end(), [&](ValueId id) { return id >= start; });
+    if (!live[i] || !backward) continue;
+    for (ValueId id : eq.inputs) note(id);
+  }
+  // A cotangent output that is a forward value itself (a product's cotangent read straight from the forward).
+  for (std::size_t j = program.outputs.size(); j < p.outputs.size(); ++j) note(p.outputs[j]);
+  return saved;
 }
 
 std::vector<ValueId> inline_program(Builder& into, const Program& inlined, const std::vector<ValueId>& inputs) {

@@ -3,6 +3,7 @@
 // psum, all_gather <-> psum_scatter, ppermute -> the inverse permutation, all_to_all with its axes swapped;
 // pmax / pmin have none). Integer and boolean values carry no cotangent.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "program.hpp"
@@ -14,6 +15,17 @@ namespace weft::program {
 // primal outputs, then one cotangent per `wrt` input (zeros where nothing flows). An op without a rule is an
 // InvalidArgument naming the equation and the op.
 Program vjp_program(const Program& program, const std::vector<int>& wrt);
+
+// The values the backward pass of vjp_program(program, wrt) reads from the forward pass (JAX's residuals, what
+// jax.ad_checkpoint.print_saved_residuals lists), in the order first read: a checkpoint region's recomputed
+// values are not among them, its inputs are. `input` is the primal input's index when the value is one (-1
+// otherwise); `op` and `source` name the equation that computed it.
+struct SavedResidual {
+  ValueType type;
+  int input = -1;
+  std::string op, source;
+};
+std::vector<SavedResidual> saved_residuals(const Program& program, const std::vector<int>& wrt);
 
 // Appends `inlined`'s equations to `into`, its inputs bound to `inputs` (ids of `into`); returns the ids of
 // its outputs. The meshes must agree.

@@ -157,6 +157,14 @@ Program vjp_program(const Program& program, const std::vector<int>& wrt) {
   return program::runnable(program::vjp_program(program.impl().program, wrt));
 }
 
+std::vector<SavedResidual> saved_residuals(const Program& program, const std::vector<int>& wrt) {
+  std::vector<SavedResidual> out;
+  for (program::SavedResidual& r : program::saved_residuals(program.impl().program, wrt)) {
+    out.push_back({std::move(r.type), r.input, std::move(r.op), std::move(r.source)});
+  }
+  return out;
+}
+
 Program jvp_program(const Program& program) { return program::runnable(program::jvp_program(program.impl().program)); }
 
 BatchedProgram batch_program(const Program& program, const std::vector<bool>& batched, std::int64_t size,
