@@ -15,12 +15,6 @@ ValueId Emitter::emit(Prim op, const std::vector<ValueId>& ins, Params params) {
 std::vector<ValueId> Emitter::emit_many(Prim op, const std::vector<ValueId>& ins, Params params) {
   return b_.emit(op_info(op), ins, std::move(params), source_);
 }
-ValueId Emitter::emit(std::string_view op, const std::vector<ValueId>& ins, Params params) {
-  return b_.emit1(op_named(op), ins, std::move(params), source_);
-}
-std::vector<ValueId> Emitter::emit_many(std::string_view op, const std::vector<ValueId>& ins, Params params) {
-  return b_.emit(op_named(op), ins, std::move(params), source_);
-}
 
 ValueId Emitter::scalar(double v, DType dtype) { return b_.constant(Array::scalar(v, dtype)); }
 
