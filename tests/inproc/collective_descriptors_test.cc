@@ -6,7 +6,8 @@
 //   row), and running the op as a one-equation program (the executor's path) and the Replica method of the
 //   same name (eager) on 4 replica threads both give, bit for bit, a naive reference computed here from every
 //   replica's input (small integers in float64: every sum and product is exact in any order).
-// - a parameter the row reads with a bad value (PopXL's reduction name) is refused naming the equation.
+// - a parameter the row reads with a bad value (PopXL's reduction name) is refused naming the equation;
+// - a collective's result of another type than its equation declares is refused (the executor checks it).
 // In the inproc tier: the collectives run on replica threads.
 #include <gtest/gtest.h>
 
@@ -315,6 +316,36 @@ TEST(CollectiveDescriptors, ABadReductionNameIsRefusedAtItsEquation) {
   testing::ExpectThrowsWith<InvalidArgument>(
       [&] { per_member([&](Replica& r, std::span<Array> a) { return run_program(program, r, std::vector<Array>{a[0]}); }, x); },
       {"replicated_reduce_scatter", "model.py:7", "unknown reduce op \"bogus\"; use add, mean, mul, min or max"});
+}
+
+// A collective's result is checked against its equation's declared type, as a kernel's is. A program built
+// for a mesh of 2 replicas and run on 4 types its collectives for 2: the results below have the 4 replicas'
+// shapes (written out here from what the op means), and each run is refused naming the replica, the equation,
+// its source and both types, instead of handing a value of the wrong shape to what follows.
+TEST(CollectiveDescriptors, AResultOfAnotherTypeThanItsEquationDeclaresIsRefused) {
+  const std::vector<std::string> i{"i"};
+  struct ResultCase {
+    std::string op;
+    ProgramParams params;
+    std::string declared, gave;  // for 2 replicas (the program's mesh), for the 4 it runs on
+  };
+  const std::vector<ResultCase> cases = {
+      {"all_gather", {{"axes", i}, {"axis", std::int64_t{0}}, {"tiled", true}}, "f64[8]", "f64[16]"},
+      {"all_gather", {{"axes", i}, {"axis", std::int64_t{0}}}, "f64[2,4]", "f64[4,4]"},
+      {"psum_scatter", {{"axes", i}, {"axis", std::int64_t{0}}, {"tiled", true}}, "f64[2]", "f64[1]"},
+  };
+  for (const ResultCase& c : cases) {
+    SCOPED_TRACE(c.op + " " + c.declared);
+    ProgramBuilder b(Mesh({{"i", 2}}));
+    const int input = b.input({DType::f64, {4}, {"i"}});
+    b.set_outputs({b.emit(c.op, {input}, c.params, "model.py:9")[0]});
+    const Program program = b.build();
+    const Array x = Array::full({kMembers, 4}, 1.0, DType::f64);
+    testing::ExpectThrowsWith<Error>(
+        [&] { per_member([&](Replica& r, std::span<Array> a) { return run_program(program, r, std::vector<Array>{a[0]}); }, x); },
+        {": the collective gave " + c.gave + " where its equation declares " + c.declared, "(model.py:9)",
+         "= " + c.op + "[", "(the program was built for mesh {i: 2}, the replica runs on mesh {i: 4})"});
+  }
 }
 
 }  // namespace
