@@ -110,6 +110,13 @@ std::vector<ValueType> all_reduce(const std::vector<ValueType>& ins, const Param
   return {out};
 }
 
+// pmean of integers is floating, as the runtime's reduction gives it (reduction_dtype: JAX's psum / n).
+std::vector<ValueType> all_reduce_mean(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
+  std::vector<ValueType> out = all_reduce(ins, params, mesh);
+  out[0].dtype = reduction_dtype(ReduceOp::mean, out[0].dtype);
+  return out;
+}
+
 std::vector<ValueType> all_gather(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
   const std::int64_t n = participants(params, mesh);
   ValueType out = ins[0];
@@ -769,7 +776,7 @@ void register_collective_ops(std::vector<OpInfo>& ops) {
                  .batch = reduction_batch, .collective = &rows::psum});
   ops.push_back({.id = Prim::pmean, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
-                 .equal_within_groups = true, .infer = all_reduce, .vjp = pmean_vjp, .jvp = linear_jvp,
+                 .equal_within_groups = true, .infer = all_reduce_mean, .vjp = pmean_vjp, .jvp = linear_jvp,
                  .batch = reduction_batch, .collective = &rows::pmean});
   for (const auto& [id, row] : {std::pair{Prim::pmax, &rows::pmax}, std::pair{Prim::pmin, &rows::pmin}}) {
     ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1,
