@@ -110,10 +110,12 @@ std::vector<ValueType> all_reduce(const std::vector<ValueType>& ins, const Param
   return {out};
 }
 
-// pmean of integers is floating, as the runtime's reduction gives it (reduction_dtype: JAX's psum / n).
-std::vector<ValueType> all_reduce_mean(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
+// A reduction's result has the dtype the runtime's reduction gives (reduction_dtype, JAX's: pmean of integers is
+// floating, psum and pprod of bool int32).
+template <ReduceOp op>
+std::vector<ValueType> all_reduce_of(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
   std::vector<ValueType> out = all_reduce(ins, params, mesh);
-  out[0].dtype = reduction_dtype(ReduceOp::mean, out[0].dtype);
+  out[0].dtype = reduction_dtype(op, out[0].dtype);
   return out;
 }
 
@@ -139,6 +141,7 @@ std::vector<ValueType> psum_scatter(const std::vector<ValueType>& ins, const Par
     throw RuleError("dimension " + std::to_string(axis) + " of " + type_text(ins[0]) + " must be " +
                     (tiled(params) ? "a multiple of " : "equal to ") + std::to_string(n) + " (the participants)");
   }
+  out.dtype = reduction_dtype(ReduceOp::sum, out.dtype);
   if (tiled(params)) {
     out.shape[axis] = d / n;
   } else {
@@ -348,6 +351,18 @@ ReduceOp flat_reduce_op(const Params& p) {
   } catch (const InvalidArgument& e) {
     throw RuleError(std::string("replicated_reduce_scatter: ") + e.what());
   }
+}
+
+// replicated_reduce_scatter: flat_shard's shape, with the dtype of its reduction (`op`). A name that is no
+// reduction keeps the operand's dtype here: the executor refuses it when it reads it, naming the equation on
+// every replica (collective_descriptors_test), as it always has.
+std::vector<ValueType> flat_reduce_scatter(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
+  std::vector<ValueType> out = flat_shard(ins, params, mesh);
+  try {
+    out[0].dtype = reduction_dtype(flat_reduce_op(params), out[0].dtype);
+  } catch (const RuleError&) {
+  }
+  return out;
 }
 
 // ---- VJP rules (JAX's transposes; pmap's unless shard_map's differ) --------------------------------------
@@ -772,12 +787,12 @@ void register_collective_ops(std::vector<OpInfo>& ops) {
   using K = ParamKind;
   ops.push_back({.id = Prim::psum, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
-                 .equal_within_groups = true, .infer = all_reduce, .vjp = psum_vjp, .jvp = linear_jvp,
-                 .batch = reduction_batch, .collective = &rows::psum});
+                 .equal_within_groups = true, .infer = all_reduce_of<ReduceOp::sum>, .vjp = psum_vjp,
+                 .jvp = linear_jvp, .batch = reduction_batch, .collective = &rows::psum});
   ops.push_back({.id = Prim::pmean, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
-                 .equal_within_groups = true, .infer = all_reduce_mean, .vjp = pmean_vjp, .jvp = linear_jvp,
-                 .batch = reduction_batch, .collective = &rows::pmean});
+                 .equal_within_groups = true, .infer = all_reduce_of<ReduceOp::mean>, .vjp = pmean_vjp,
+                 .jvp = linear_jvp, .batch = reduction_batch, .collective = &rows::pmean});
   for (const auto& [id, row] : {std::pair{Prim::pmax, &rows::pmax}, std::pair{Prim::pmin, &rows::pmin}}) {
     ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1,
                    .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
@@ -786,18 +801,21 @@ void register_collective_ops(std::vector<OpInfo>& ops) {
   }
   ops.push_back({.id = Prim::pprod, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
-                 .equal_within_groups = true, .infer = all_reduce, .vjp = pprod_vjp, .jvp = pprod_jvp,
-                 .batch = reduction_batch, .collective = &rows::pprod});
+                 .equal_within_groups = true, .infer = all_reduce_of<ReduceOp::prod>, .vjp = pprod_vjp,
+                 .jvp = pprod_jvp, .batch = reduction_batch, .collective = &rows::pprod});
+  // Its form is the identity (the inputs are equal already): no reduction runs, the dtype stays.
   ops.push_back({.id = Prim::all_reduce_identical_inputs, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .infer = all_reduce,
                  .vjp = identical_inputs_vjp, .jvp = linear_jvp, .batch = identity_batch, .collective = &rows::all_reduce_identical_inputs});
   ops.push_back({.id = Prim::all_reduce_identical_grad_inputs, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .equal_within_groups = true,
-                 .infer = all_reduce, .vjp = identical_grad_inputs_vjp, .jvp = linear_jvp, .batch = reduction_batch, .collective = &rows::all_reduce_identical_grad_inputs});
+                 .infer = all_reduce_of<ReduceOp::sum>, .vjp = identical_grad_inputs_vjp, .jvp = linear_jvp,
+                 .batch = reduction_batch, .collective = &rows::all_reduce_identical_grad_inputs});
   ops.push_back({.id = Prim::replicated_reduce_scatter, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}, {"op", K::string, kOptional}},
-                 .infer = flat_shard, .vjp = replicated_reduce_scatter_vjp, .jvp = replicated_reduce_scatter_jvp,
-                 .batch = replicated_reduce_scatter_batch, .collective = &rows::replicated_reduce_scatter});
+                 .infer = flat_reduce_scatter, .vjp = replicated_reduce_scatter_vjp,
+                 .jvp = replicated_reduce_scatter_jvp, .batch = replicated_reduce_scatter_batch,
+                 .collective = &rows::replicated_reduce_scatter});
   ops.push_back({.id = Prim::replica_sharded_slice, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .infer = flat_shard,
                  .vjp = replica_sharded_slice_vjp, .jvp = linear_jvp, .batch = replica_sharded_slice_batch, .collective = &rows::replica_sharded_slice});
