@@ -94,8 +94,7 @@ std::ostream& operator<<(std::ostream& os, const Program& program);
 std::vector<ProgramParamSpec> op_schema(std::string_view op);
 // "an int", "a tuple of axis names": how a refusal names a kind ("parameter 'axes' must be a tuple of axis names").
 const char* program_param_kind_text(ProgramParamKind kind);
-// "int", "strs": a kind's name as the Python module spells it (_weft.op_schema, and the (name, kind, value)
-// triples ProgramBuilder.emit still takes).
+// "int", "strs": a kind's name as the Python module spells it (_weft.op_schema).
 const char* program_param_kind_name(ProgramParamKind kind);
 
 // Records a program equation by equation, inferring each result's type (shape, dtype, varying axes) as it

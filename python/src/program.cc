@@ -3,8 +3,8 @@
 // replica in C++: no Python and no GIL between the equations; the caller releases the GIL for the call.
 //
 // Parameters cross as (name, value) pairs, each value converted by the op's schema (weft::op_schema: an empty
-// tuple is axes or ints, a list of pairs a permutation or groups of two, as the op says). The older
-// (name, kind, value) triples are still taken while weft/lax.py is converted to pairs.
+// tuple is axes or ints, a list of pairs a permutation or groups of two, as the op says). Python spells no
+// kind: the older (name, kind, value) triples are refused with a TypeError naming the pairs.
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -39,30 +39,20 @@ ProgramParam param_of(const std::string& name, ProgramParamKind kind, py::handle
                         program_param_kind_text(kind));
 }
 
-// A triple's kind by the name the Python module spells it ("ints"), the same table op_schema exports by.
-ProgramParamKind kind_named(const std::string& name, const std::string& kind) {
-  for (int k = 0; k <= static_cast<int>(ProgramParamKind::groups); ++k) {
-    const auto candidate = static_cast<ProgramParamKind>(k);
-    if (kind == program_param_kind_name(candidate)) return candidate;
-  }
-  throw InvalidArgument("parameter '" + name + "': unknown kind '" + kind + "'");
-}
-
-// `op`'s parameters from (name, value) pairs (each converted by the op's schema) or (name, kind, value)
-// triples. A name the op does not have is refused as the registry refuses it.
+// `op`'s parameters from (name, value) pairs, each converted by the op's schema. Anything else (the older
+// (name, kind, value) triple) is a TypeError naming the form; a name the op does not have is refused as the
+// registry refuses it.
 ProgramParams params_of(const std::string& op, const py::list& entries) {
   ProgramParams params;
   std::optional<std::vector<ProgramParamSpec>> schema;
   for (py::handle e : entries) {
+    if (!py::isinstance<py::tuple>(e) || py::len(e) != 2 || !py::isinstance<py::str>(e.cast<py::tuple>()[0])) {
+      throw py::type_error("ProgramBuilder.emit: " + op + "'s parameter " + py::repr(e).cast<std::string>() +
+                           " is not a (name, value) pair; the op's schema gives each value's kind "
+                           "(_weft.op_schema), so (name, kind, value) triples are not taken");
+    }
     auto entry = e.cast<py::tuple>();
     const auto name = entry[0].cast<std::string>();
-    if (entry.size() == 3) {
-      params[name] = param_of(name, kind_named(name, entry[1].cast<std::string>()), entry[2]);
-      continue;
-    }
-    if (entry.size() != 2) {
-      throw InvalidArgument(op + ": parameter " + py::repr(e).cast<std::string>() + " is not a (name, value) pair");
-    }
     if (!schema) schema = op_schema(op);  // InvalidArgument for an unknown op
     const auto spec = std::find_if(schema->begin(), schema->end(), [&](const auto& s) { return s.name == name; });
     if (spec == schema->end()) throw InvalidArgument(op + " has no parameter '" + name + "'");

@@ -73,11 +73,7 @@ std::string describe(const Request& r) {
 DType output_dtype(const Request& r) {
   const DType in = r.input->dtype();
   const bool reduces = r.kind == Kind::all_reduce || r.kind == Kind::reduce_scatter;
-  if (!reduces) return in;
-  if (r.reduce == ReduceOp::mean) return is_floating(in) ? in : (in == DType::i64 ? DType::f64 : DType::f32);
-  // JAX converts bool to int32 before summing.
-  if (in == DType::boolean && (r.reduce == ReduceOp::sum || r.reduce == ReduceOp::prod)) return DType::i32;
-  return in;
+  return reduces ? reduction_dtype(r.reduce, in) : in;
 }
 
 ReduceOp reduction_of(const Request& r) { return r.reduce == ReduceOp::mean ? ReduceOp::sum : r.reduce; }

@@ -61,4 +61,10 @@ const CollectiveDescriptor& all_reduce_over_axes(ReduceOp op) {
   return rows::psum;
 }
 
+DType reduction_dtype(ReduceOp op, DType in) {
+  if (op == ReduceOp::mean) return is_floating(in) ? in : (in == DType::i64 ? DType::f64 : DType::f32);
+  if (in == DType::boolean && (op == ReduceOp::sum || op == ReduceOp::prod)) return DType::i32;
+  return in;
+}
+
 }  // namespace weft

@@ -10,6 +10,7 @@
 #include <span>
 #include <string_view>
 
+#include "weft/dtype.hpp"
 #include "weft/reduce_op.hpp"
 
 namespace weft {
@@ -119,5 +120,10 @@ std::span<const CollectiveDescriptor* const> collective_descriptors();
 const CollectiveDescriptor* find_collective(std::string_view name);
 // The program op all-reducing with `op` over named axes: psum, pmean, pmax, pmin or pprod.
 const CollectiveDescriptor& all_reduce_over_axes(ReduceOp op);
+// The dtype a reduction `op` over replicas gives for an operand of dtype `in`, the runtime's and the type
+// rules' one rule: mean makes an integer or bool operand floating (float64 for int64, float32 otherwise: JAX's
+// pmean divides the sum by the group's size, a true division); sum and prod make bool int32 (JAX's psum
+// converts bool to int32 first); max and min keep it.
+DType reduction_dtype(ReduceOp op, DType in);
 
 }  // namespace weft

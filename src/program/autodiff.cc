@@ -112,7 +112,7 @@ class Transposer {
     if (it == ct_.end()) {
       ct_[old] = cotangent;
     } else {
-      it->second = b_.emit1("add", {it->second, cotangent});
+      it->second = b_.emit1(op_info(Prim::add), {it->second, cotangent});
     }
   }
 

@@ -15,12 +15,6 @@ ValueId Emitter::emit(Prim op, const std::vector<ValueId>& ins, Params params) {
 std::vector<ValueId> Emitter::emit_many(Prim op, const std::vector<ValueId>& ins, Params params) {
   return b_.emit(op_info(op), ins, std::move(params), source_);
 }
-ValueId Emitter::emit(std::string_view op, const std::vector<ValueId>& ins, Params params) {
-  return b_.emit1(op_named(op), ins, std::move(params), source_);
-}
-std::vector<ValueId> Emitter::emit_many(std::string_view op, const std::vector<ValueId>& ins, Params params) {
-  return b_.emit(op_named(op), ins, std::move(params), source_);
-}
 
 ValueId Emitter::scalar(double v, DType dtype) { return b_.constant(Array::scalar(v, dtype)); }
 
@@ -28,23 +22,23 @@ ValueId Emitter::zeros(const ValueType& type) { return broadcast_to(scalar(0, ty
 
 ValueId Emitter::reshape(ValueId v, std::vector<std::int64_t> shape) {
   if (type(v).shape == shape) return v;
-  return emit("reshape", {v}, {{"shape", ints_param(std::move(shape))}});
+  return emit(Prim::reshape, {v}, {{"shape", ints_param(std::move(shape))}});
 }
 
 ValueId Emitter::astype(ValueId v, DType dtype) {
   if (type(v).dtype == dtype) return v;
-  return emit("astype", {v}, {{"dtype", Param{dtype}}});
+  return emit(Prim::astype, {v}, {{"dtype", Param{dtype}}});
 }
 
 ValueId Emitter::broadcast_to(ValueId v, std::vector<std::int64_t> shape) {
-  return emit("broadcast_to", {v}, {{"shape", ints_param(std::move(shape))}});
+  return emit(Prim::broadcast_to, {v}, {{"shape", ints_param(std::move(shape))}});
 }
 
 ValueId Emitter::transpose(ValueId v, std::vector<std::int64_t> perm) {
   bool identity = true;
   for (std::size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<std::int64_t>(i);
   if (identity) return v;
-  return emit("transpose", {v}, {{"perm", ints_param(std::move(perm))}});
+  return emit(Prim::transpose, {v}, {{"perm", ints_param(std::move(perm))}});
 }
 
 ValueId Emitter::unbroadcast(ValueId g, const std::vector<std::int64_t>& shape) {
@@ -55,7 +49,7 @@ ValueId Emitter::unbroadcast(ValueId g, const std::vector<std::int64_t>& shape) 
   for (std::size_t d = 0; d < from.size(); ++d) {
     if (d < lead || (shape[d - lead] == 1 && from[d] != 1)) axes.push_back(static_cast<std::int64_t>(d));
   }
-  const ValueId summed = axes.empty() ? g : emit("sum", {g}, {{"axes", ints_param(axes)}});
+  const ValueId summed = axes.empty() ? g : emit(Prim::sum, {g}, {{"axes", ints_param(axes)}});
   return reshape(summed, shape);
 }
 
@@ -78,7 +72,8 @@ ValueId Emitter::reverse_axis(ValueId v, std::size_t d) {
   start[d] = shape[d] - 1;
   limit[d] = -1;
   step[d] = -1;
-  return emit("slice", {v}, {{"start", ints_param(start)}, {"limit", ints_param(limit)}, {"step", ints_param(step)}});
+  return emit(Prim::slice, {v},
+              {{"start", ints_param(start)}, {"limit", ints_param(limit)}, {"step", ints_param(step)}});
 }
 
 ValueId Emitter::spread_axis(ValueId v, std::size_t d, std::int64_t s, std::int64_t room) {
@@ -90,13 +85,15 @@ ValueId Emitter::spread_axis(ValueId v, std::size_t d, std::int64_t s, std::int6
   ValueType gap{type(v).dtype, split, {}};
   gap.shape[d + 1] = s - 1;
   const ValueId unit = reshape(v, split);
-  const ValueId spread = emit("concatenate", {unit, zeros(gap)}, {{"axis", int_param(static_cast<std::int64_t>(d) + 1)}});
+  const ValueId spread =
+      emit(Prim::concatenate, {unit, zeros(gap)}, {{"axis", int_param(static_cast<std::int64_t>(d) + 1)}});
   shape[d] = m * s;
   const ValueId flat = reshape(spread, shape);
   if (m * s <= room) return flat;
   std::vector<std::int64_t> start(shape.size(), 0), limit = shape, step(shape.size(), 1);
   limit[d] = room;
-  return emit("slice", {flat}, {{"start", ints_param(start)}, {"limit", ints_param(limit)}, {"step", ints_param(step)}});
+  return emit(Prim::slice, {flat},
+              {{"start", ints_param(start)}, {"limit", ints_param(limit)}, {"step", ints_param(step)}});
 }
 
 ValueId Emitter::pad_axis(ValueId v, std::size_t d, std::int64_t before, std::int64_t after) {
@@ -110,7 +107,7 @@ ValueId Emitter::pad_axis(ValueId v, std::size_t d, std::int64_t before, std::in
       parts.push_back(zeros(zero));
     }
   }
-  return parts.size() == 1 ? v : emit("concatenate", parts, {{"axis", int_param(static_cast<std::int64_t>(d))}});
+  return parts.size() == 1 ? v : emit(Prim::concatenate, parts, {{"axis", int_param(static_cast<std::int64_t>(d))}});
 }
 
 ValueId Emitter::moveaxis(ValueId v, std::int64_t from, std::int64_t to) {
@@ -160,7 +157,7 @@ void VjpContext::give(std::size_t k, ValueId cotangent) {
   if (given[k] == kNoValue) {
     given[k] = cotangent;
   } else {
-    given[k] = e.emit("add", {given[k], cotangent});
+    given[k] = e.emit(Prim::add, {given[k], cotangent});
   }
 }
 

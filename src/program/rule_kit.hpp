@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "builder.hpp"
@@ -22,11 +21,10 @@ class Emitter {
   explicit Emitter(Builder& builder) : b_(builder) {}
   void set_source(std::string source) { source_ = std::move(source); }
 
+  // By primitive only (Prim::multiply), never by name: a misspelt op is a compile error, not a RuleError when
+  // the rule first runs. Names enter programs only from outside (the trace, Python, the public builder).
   ValueId emit(Prim op, const std::vector<ValueId>& ins, Params params = {});
   std::vector<ValueId> emit_many(Prim op, const std::vector<ValueId>& ins, Params params = {});
-  // By name ("multiply"): the rules' own spelling; an unknown name is a RuleError.
-  ValueId emit(std::string_view op, const std::vector<ValueId>& ins, Params params = {});
-  std::vector<ValueId> emit_many(std::string_view op, const std::vector<ValueId>& ins, Params params = {});
   ValueId constant(Array value) { return b_.constant(std::move(value)); }
   ValueId scalar(double v, DType dtype);
   // Zeros of `type`'s dtype and shape.

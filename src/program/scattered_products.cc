@@ -54,9 +54,9 @@ Program gather_scattered_products(const Program& program) {
     Params gather = common;
     gather["axis"] = Param{std::int64_t{0}};
     const auto columns = static_cast<ValueId>(out.types.size());
-    out.types.push_back(infer_result_types("all_to_all", {x}, to_all, program.mesh, program.rules)[0]);
+    out.types.push_back(infer_result_types(op_info(Prim::all_to_all), {x}, to_all, program.mesh, program.rules)[0]);
     const auto rows = static_cast<ValueId>(out.types.size());
-    out.types.push_back(infer_result_types("all_gather", {d}, gather, program.mesh, program.rules)[0]);
+    out.types.push_back(infer_result_types(op_info(Prim::all_gather), {d}, gather, program.mesh, program.rules)[0]);
     replacement[i] = {Equation{Prim::all_to_all, to_all, {matmul.inputs[0]}, {columns}, scatter.source},
                       Equation{Prim::all_gather, gather, {matmul.inputs[1]}, {rows}, scatter.source},
                       Equation{Prim::matmul, {{"transpose_a", Param{true}}}, {columns, rows}, scatter.outputs, matmul.source}};

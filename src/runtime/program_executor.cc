@@ -238,6 +238,22 @@ std::vector<Array> run_session_op(Replica& r, const Equation& eq, const std::vec
   }
 }
 
+// A collective's result against the type its equation declares, as kernels' results are checked: what the
+// program holds was typed by the op's rule for the program's mesh, and a result of another shape would flow
+// on into the next equations (a program built for one mesh run on replicas of another gathers their count).
+void check_collective_result(const Replica& replica, const program::Program& prog, const Array& got,
+                             const ValueType& want) {
+  if (got.dtype() == want.dtype && got.shape() == want.shape) return;
+  const ValueType gave{got.dtype(), std::vector<std::int64_t>(got.shape().begin(), got.shape().end()), {}};
+  std::string message = "replica " + std::to_string(replica.index()) + ": the collective gave " +
+                        program::type_text(gave) + " where its equation declares " + program::type_text(want);
+  if (replica.mesh().to_string() != prog.mesh.to_string()) {
+    message += " (the program was built for mesh " + prog.mesh.to_string() + ", the replica runs on mesh " +
+               replica.mesh().to_string() + ")";
+  }
+  throw Error(message);
+}
+
 void check_inputs(const program::Program& prog, std::span<const Array> inputs) {
   if (inputs.size() != prog.inputs.size()) {
     throw InvalidArgument("run_program: the program takes " + std::to_string(prog.inputs.size()) + " input(s), got " +
@@ -402,8 +418,10 @@ std::vector<Array> execute(const Program& program, Replica* replica, std::span<c
           }
           const CollectiveCall& call = prep.calls[i];
           if (call.op != nullptr) {
-            values[eq.outputs.at(0)] = detail::run_collective(
-                replica->state(), *call.op, call.args(), eq.inputs.empty() ? nullptr : &*values[eq.inputs[0]], call.site);
+            Array out = detail::run_collective(replica->state(), *call.op, call.args(),
+                                               eq.inputs.empty() ? nullptr : &*values[eq.inputs[0]], call.site);
+            check_collective_result(*replica, prog, out, prog.types[eq.outputs.at(0)]);
+            values[eq.outputs.at(0)] = std::move(out);
           } else {
             in.clear();
             for (program::ValueId id : eq.inputs) in.push_back(*values[id]);

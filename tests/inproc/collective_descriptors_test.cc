@@ -6,12 +6,15 @@
 //   row), and running the op as a one-equation program (the executor's path) and the Replica method of the
 //   same name (eager) on 4 replica threads both give, bit for bit, a naive reference computed here from every
 //   replica's input (small integers in float64: every sum and product is exact in any order).
-// - a parameter the row reads with a bad value (PopXL's reduction name) is refused naming the equation.
+// - a parameter the row reads with a bad value (PopXL's reduction name) is refused naming the equation;
+// - every collective declares and gives JAX's dtype for bool, integer and float16 operands, and a result of
+//   another type than its equation declares is refused (the executor checks it).
 // In the inproc tier: the collectives run on replica threads.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 #include <span>
 #include <string>
@@ -315,6 +318,73 @@ TEST(CollectiveDescriptors, ABadReductionNameIsRefusedAtItsEquation) {
   testing::ExpectThrowsWith<InvalidArgument>(
       [&] { per_member([&](Replica& r, std::span<Array> a) { return run_program(program, r, std::vector<Array>{a[0]}); }, x); },
       {"replicated_reduce_scatter", "model.py:7", "unknown reduce op \"bogus\"; use add, mean, mul, min or max"});
+}
+
+// Every collective's program type and its run give JAX's dtype for every operand dtype: psum-like reductions
+// of bool give int32 (JAX's psum converts bool first), pmean of integers or bool a float (psum(x) / n: float32,
+// float64 for int64), the rest the operand's dtype. The expectations are written here, not read from the rule.
+TEST(CollectiveDescriptors, EachCollectiveDeclaresAndGivesJaxsDtype) {
+  enum class Promotes { none, sum, mean };
+  const std::map<std::string, Promotes> promoting = {
+      {"psum", Promotes::sum},
+      {"pprod", Promotes::sum},
+      {"psum_scatter", Promotes::sum},
+      {"all_reduce_identical_grad_inputs", Promotes::sum},
+      {"pmean", Promotes::mean},
+      {"replicated_reduce_scatter", Promotes::mean}};  // its case reduces with op='mean'
+  const auto expected = [&](const std::string& op, DType in) {
+    const Promotes p = promoting.count(op) ? promoting.at(op) : Promotes::none;
+    if (p == Promotes::sum && in == DType::boolean) return DType::i32;
+    if (p == Promotes::mean && in == DType::i64) return DType::f64;
+    if (p == Promotes::mean && !is_floating(in)) return DType::f32;
+    return in;
+  };
+  for (const Case& c : cases()) {
+    for (const DType dtype : {DType::boolean, DType::i32, DType::i64, DType::f16}) {
+      SCOPED_TRACE(c.op + " of " + std::string(dtype_name(dtype)));
+      ProgramBuilder b(Mesh({{"i", kMembers}}));
+      const int input = b.input({dtype, c.in_shape, {"i"}});
+      const bool operand = c.form != CollectiveForm::axis_index;
+      b.set_outputs({b.emit(c.op, operand ? std::vector<int>{input} : std::vector<int>{}, c.params)[0]});
+      const Program program = b.build();
+      const DType want = operand ? expected(c.op, dtype) : DType::i32;
+      EXPECT_EQ(program.output_types().at(0).dtype, want) << dtype_name(program.output_types()[0].dtype);
+      const Array x = stacked(inputs_for(c.in_shape), c.in_shape).astype(dtype);
+      const std::vector<Array> got = per_member(
+          [&](Replica& r, std::span<Array> a) { return run_program(program, r, std::vector<Array>{a[0]}); }, x);
+      EXPECT_EQ(got[0].dtype(), want) << dtype_name(got[0].dtype());
+    }
+  }
+}
+
+// A collective's result is checked against its equation's declared type, as a kernel's is. A program built
+// for a mesh of 2 replicas and run on 4 types its collectives for 2: the results below have the 4 replicas'
+// shapes (written out here from what the op means), and each run is refused naming the replica, the equation,
+// its source and both types, instead of handing a value of the wrong shape to what follows.
+TEST(CollectiveDescriptors, AResultOfAnotherTypeThanItsEquationDeclaresIsRefused) {
+  const std::vector<std::string> i{"i"};
+  struct ResultCase {
+    std::string op;
+    ProgramParams params;
+    std::string declared, gave;  // for 2 replicas (the program's mesh), for the 4 it runs on
+  };
+  const std::vector<ResultCase> cases = {
+      {"all_gather", {{"axes", i}, {"axis", std::int64_t{0}}, {"tiled", true}}, "f64[8]", "f64[16]"},
+      {"all_gather", {{"axes", i}, {"axis", std::int64_t{0}}}, "f64[2,4]", "f64[4,4]"},
+      {"psum_scatter", {{"axes", i}, {"axis", std::int64_t{0}}, {"tiled", true}}, "f64[2]", "f64[1]"},
+  };
+  for (const ResultCase& c : cases) {
+    SCOPED_TRACE(c.op + " " + c.declared);
+    ProgramBuilder b(Mesh({{"i", 2}}));
+    const int input = b.input({DType::f64, {4}, {"i"}});
+    b.set_outputs({b.emit(c.op, {input}, c.params, "model.py:9")[0]});
+    const Program program = b.build();
+    const Array x = Array::full({kMembers, 4}, 1.0, DType::f64);
+    testing::ExpectThrowsWith<Error>(
+        [&] { per_member([&](Replica& r, std::span<Array> a) { return run_program(program, r, std::vector<Array>{a[0]}); }, x); },
+        {": the collective gave " + c.gave + " where its equation declares " + c.declared, "(model.py:9)",
+         "= " + c.op + "[", "(the program was built for mesh {i: 2}, the replica runs on mesh {i: 4})"});
+  }
 }
 
 }  // namespace

@@ -105,8 +105,18 @@ def test_a_pytrees_reduction_gives_numpys_values_per_leaf(reduction, numpy_reduc
     for key, dtype in TREE_DTYPES.items():
         want = numpy_reduction(np.stack([leaf[key] for leaf in leaves]), axis=0)
         if numpy_reduction is np.mean and dtype == np.int32:
-            continue  # (an integer pmean's rounding is the collective's, checked elsewhere)
+            # JAX's pmean is psum(x) / n, a true division: an int32 leaf's mean is float32, traced (the program's
+            # declared type) as eager. The sums of small integers over 4 replicas divide exactly.
+            dtype = np.float32
+        assert np.asarray(got[key]).dtype == dtype, key
         np.testing.assert_array_equal(np.asarray(got[key])[0], want.astype(dtype), err_msg=key)
+
+
+@pytest.mark.parametrize("dtype, mean_dtype", [(np.int32, "f32"), (np.uint8, "f32"), (np.float16, "f16")])
+def test_a_pmeans_declared_type_is_the_true_divisions(dtype, mean_dtype):
+    # JAX's pmean is psum(x) / n: integers give a float; the program declares what the collective gives.
+    program = weft.make_program(lambda x: lax.pmean(x, "i"), axis_env=[("i", N)])(np.zeros((3,), dtype))
+    assert f"{mean_dtype}[3] = pmean[" in str(program), program
 
 
 def test_a_traced_pytree_reduction_is_one_collective_per_dtype():

@@ -1,10 +1,11 @@
 """Program parameters cross from Python by the C++ registry's schemas (issue 46 item 1).
 
 ProgramBuilder.emit takes (name, value) pairs and converts each value by the op's schema (weft::op_schema), so
-Python spells no kind: each case's program is compared with the one the (name, kind, value) triples build (the
-form weft/lax.py still writes, converted by the kind it names). A value of another kind, a parameter the op
-does not have and an unknown op are refused with their texts, and the registry refuses a parameter of the wrong
-kind even where the op's type rule never reads it.
+Python spells no kind: each case's pairs must give the parameters they mean, written out as a jaxpr prints them
+(`sum[axes=(1,)]`, `psum[axes=('i',) groups=((0, 1), (2, 3))]`). The older (name, kind, value) triples, and
+anything else that is not a pair, are a TypeError naming the pair. A value of another kind, a parameter the op
+does not have and an unknown op are refused with their texts (the registry's own kind check, which C++ callers
+meet, is tests/unit/program_registry_test.cc's).
 """
 import numpy as np
 import pytest
@@ -23,52 +24,70 @@ def program_text(op, shape, params, mesh=(), dtype=np.float32):
 
 MESH2 = [("i", 2)]
 MESH4 = [("i", 4)]
-# (op, operand shape, mesh, pairs, the same parameters as triples). An empty list is ints for sum and axis
-# names for psum; a list of pairs a permutation for ppermute and groups for psum: the schema decides.
+# (op, operand shape, mesh, pairs, the parameters they mean as a jaxpr prints them, sorted by name). An empty
+# list is ints for sum and axis names for psum; a list of pairs a permutation for ppermute and groups for psum:
+# the schema decides.
 CASES = [
-    ("sum", (2, 3), (), [("axes", []), ("keepdims", True)], [("axes", "ints", []), ("keepdims", "bool", True)]),
-    ("sum", (2, 3), (), [("axes", [1])], [("axes", "ints", [1])]),
-    ("transpose", (2, 3), (), [("perm", [1, 0])], [("perm", "ints", [1, 0])]),
-    ("astype", (2,), (), [("dtype", np.float64)], [("dtype", "dtype", np.float64)]),
-    ("astype", (2,), (), [("dtype", np.dtype("int32"))], [("dtype", "dtype", np.dtype("int32"))]),
-    ("integer_pow", (2,), (), [("y", 3)], [("y", "int", 3)]),
-    ("slice", (4,), (), [("start", [0]), ("limit", [4]), ("step", [2])],
-     [("start", "ints", [0]), ("limit", "ints", [4]), ("step", "ints", [2])]),
-    ("cumsum", (3,), (), [("axis", 0), ("reverse", True)], [("axis", "int", 0), ("reverse", "bool", True)]),
-    ("psum", (2,), MESH2, [("axes", ["i"])], [("axes", "strs", ["i"])]),
-    ("psum", (2,), MESH4, [("axes", ["i"]), ("groups", [[0, 1], [2, 3]])],
-     [("axes", "strs", ["i"]), ("groups", "groups", [[0, 1], [2, 3]])]),
-    ("ppermute", (2,), MESH2, [("axes", ["i"]), ("perm", [(0, 1), (1, 0)])],
-     [("axes", "strs", ["i"]), ("perm", "perm", [(0, 1), (1, 0)])]),
-    ("all_gather", (2,), MESH2, [("axes", ["i"]), ("axis", 0), ("tiled", True)],
-     [("axes", "strs", ["i"]), ("axis", "int", 0), ("tiled", "bool", True)]),
-    ("host_store", (2,), (), [("stream", "out")], [("stream", "str", "out")]),
+    ("sum", (2, 3), (), [("axes", []), ("keepdims", True)], "axes=() keepdims=True"),
+    ("sum", (2, 3), (), [("axes", [1])], "axes=(1,)"),
+    ("transpose", (2, 3), (), [("perm", [1, 0])], "perm=(1, 0)"),
+    ("astype", (2,), (), [("dtype", np.float64)], "dtype=float64"),
+    ("astype", (2,), (), [("dtype", np.dtype("int32"))], "dtype=int32"),
+    ("integer_pow", (2,), (), [("y", 3)], "y=3"),
+    ("slice", (4,), (), [("start", [0]), ("limit", [4]), ("step", [2])], "limit=(4,) start=(0,) step=(2,)"),
+    ("cumsum", (3,), (), [("axis", 0), ("reverse", True)], "axis=0 reverse=True"),
+    ("psum", (2,), MESH2, [("axes", ["i"])], "axes=('i',)"),
+    ("psum", (2,), MESH4, [("axes", ["i"]), ("groups", [[0, 1], [2, 3]])], "axes=('i',) groups=((0, 1), (2, 3))"),
+    ("ppermute", (2,), MESH2, [("axes", ["i"]), ("perm", [(0, 1), (1, 0)])], "axes=('i',) perm=((0, 1), (1, 0))"),
+    ("all_gather", (2,), MESH2, [("axes", ["i"]), ("axis", 0), ("tiled", True)], "axes=('i',) axis=0 tiled=True"),
+    ("host_store", (2,), (), [("stream", "out")], "stream='out'"),
 ]
 
 
-@pytest.mark.parametrize("op,shape,mesh,pairs,triples", CASES, ids=[f"{c[0]}-{k}" for k, c in enumerate(CASES)])
-def test_pairs_convert_by_the_schema(op, shape, mesh, pairs, triples):
-    assert program_text(op, shape, pairs, mesh) == program_text(op, shape, triples, mesh)
+@pytest.mark.parametrize("op,shape,mesh,pairs,printed", CASES, ids=[f"{c[0]}-{k}" for k, c in enumerate(CASES)])
+def test_pairs_convert_by_the_schema(op, shape, mesh, pairs, printed):
+    assert f" {op}[{printed}] a" in program_text(op, shape, pairs, mesh)
 
 
-def test_pairs_and_triples_mix_and_the_checkpoint_marker_is_an_int():
-    mixed = [("axes", "ints", [0]), ("keepdims", True), ("checkpoint", 7)]
-    assert "checkpoint=7" in program_text("sum", (2, 3), mixed)
+def test_the_checkpoint_marker_is_an_int():
+    assert "checkpoint=7" in program_text("sum", (2, 3), [("axes", [0]), ("keepdims", True), ("checkpoint", 7)])
 
 
-# (op, shape, mesh, params, the refusal): pairs refused while converting, triples by the registry.
+# Entries that are not (name, value) pairs: the older triples first.
+NOT_PAIRS = [
+    ("sum", [("axes", "ints", [0])]),
+    ("sum", [("axes", [0]), ("keepdims", "bool", True)]),
+    ("integer_pow", [("y", "int", 3)]),
+    ("sum", [["axes", [0]]]),  # a list, not a tuple
+    ("sum", [("axes",)]),
+    ("sum", [(0, [0])]),  # the name is not a string
+]
+
+
+@pytest.mark.parametrize("op,params", NOT_PAIRS, ids=[f"{c[0]}-{k}" for k, c in enumerate(NOT_PAIRS)])
+def test_anything_but_a_pair_is_a_type_error_naming_the_pair(op, params):
+    b = _weft.ProgramBuilder([])
+    x = b.input(np.float32, [2, 3], [])
+    with pytest.raises(TypeError) as e:
+        b.emit(op, [x], params, "")
+    bad = next(p for p in params if not (isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)))
+    assert str(e.value) == (f"ProgramBuilder.emit: {op}'s parameter {bad!r} is not a (name, value) pair; the op's "
+                            "schema gives each value's kind (_weft.op_schema), so (name, kind, value) triples are "
+                            "not taken")
+    assert b.num_equations == 0
+
+
+# (op, shape, mesh, params, the refusal), each refused while its value is converted by the schema.
 REFUSALS = [
     ("sum", (2, 3), (), [("axes", "i")], "parameter 'axes' = 'i' is not a tuple of ints"),
     ("sum", (2, 3), (), [("axis", 0)], "sum has no parameter 'axis'"),
     ("integer_pow", (2,), (), [("y", "3")], "parameter 'y' = '3' is not an int"),
     ("ppermute", (2,), MESH2, [("axes", ["i"]), ("perm", [0, 1])],
      "parameter 'perm' = [0, 1] is not a tuple of (source, destination) pairs"),
-    # The registry checks each kind against the schema even where the type rule never reads the parameter
-    # (host_store's stream is the executor's): once only the run refused it.
-    ("host_store", (2,), (), [("stream", "int", 3)], "parameter 'stream' must be a string"),
-    ("psum", (2,), MESH2, [("axes", "ints", [0])], "parameter 'axes' must be a tuple of axis names"),
-    ("sum", (2, 3), (), [("axes", "strs", ["i"])], "parameter 'axes' must be a tuple of ints"),
-    ("add", (2,), (), [("checkpoint", "str", "r")], "parameter 'checkpoint' must be an int"),
+    ("host_store", (2,), (), [("stream", 3)], "parameter 'stream' = 3 is not a string"),
+    ("psum", (2,), MESH2, [("axes", [0])], "parameter 'axes' = [0] is not a tuple of axis names"),
+    ("sum", (2, 3), (), [("axes", ["i"])], "parameter 'axes' = ['i'] is not a tuple of ints"),
+    ("add", (2,), (), [("checkpoint", "r")], "parameter 'checkpoint' = 'r' is not an int"),
 ]
 
 

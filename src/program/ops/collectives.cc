@@ -110,6 +110,15 @@ std::vector<ValueType> all_reduce(const std::vector<ValueType>& ins, const Param
   return {out};
 }
 
+// A reduction's result has the dtype the runtime's reduction gives (reduction_dtype, JAX's: pmean of integers is
+// floating, psum and pprod of bool int32).
+template <ReduceOp op>
+std::vector<ValueType> all_reduce_of(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
+  std::vector<ValueType> out = all_reduce(ins, params, mesh);
+  out[0].dtype = reduction_dtype(op, out[0].dtype);
+  return out;
+}
+
 std::vector<ValueType> all_gather(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
   const std::int64_t n = participants(params, mesh);
   ValueType out = ins[0];
@@ -132,6 +141,7 @@ std::vector<ValueType> psum_scatter(const std::vector<ValueType>& ins, const Par
     throw RuleError("dimension " + std::to_string(axis) + " of " + type_text(ins[0]) + " must be " +
                     (tiled(params) ? "a multiple of " : "equal to ") + std::to_string(n) + " (the participants)");
   }
+  out.dtype = reduction_dtype(ReduceOp::sum, out.dtype);
   if (tiled(params)) {
     out.shape[axis] = d / n;
   } else {
@@ -262,20 +272,20 @@ ValueId pvary_to(Emitter& e, ValueId g, const std::vector<std::string>& axes) {
   for (const std::string& a : axes) {
     if (std::find(has.begin(), has.end(), a) == has.end()) missing.push_back(a);
   }
-  return missing.empty() ? g : e.emit("pvary", {g}, {{"axes", axes_param(missing)}});
+  return missing.empty() ? g : e.emit(Prim::pvary, {g}, {{"axes", axes_param(missing)}});
 }
 
 // The member's rank in its group along the collective's axes (int32): its axis index, through a constant
 // table where groups are given (groups list their members in rank order).
 ValueId rank_in_group(Emitter& e, const Params& p, std::int64_t group_size) {
-  ValueId rank = e.emit("axis_index", {}, {{"axes", p.at("axes")}});
+  ValueId rank = e.emit(Prim::axis_index, {}, {{"axes", p.at("axes")}});
   if (!p.contains("groups")) return rank;
   const Groups& groups = param<Groups>(p, "groups");
   std::vector<std::int32_t> rank_of(static_cast<std::size_t>(group_size) * groups.size());
   for (const auto& group : groups) {
     for (std::size_t k = 0; k < group.size(); ++k) rank_of[static_cast<std::size_t>(group[k])] = static_cast<std::int32_t>(k);
   }
-  return e.emit("take", {e.constant(Array::from_vector(rank_of)), rank});
+  return e.emit(Prim::take, {e.constant(Array::from_vector(rank_of)), rank});
 }
 
 // d pprod(x) / d x_r: the product of the group's other members, without dividing by a zero. With no zero in
@@ -284,13 +294,14 @@ ValueId rank_in_group(Emitter& e, const Params& p, std::int64_t group_size) {
 ValueId product_of_others(Emitter& e, ValueId x, const Params& q) {
   const DType dt = e.type(x).dtype;
   const ValueId zero = e.scalar(0, dt);
-  const ValueId is_zero = e.emit("equal", {x, zero});
-  const ValueId safe = e.emit("where", {is_zero, e.scalar(1, dt), x});
-  const ValueId nonzero_product = e.emit("pprod", {safe}, q);
-  const ValueId zeros_in_group = e.emit("psum", {e.astype(is_zero, dt)}, q);
-  const ValueId one_zero = e.emit("where", {is_zero, nonzero_product, zero});
-  return e.emit("where", {e.emit("equal", {zeros_in_group, zero}), e.emit("divide", {nonzero_product, safe}),
-                          e.emit("where", {e.emit("equal", {zeros_in_group, e.scalar(1, dt)}), one_zero, zero})});
+  const ValueId is_zero = e.emit(Prim::equal, {x, zero});
+  const ValueId safe = e.emit(Prim::where, {is_zero, e.scalar(1, dt), x});
+  const ValueId nonzero_product = e.emit(Prim::pprod, {safe}, q);
+  const ValueId zeros_in_group = e.emit(Prim::psum, {e.astype(is_zero, dt)}, q);
+  const ValueId one_zero = e.emit(Prim::where, {is_zero, nonzero_product, zero});
+  return e.emit(Prim::where,
+                {e.emit(Prim::equal, {zeros_in_group, zero}), e.emit(Prim::divide, {nonzero_product, safe}),
+                 e.emit(Prim::where, {e.emit(Prim::equal, {zeros_in_group, e.scalar(1, dt)}), one_zero, zero})});
 }
 
 // The first `length` elements of v along axis d.
@@ -299,7 +310,8 @@ ValueId prefix(Emitter& e, ValueId v, std::size_t d, std::int64_t length) {
   if (shape[d] == length) return v;
   std::vector<std::int64_t> start(shape.size(), 0), limit = shape, step(shape.size(), 1);
   limit[d] = length;
-  return e.emit("slice", {v}, {{"start", ints_param(start)}, {"limit", ints_param(limit)}, {"step", ints_param(step)}});
+  return e.emit(Prim::slice, {v},
+                {{"start", ints_param(start)}, {"limit", ints_param(limit)}, {"step", ints_param(step)}});
 }
 
 // v with axes d and d + 1 merged into one (row-major).
@@ -341,6 +353,18 @@ ReduceOp flat_reduce_op(const Params& p) {
   }
 }
 
+// replicated_reduce_scatter: flat_shard's shape, with the dtype of its reduction (`op`). A name that is no
+// reduction keeps the operand's dtype here: the executor refuses it when it reads it, naming the equation on
+// every replica (collective_descriptors_test), as it always has.
+std::vector<ValueType> flat_reduce_scatter(const std::vector<ValueType>& ins, const Params& params, const Mesh& mesh) {
+  std::vector<ValueType> out = flat_shard(ins, params, mesh);
+  try {
+    out[0].dtype = reduction_dtype(flat_reduce_op(params), out[0].dtype);
+  } catch (const RuleError&) {
+  }
+  return out;
+}
+
 // ---- VJP rules (JAX's transposes; pmap's unless shard_map's differ) --------------------------------------
 
 void psum_vjp(VjpContext& c) {
@@ -348,7 +372,7 @@ void psum_vjp(VjpContext& c) {
     // shard_map's rule: the cotangent of an invariant sum goes back to every member unchanged (pvary).
     c.give(0, pvary_to(c.e, c.ct(), axes_of(c.params)));
   } else {
-    c.give(0, c.e.emit("psum", {c.ct()}, c.params));  // pmap's: psum transposes to psum
+    c.give(0, c.e.emit(Prim::psum, {c.ct()}, c.params));  // pmap's: psum transposes to psum
   }
 }
 
@@ -356,50 +380,54 @@ void pmean_vjp(VjpContext& c) {
   if (c.e.rules() == CollectiveRules::shard_map) {
     const ValueId spread = pvary_to(c.e, c.ct(), axes_of(c.params));
     const double n = static_cast<double>(participants(c.params, c.e.mesh()));
-    c.give(0, c.e.emit("divide", {spread, c.e.scalar(n, c.e.type(spread).dtype)}));
+    c.give(0, c.e.emit(Prim::divide, {spread, c.e.scalar(n, c.e.type(spread).dtype)}));
   } else {
-    c.give(0, c.e.emit("pmean", {c.ct()}, c.params));  // psum / n likewise
+    c.give(0, c.e.emit(Prim::pmean, {c.ct()}, c.params));  // psum / n likewise
   }
 }
 
 // shard_map's pvary: the varying cotangents summed back to the invariant value.
-void pvary_vjp(VjpContext& c) { c.give(0, c.e.emit("psum", {c.ct()}, c.params)); }
+void pvary_vjp(VjpContext& c) { c.give(0, c.e.emit(Prim::psum, {c.ct()}, c.params)); }
 
-void all_gather_vjp(VjpContext& c) { c.give(0, c.e.emit("psum_scatter", {c.ct()}, c.params)); }
-void psum_scatter_vjp(VjpContext& c) { c.give(0, c.e.emit("all_gather", {c.ct()}, c.params)); }
+void all_gather_vjp(VjpContext& c) { c.give(0, c.e.emit(Prim::psum_scatter, {c.ct()}, c.params)); }
+void psum_scatter_vjp(VjpContext& c) { c.give(0, c.e.emit(Prim::all_gather, {c.ct()}, c.params)); }
 
 void ppermute_vjp(VjpContext& c) {
   Permutation inverse;
   for (const auto& [from, to] : std::get<Permutation>(c.params.at("perm"))) inverse.emplace_back(to, from);
   Params q = c.params;
   q["perm"] = Param{inverse};
-  c.give(0, c.e.emit("ppermute", {c.ct()}, q));
+  c.give(0, c.e.emit(Prim::ppermute, {c.ct()}, q));
 }
 
 void all_to_all_vjp(VjpContext& c) {
   Params q = c.params;
   q["split_axis"] = c.params.at("concat_axis");
   q["concat_axis"] = c.params.at("split_axis");
-  c.give(0, c.e.emit("all_to_all", {c.ct()}, q));
+  c.give(0, c.e.emit(Prim::all_to_all, {c.ct()}, q));
 }
 
 // Megatron's f/g pair: f is the identity (its transpose a sum), g a sum (its transpose the identity).
-void identical_inputs_vjp(VjpContext& c) { c.give(0, c.e.emit("all_reduce_identical_grad_inputs", {c.ct()}, c.params)); }
-void identical_grad_inputs_vjp(VjpContext& c) { c.give(0, c.e.emit("all_reduce_identical_inputs", {c.ct()}, c.params)); }
+void identical_inputs_vjp(VjpContext& c) {
+  c.give(0, c.e.emit(Prim::all_reduce_identical_grad_inputs, {c.ct()}, c.params));
+}
+void identical_grad_inputs_vjp(VjpContext& c) {
+  c.give(0, c.e.emit(Prim::all_reduce_identical_inputs, {c.ct()}, c.params));
+}
 
 // Every member's cotangent reads x_r: psum(g) times the product of the others.
 void pprod_vjp(VjpContext& c) {
   const Params q = axes_and_groups(c.params);
-  c.give(0, c.e.emit("multiply", {c.e.emit("psum", {c.ct()}, q), product_of_others(c.e, c.in(0), q)}));
+  c.give(0, c.e.emit(Prim::multiply, {c.e.emit(Prim::psum, {c.ct()}, q), product_of_others(c.e, c.in(0), q)}));
 }
 
 // JAX's: the source gets the sum of every member's cotangent, the others nothing.
 void pbroadcast_vjp(VjpContext& c) {
   const DType dt = c.e.type(c.ct()).dtype;
-  const ValueId index = c.e.emit("axis_index", {}, {{"axes", c.params.at("axes")}});
+  const ValueId index = c.e.emit(Prim::axis_index, {}, {{"axes", c.params.at("axes")}});
   const ValueId source = c.e.scalar(static_cast<double>(std::get<std::int64_t>(c.params.at("source"))), DType::i32);
-  const ValueId total = c.e.emit("psum", {c.ct()}, {{"axes", c.params.at("axes")}});
-  c.give(0, c.e.emit("where", {c.e.emit("equal", {index, source}), total, c.e.scalar(0, dt)}));
+  const ValueId total = c.e.emit(Prim::psum, {c.ct()}, {{"axes", c.params.at("axes")}});
+  c.give(0, c.e.emit(Prim::where, {c.e.emit(Prim::equal, {index, source}), total, c.e.scalar(0, dt)}));
 }
 
 // PopXL's collectives on flattened tensors, padded to a multiple of the group size G (chunk k: member k's):
@@ -411,9 +439,10 @@ void replicated_reduce_scatter_vjp(VjpContext& c) {
   }
   Params q = axes_and_groups(c.params);
   q["shape"] = ints_param(c.in_types[0].shape);
-  ValueId back = c.e.emit("gather_shards", {c.ct()}, q);
+  ValueId back = c.e.emit(Prim::gather_shards, {c.ct()}, q);
   if (reduce == "mean") {
-    back = c.e.emit("divide", {back, c.e.scalar(static_cast<double>(participants(c.params, c.e.mesh())), c.e.type(back).dtype)});
+    back = c.e.emit(Prim::divide,
+                    {back, c.e.scalar(static_cast<double>(participants(c.params, c.e.mesh())), c.e.type(back).dtype)});
   }
   c.give(0, back);
 }
@@ -426,7 +455,7 @@ void gather_shards_vjp(VjpContext& c) {
   q["axis"] = int_param(0);
   q["tiled"] = bool_param(true);
   const ValueId flat = c.e.pad_axis(c.e.reshape(c.ct(), {n}), 0, 0, c.in_types[0].shape[0] * size - n);
-  c.give(0, c.e.emit("psum_scatter", {flat}, q));
+  c.give(0, c.e.emit(Prim::psum_scatter, {flat}, q));
 }
 
 // No communication: one_hot(rank in group) [G, 1] times g [1, chunk] is the padded flat tensor.
@@ -435,10 +464,10 @@ void replica_sharded_slice_vjp(VjpContext& c) {
   const std::int64_t chunk = c.e.type(c.ct()).shape[0];
   const std::int64_t n = c.in_types[0].num_elements();
   const DType dt = c.e.type(c.ct()).dtype;
-  const ValueId hot = c.e.reshape(c.e.emit("one_hot", {rank_in_group(c.e, c.params, size)},
+  const ValueId hot = c.e.reshape(c.e.emit(Prim::one_hot, {rank_in_group(c.e, c.params, size)},
                                            {{"num_classes", int_param(size)}, {"dtype", Param{dt}}}),
                                   {size, 1});
-  const ValueId placed = c.e.reshape(c.e.emit("multiply", {hot, c.e.reshape(c.ct(), {1, chunk})}), {size * chunk});
+  const ValueId placed = c.e.reshape(c.e.emit(Prim::multiply, {hot, c.e.reshape(c.ct(), {1, chunk})}), {size * chunk});
   c.give(0, c.e.reshape(prefix(c.e, placed, 0, n), c.in_types[0].shape));
 }
 
@@ -447,7 +476,7 @@ void replica_sharded_slice_vjp(VjpContext& c) {
 // The tangent of a product over the group: the sum over members of each one's tangent times the others.
 std::vector<ValueId> pprod_jvp(JvpContext& c) {
   const Params q = axes_and_groups(c.params);
-  return {c.e.emit("psum", {c.e.emit("multiply", {c.tangent(0), product_of_others(c.e, c.in(0), q)})}, q)};
+  return {c.e.emit(Prim::psum, {c.e.emit(Prim::multiply, {c.tangent(0), product_of_others(c.e, c.in(0), q)})}, q)};
 }
 
 // Linear for add and mean only (the reductions PopXL's VJP has too).
@@ -511,23 +540,27 @@ ValueId reduce_examples(BatchContext& c, ReduceOp op, ValueId x, bool batched) {
   Emitter& e = c.e;
   const DType dt = e.type(x).dtype;
   if (!batched) {
-    if (op == ReduceOp::sum) return e.emit("multiply", {x, e.scalar(static_cast<double>(c.size), dt)});
-    if (op == ReduceOp::prod) return e.emit("integer_pow", {x}, {{"y", int_param(c.size)}});
+    if (op == ReduceOp::sum) return e.emit(Prim::multiply, {x, e.scalar(static_cast<double>(c.size), dt)});
+    if (op == ReduceOp::prod) return e.emit(Prim::integer_pow, {x}, {{"y", int_param(c.size)}});
     return x;
   }
   const Params first = {{"axes", ints_param({0})}};
   switch (op) {
-    case ReduceOp::sum: return e.emit("sum", {x}, first);
-    case ReduceOp::mean: return e.emit("mean", {x}, first);
-    case ReduceOp::max: return e.emit("max", {x}, first);
-    case ReduceOp::min: return e.emit("min", {x}, first);
+    case ReduceOp::sum:
+      return e.emit(Prim::sum, {x}, first);
+    case ReduceOp::mean:
+      return e.emit(Prim::mean, {x}, first);
+    case ReduceOp::max:
+      return e.emit(Prim::max, {x}, first);
+    case ReduceOp::min:
+      return e.emit(Prim::min, {x}, first);
     case ReduceOp::prod: break;
   }
   // No product reduction in the registry: the examples multiplied in order.
-  ValueId product = e.emit("take", {x, e.scalar(0, DType::i32)}, {{"axis", int_param(0)}});
+  ValueId product = e.emit(Prim::take, {x, e.scalar(0, DType::i32)}, {{"axis", int_param(0)}});
   for (std::int64_t k = 1; k < c.size; ++k) {
-    product = e.emit("multiply", {product, e.emit("take", {x, e.scalar(static_cast<double>(k), DType::i32)},
-                                                   {{"axis", int_param(0)}})});
+    product = e.emit(Prim::multiply, {product, e.emit(Prim::take, {x, e.scalar(static_cast<double>(k), DType::i32)},
+                                                      {{"axis", int_param(0)}})});
   }
   return product;
 }
@@ -553,7 +586,7 @@ Batched reduction_batch(BatchContext& c) {
   if (!s.rest.empty()) y = c.e.emit(mean ? Prim::psum : c.prim(), {y}, over_axes(c.params, s.rest));
   if (mean) {
     const std::int64_t n = c.size * (s.rest.empty() ? 1 : participants(over_axes(c.params, s.rest), c.e.mesh()));
-    y = c.e.emit("divide", {y, c.e.scalar(static_cast<double>(n), c.e.type(y).dtype)});
+    y = c.e.emit(Prim::divide, {y, c.e.scalar(static_cast<double>(n), c.e.type(y).dtype)});
   }
   // The collective's own result type (a sum of bools counts in int32, the collective keeps bool).
   return {{c.e.astype(y, c.out_types[0].dtype)}, {false}};
@@ -627,7 +660,8 @@ Batched ppermute_batch(BatchContext& c) {
   // (The type rule made the sources and the destinations distinct, so `perm` covers every example.)
   std::vector<std::int32_t> source(static_cast<std::size_t>(c.size));
   for (const auto& [from, to] : perm) source[static_cast<std::size_t>(to)] = from;
-  return {{c.e.emit("take", {c.in(0), c.e.constant(Array::from_vector(source))}, {{"axis", int_param(0)}})}, {true}};
+  return {{c.e.emit(Prim::take, {c.in(0), c.e.constant(Array::from_vector(source))}, {{"axis", int_param(0)}})},
+          {true}};
 }
 
 // Called only when it names vmap's axis: the examples' indices (an int32 iota), combined with the other axes'
@@ -652,9 +686,10 @@ Batched axis_index_batch(BatchContext& c) {
   }
   for (std::size_t k = 0; k < axes.size(); ++k) {
     if (axes[k] == c.axis_name) continue;
-    ValueId term = c.e.emit("axis_index", {}, {{"axes", axes_param({axes[k]})}});
-    if (strides[k] != 1) term = c.e.emit("multiply", {term, c.e.scalar(static_cast<double>(strides[k]), DType::i32)});
-    index = c.e.emit("add", {index, term});
+    ValueId term = c.e.emit(Prim::axis_index, {}, {{"axes", axes_param({axes[k]})}});
+    if (strides[k] != 1)
+      term = c.e.emit(Prim::multiply, {term, c.e.scalar(static_cast<double>(strides[k]), DType::i32)});
+    index = c.e.emit(Prim::add, {index, term});
   }
   return {{index}, {true}};
 }
@@ -666,7 +701,7 @@ Batched pbroadcast_batch(BatchContext& c) {
   batch_axis_alone(c, s);
   if (!c.batched[0]) return {{c.in(0)}, {false}};
   const double source = static_cast<double>(std::get<std::int64_t>(c.params.at("source")));
-  return {{c.e.emit("take", {c.in(0), c.e.scalar(source, DType::i32)}, {{"axis", int_param(0)}})}, {false}};
+  return {{c.e.emit(Prim::take, {c.in(0), c.e.scalar(source, DType::i32)}, {{"axis", int_param(0)}})}, {false}};
 }
 
 // PopXL's flat collectives act on the flattened tensor, so a batch of them is not the collective of the
@@ -689,15 +724,15 @@ Batched replicated_reduce_scatter_batch(BatchContext& c) {
   if (op == ReduceOp::sum || op == ReduceOp::mean) {
     Params scatter = q;
     scatter["axis"] = int_param(0);
-    ValueId y = c.e.emit("psum_scatter", {c.e.moveaxis(chunks, 1, 0)}, scatter);  // [B, chunk]
-    if (op == ReduceOp::mean) y = c.e.emit("divide", {y, c.e.scalar(static_cast<double>(g), c.e.type(y).dtype)});
+    ValueId y = c.e.emit(Prim::psum_scatter, {c.e.moveaxis(chunks, 1, 0)}, scatter);  // [B, chunk]
+    if (op == ReduceOp::mean) y = c.e.emit(Prim::divide, {y, c.e.scalar(static_cast<double>(g), c.e.type(y).dtype)});
     return {{y}, {true}};
   }
   // max, min, mul: the whole reduction, then the member's chunk.
-  static const std::map<ReduceOp, const char*> reductions = {
-      {ReduceOp::max, "pmax"}, {ReduceOp::min, "pmin"}, {ReduceOp::prod, "pprod"}};
+  static const std::map<ReduceOp, Prim> reductions = {
+      {ReduceOp::max, Prim::pmax}, {ReduceOp::min, Prim::pmin}, {ReduceOp::prod, Prim::pprod}};
   const ValueId all = c.e.emit(reductions.at(op), {chunks}, q);
-  return {{c.e.emit("take", {all, rank_in_group(c.e, c.params, g)}, {{"axis", int_param(1)}})}, {true}};
+  return {{c.e.emit(Prim::take, {all, rank_in_group(c.e, c.params, g)}, {{"axis", int_param(1)}})}, {true}};
 }
 
 Batched replica_sharded_slice_batch(BatchContext& c) {
@@ -711,11 +746,12 @@ Batched replica_sharded_slice_batch(BatchContext& c) {
     std::vector<std::int32_t> diagonal(static_cast<std::size_t>(c.size));
     for (std::size_t b = 0; b < diagonal.size(); ++b) diagonal[b] = static_cast<std::int32_t>(b * (diagonal.size() + 1));
     const ValueId rows = c.e.reshape(flat_chunks(c.e, c.in(0), 1, n, c.size, chunk), {c.size * c.size, chunk});
-    return {{c.e.emit("take", {rows, c.e.constant(Array::from_vector(diagonal))}, {{"axis", int_param(0)}})}, {true}};
+    return {{c.e.emit(Prim::take, {rows, c.e.constant(Array::from_vector(diagonal))}, {{"axis", int_param(0)}})},
+            {true}};
   }
   const std::int64_t g = participants(c.params, c.e.mesh());
   const ValueId chunks = flat_chunks(c.e, c.in(0), 1, n, g, ceil_div(n, g));
-  return {{c.e.emit("take", {chunks, rank_in_group(c.e, c.params, g)}, {{"axis", int_param(1)}})}, {true}};
+  return {{c.e.emit(Prim::take, {chunks, rank_in_group(c.e, c.params, g)}, {{"axis", int_param(1)}})}, {true}};
 }
 
 Batched gather_shards_batch(BatchContext& c) {
@@ -732,7 +768,7 @@ Batched gather_shards_batch(BatchContext& c) {
   const std::int64_t g = participants(c.params, c.e.mesh());
   Params q = axes_and_groups(c.params);
   q["axis"] = int_param(1);
-  const ValueId gathered = c.e.emit("all_gather", {c.in(0)}, q);  // [B, G, chunk]
+  const ValueId gathered = c.e.emit(Prim::all_gather, {c.in(0)}, q);  // [B, G, chunk]
   std::vector<std::int64_t> batched_shape = shape;
   batched_shape.insert(batched_shape.begin(), c.size);
   const ValueId flat = c.e.reshape(gathered, {c.size, g * chunk});
@@ -751,12 +787,12 @@ void register_collective_ops(std::vector<OpInfo>& ops) {
   using K = ParamKind;
   ops.push_back({.id = Prim::psum, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
-                 .equal_within_groups = true, .infer = all_reduce, .vjp = psum_vjp, .jvp = linear_jvp,
-                 .batch = reduction_batch, .collective = &rows::psum});
+                 .equal_within_groups = true, .infer = all_reduce_of<ReduceOp::sum>, .vjp = psum_vjp,
+                 .jvp = linear_jvp, .batch = reduction_batch, .collective = &rows::psum});
   ops.push_back({.id = Prim::pmean, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
-                 .equal_within_groups = true, .infer = all_reduce, .vjp = pmean_vjp, .jvp = linear_jvp,
-                 .batch = reduction_batch, .collective = &rows::pmean});
+                 .equal_within_groups = true, .infer = all_reduce_of<ReduceOp::mean>, .vjp = pmean_vjp,
+                 .jvp = linear_jvp, .batch = reduction_batch, .collective = &rows::pmean});
   for (const auto& [id, row] : {std::pair{Prim::pmax, &rows::pmax}, std::pair{Prim::pmin, &rows::pmin}}) {
     ops.push_back({.id = id, .min_inputs = 1, .max_inputs = 1,
                    .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
@@ -765,18 +801,21 @@ void register_collective_ops(std::vector<OpInfo>& ops) {
   }
   ops.push_back({.id = Prim::pprod, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .communicates_operand = true,
-                 .equal_within_groups = true, .infer = all_reduce, .vjp = pprod_vjp, .jvp = pprod_jvp,
-                 .batch = reduction_batch, .collective = &rows::pprod});
+                 .equal_within_groups = true, .infer = all_reduce_of<ReduceOp::prod>, .vjp = pprod_vjp,
+                 .jvp = pprod_jvp, .batch = reduction_batch, .collective = &rows::pprod});
+  // Its form is the identity (the inputs are equal already): no reduction runs, the dtype stays.
   ops.push_back({.id = Prim::all_reduce_identical_inputs, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .infer = all_reduce,
                  .vjp = identical_inputs_vjp, .jvp = linear_jvp, .batch = identity_batch, .collective = &rows::all_reduce_identical_inputs});
   ops.push_back({.id = Prim::all_reduce_identical_grad_inputs, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .equal_within_groups = true,
-                 .infer = all_reduce, .vjp = identical_grad_inputs_vjp, .jvp = linear_jvp, .batch = reduction_batch, .collective = &rows::all_reduce_identical_grad_inputs});
+                 .infer = all_reduce_of<ReduceOp::sum>, .vjp = identical_grad_inputs_vjp, .jvp = linear_jvp,
+                 .batch = reduction_batch, .collective = &rows::all_reduce_identical_grad_inputs});
   ops.push_back({.id = Prim::replicated_reduce_scatter, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}, {"op", K::string, kOptional}},
-                 .infer = flat_shard, .vjp = replicated_reduce_scatter_vjp, .jvp = replicated_reduce_scatter_jvp,
-                 .batch = replicated_reduce_scatter_batch, .collective = &rows::replicated_reduce_scatter});
+                 .infer = flat_reduce_scatter, .vjp = replicated_reduce_scatter_vjp,
+                 .jvp = replicated_reduce_scatter_jvp, .batch = replicated_reduce_scatter_batch,
+                 .collective = &rows::replicated_reduce_scatter});
   ops.push_back({.id = Prim::replica_sharded_slice, .min_inputs = 1, .max_inputs = 1,
                  .params = {{"axes", K::axes}, {"groups", K::groups, kOptional}}, .infer = flat_shard,
                  .vjp = replica_sharded_slice_vjp, .jvp = linear_jvp, .batch = replica_sharded_slice_batch, .collective = &rows::replica_sharded_slice});

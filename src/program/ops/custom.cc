@@ -84,7 +84,7 @@ Program conformed(BatchedProgram batched, const std::vector<bool>& want, std::in
       shape.insert(shape.begin(), size);
       outs[k] = e.broadcast_to(outs[k], shape);
     } else if (!want[k] && batched.out_batched[k]) {
-      outs[k] = e.emit("sum", {outs[k]}, {{"axes", ints_param({0})}});
+      outs[k] = e.emit(Prim::sum, {outs[k]}, {{"axes", ints_param({0})}});
     }
   }
   b.set_outputs(outs);

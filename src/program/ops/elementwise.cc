@@ -126,8 +126,8 @@ struct Point {
 
   ValueId in(std::size_t k) const { return ins[k]; }
   ValueId scalar(double v) const { return e.scalar(v, dtype); }
-  ValueId op(const char* name, const std::vector<ValueId>& operands, Params p = {}) const {
-    return e.emit(name, operands, std::move(p));
+  ValueId op(Prim prim, const std::vector<ValueId>& operands, Params p = {}) const {
+    return e.emit(prim, operands, std::move(p));
   }
 };
 
@@ -155,7 +155,7 @@ std::vector<ValueId> jvp_from(JvpContext& c) {
     if (!c.has_tangent(k)) continue;
     const ValueId term = partial(p, k, c.tangents[k]);
     if (term == kNoValue) continue;
-    sum = sum == kNoValue ? term : c.e.emit("add", {sum, term});
+    sum = sum == kNoValue ? term : c.e.emit(Prim::add, {sum, term});
   }
   return {sum};
 }
@@ -164,21 +164,21 @@ std::vector<ValueId> jvp_from(JvpContext& c) {
 // add (either side), copy, and astype between floating dtypes (the machinery casts either way; to an integer
 // or bool dtype the result carries no tangent and takes no cotangent, so the rule is not asked).
 ValueId identity_partial(const Point&, std::size_t, ValueId g) { return g; }
-ValueId subtract_partial(const Point& p, std::size_t k, ValueId g) { return k == 0 ? g : p.op("negative", {g}); }
-ValueId negative_partial(const Point& p, std::size_t, ValueId g) { return p.op("negative", {g}); }
+ValueId subtract_partial(const Point& p, std::size_t k, ValueId g) { return k == 0 ? g : p.op(Prim::negative, {g}); }
+ValueId negative_partial(const Point& p, std::size_t, ValueId g) { return p.op(Prim::negative, {g}); }
 // where(c, x, y): the cotangent goes to the side the condition picked; the condition takes none.
 ValueId where_partial(const Point& p, std::size_t k, ValueId g) {
   const ValueId zero = p.scalar(0);
-  return k == 1 ? p.op("where", {p.in(0), g, zero}) : p.op("where", {p.in(0), zero, g});
+  return k == 1 ? p.op(Prim::where, {p.in(0), g, zero}) : p.op(Prim::where, {p.in(0), zero, g});
 }
 
 // Products and quotients.
-ValueId multiply_partial(const Point& p, std::size_t k, ValueId g) { return p.op("multiply", {g, p.in(1 - k)}); }
+ValueId multiply_partial(const Point& p, std::size_t k, ValueId g) { return p.op(Prim::multiply, {g, p.in(1 - k)}); }
 // d/dx x / y = 1 / y; d/dy = -x y^-2 (inf, or nan for 0 / 0, at y = 0).
 ValueId divide_partial(const Point& p, std::size_t k, ValueId g) {
-  if (k == 0) return p.op("divide", {g, p.in(1)});
-  return p.op("multiply", {p.op("multiply", {p.op("negative", {g}), p.in(0)}),
-                           p.op("integer_pow", {p.in(1)}, {{"y", int_param(-2)}})});
+  if (k == 0) return p.op(Prim::divide, {g, p.in(1)});
+  return p.op(Prim::multiply, {p.op(Prim::multiply, {p.op(Prim::negative, {g}), p.in(0)}),
+                           p.op(Prim::integer_pow, {p.in(1)}, {{"y", int_param(-2)}})});
 }
 // JAX's pow rules, which keep their values at x == 0 (y out / x and log(x) out gave nan there): d/dx is
 // y x^(y-1), with x^(y-1) computed rather than out / x (0 for y = 2, inf for y = 0.5), and 0 where an integer
@@ -186,12 +186,12 @@ ValueId divide_partial(const Point& p, std::size_t k, ValueId g) {
 ValueId power_partial(const Point& p, std::size_t k, ValueId g) {
   const ValueId zero = p.scalar(0), one = p.scalar(1);
   if (k == 1) {
-    const ValueId base = p.op("where", {p.op("equal", {p.in(0), zero}), one, p.in(0)});
-    return p.op("multiply", {g, p.op("multiply", {p.op("log", {base}), p.out})});
+    const ValueId base = p.op(Prim::where, {p.op(Prim::equal, {p.in(0), zero}), one, p.in(0)});
+    return p.op(Prim::multiply, {g, p.op(Prim::multiply, {p.op(Prim::log, {base}), p.out})});
   }
-  ValueId jac = p.op("multiply", {p.in(1), p.op("power", {p.in(0), p.op("subtract", {p.in(1), one})})});
-  if (!is_floating(p.in_types[1].dtype)) jac = p.op("where", {p.op("equal", {p.in(1), zero}), zero, jac});
-  return p.op("multiply", {g, jac});
+  ValueId jac = p.op(Prim::multiply, {p.in(1), p.op(Prim::power, {p.in(0), p.op(Prim::subtract, {p.in(1), one})})});
+  if (!is_floating(p.in_types[1].dtype)) jac = p.op(Prim::where, {p.op(Prim::equal, {p.in(1), zero}), zero, jac});
+  return p.op(Prim::multiply, {g, jac});
 }
 // JAX's integer_pow rule: y x^(y-1); x^0 is a constant, so nothing for y = 0 (0 * x^-1 was nan at 0).
 ValueId integer_pow_partial(const Point& p, std::size_t, ValueId g) {
@@ -199,69 +199,71 @@ ValueId integer_pow_partial(const Point& p, std::size_t, ValueId g) {
   if (y == 0) return kNoValue;
   ValueId d = p.scalar(static_cast<double>(y));
   if (y != 1) {
-    const ValueId power = y - 1 == 1 ? p.in(0) : p.op("integer_pow", {p.in(0)}, {{"y", int_param(y - 1)}});
-    d = p.op("multiply", {d, power});
+    const ValueId power = y - 1 == 1 ? p.in(0) : p.op(Prim::integer_pow, {p.in(0)}, {{"y", int_param(y - 1)}});
+    d = p.op(Prim::multiply, {d, power});
   }
-  return p.op("multiply", {g, d});
+  return p.op(Prim::multiply, {g, d});
 }
 // JAX's max / min rule (_balanced_eq): the operand equal to the result takes g, ties share it equally.
 ValueId extremum_partial(const Point& p, std::size_t k, ValueId g) {
-  const ValueId won = p.op("equal", {p.in(k), p.out}), tie = p.op("equal", {p.in(1 - k), p.out});
-  const ValueId share = p.op("where", {won, p.op("where", {tie, p.scalar(0.5), p.scalar(1)}), p.scalar(0)});
-  return p.op("multiply", {g, share});
+  const ValueId won = p.op(Prim::equal, {p.in(k), p.out}), tie = p.op(Prim::equal, {p.in(1 - k), p.out});
+  const ValueId share = p.op(Prim::where, {won, p.op(Prim::where, {tie, p.scalar(0.5), p.scalar(1)}), p.scalar(0)});
+  return p.op(Prim::multiply, {g, share});
 }
 
 // The transcendental ones, by JAX's defjvp / defjvp2 (in terms of the result where that is cheaper).
-ValueId exp_partial(const Point& p, std::size_t, ValueId g) { return p.op("multiply", {g, p.out}); }
-ValueId log_partial(const Point& p, std::size_t, ValueId g) { return p.op("divide", {g, p.in(0)}); }
+ValueId exp_partial(const Point& p, std::size_t, ValueId g) { return p.op(Prim::multiply, {g, p.out}); }
+ValueId log_partial(const Point& p, std::size_t, ValueId g) { return p.op(Prim::divide, {g, p.in(0)}); }
 ValueId log1p_partial(const Point& p, std::size_t, ValueId g) {
-  return p.op("divide", {g, p.op("add", {p.in(0), p.scalar(1)})});
+  return p.op(Prim::divide, {g, p.op(Prim::add, {p.in(0), p.scalar(1)})});
 }
 // (g + g out) (1 - out): 1 - out^2 factored, which keeps its digits where out is near +-1.
 ValueId tanh_partial(const Point& p, std::size_t, ValueId g) {
-  return p.op("multiply", {p.op("add", {g, p.op("multiply", {g, p.out})}), p.op("subtract", {p.scalar(1), p.out})});
+  return p.op(Prim::multiply,
+              {p.op(Prim::add, {g, p.op(Prim::multiply, {g, p.out})}), p.op(Prim::subtract, {p.scalar(1), p.out})});
 }
 ValueId sqrt_partial(const Point& p, std::size_t, ValueId g) {
-  return p.op("multiply", {g, p.op("divide", {p.scalar(0.5), p.out})});
+  return p.op(Prim::multiply, {g, p.op(Prim::divide, {p.scalar(0.5), p.out})});
 }
 // d/dx x^-1/2 = -1/2 x^-3/2 = -0.5 out / x
 ValueId rsqrt_partial(const Point& p, std::size_t, ValueId g) {
-  return p.op("multiply", {g, p.op("multiply", {p.scalar(-0.5), p.op("divide", {p.out, p.in(0)})})});
+  return p.op(Prim::multiply, {g, p.op(Prim::multiply, {p.scalar(-0.5), p.op(Prim::divide, {p.out, p.in(0)})})});
 }
 ValueId sigmoid_partial(const Point& p, std::size_t, ValueId g) {
-  return p.op("multiply", {g, p.op("multiply", {p.out, p.op("subtract", {p.scalar(1), p.out})})});
+  return p.op(Prim::multiply, {g, p.op(Prim::multiply, {p.out, p.op(Prim::subtract, {p.scalar(1), p.out})})});
 }
 ValueId gelu_tanh_partial(const Point& p, std::size_t, ValueId g) {
-  return p.op("multiply", {g, p.op("gelu_tanh_derivative", {p.in(0)})});
+  return p.op(Prim::multiply, {g, p.op(Prim::gelu_tanh_derivative, {p.in(0)})});
 }
 // The second derivative of gelu_tanh, so that gelu networks have Hessians: with u = c (x + a x^3),
 // t = tanh(u), u' = c (1 + 3 a x^2) and u'' = 6 a c x, d/dx [0.5 (1 + t) + 0.5 x (1 - t^2) u'] is
 // (1 - t^2) (u' + 0.5 x (u'' - 2 t u'^2)). Written with registry ops, so it is differentiable in turn.
 ValueId gelu_tanh_derivative_partial(const Point& p, std::size_t, ValueId g) {
-  const auto mul = [&](ValueId a, ValueId b) { return p.op("multiply", {a, b}); };
-  const auto add = [&](ValueId a, ValueId b) { return p.op("add", {a, b}); };
+  const auto mul = [&](ValueId a, ValueId b) { return p.op(Prim::multiply, {a, b}); };
+  const auto add = [&](ValueId a, ValueId b) { return p.op(Prim::add, {a, b}); };
   const ValueId x = p.in(0);
   const ValueId x2 = mul(x, x);
-  const ValueId t = p.op("tanh", {mul(p.scalar(detail::kGeluC), add(x, mul(p.scalar(detail::kGeluA), mul(x, x2))))});
+  const ValueId t =
+      p.op(Prim::tanh, {mul(p.scalar(detail::kGeluC), add(x, mul(p.scalar(detail::kGeluA), mul(x, x2))))});
   const ValueId du = mul(p.scalar(detail::kGeluC), add(p.scalar(1), mul(p.scalar(3 * detail::kGeluA), x2)));
   const ValueId ddu = mul(p.scalar(6 * detail::kGeluA * detail::kGeluC), x);
-  const ValueId bend = p.op("subtract", {ddu, mul(mul(p.scalar(2), t), mul(du, du))});
+  const ValueId bend = p.op(Prim::subtract, {ddu, mul(mul(p.scalar(2), t), mul(du, du))});
   const ValueId inner = add(du, mul(mul(p.scalar(0.5), x), bend));
-  return mul(g, mul(p.op("subtract", {p.scalar(1), mul(t, t)}), inner));
+  return mul(g, mul(p.op(Prim::subtract, {p.scalar(1), mul(t, t)}), inner));
 }
 // JAX's abs rule: g where x >= 0, -g elsewhere (so +g at 0 and -0, where sign(x) would give 0).
 ValueId abs_partial(const Point& p, std::size_t, ValueId g) {
-  return p.op("where", {p.op("greater_equal", {p.in(0), p.scalar(0)}), g, p.op("negative", {g})});
+  return p.op(Prim::where, {p.op(Prim::greater_equal, {p.in(0), p.scalar(0)}), g, p.op(Prim::negative, {g})});
 }
 // jax.nn.relu's custom JVP: g where x > 0, 0 elsewhere (0 at 0).
 ValueId relu_partial(const Point& p, std::size_t, ValueId g) {
-  return p.op("where", {p.op("greater", {p.in(0), p.scalar(0)}), g, p.scalar(0)});
+  return p.op(Prim::where, {p.op(Prim::greater, {p.in(0), p.scalar(0)}), g, p.scalar(0)});
 }
 
 // where's JVP selects between the tangents as the primal selects between the values (JAX's select_n rule),
 // zeros for a side without one; the condition has none.
 std::vector<ValueId> where_jvp(JvpContext& c) {
-  return {c.e.emit("where", {c.in(0), c.tangent(1), c.tangent(2)})};
+  return {c.e.emit(Prim::where, {c.in(0), c.tangent(1), c.tangent(2)})};
 }
 // astype's JVP is the tangent cast to the new dtype (JAX's convert_element_type rule); to an integer or bool
 // dtype there is no tangent (JAX's float0).

@@ -50,7 +50,8 @@ std::int64_t product(const std::vector<std::int64_t>& dims, std::size_t from, st
 ValueId wrapped_indices(Emitter& e, ValueId indices, std::int64_t n) {
   const DType it = e.type(indices).dtype == DType::i64 ? DType::i64 : DType::i32;
   const ValueId i = e.astype(indices, it);
-  return e.emit("where", {e.emit("less", {i, e.scalar(0, it)}), e.emit("add", {i, e.scalar(static_cast<double>(n), it)}), i});
+  return e.emit(Prim::where, {e.emit(Prim::less, {i, e.scalar(0, it)}),
+                              e.emit(Prim::add, {i, e.scalar(static_cast<double>(n), it)}), i});
 }
 
 // A per_example take's indices [B, ...] (each into its example's block of n) as positions in the whole axis:
@@ -62,7 +63,7 @@ ValueId stacked_indices(Emitter& e, ValueId indices, std::int64_t n, std::int64_
   std::vector<std::int64_t> starts(static_cast<std::size_t>(examples));
   for (std::int64_t i = 0; i < examples; ++i) starts[static_cast<std::size_t>(i)] = i * n;
   const ValueId offsets = e.reshape(e.astype(e.constant(Array::from_vector(starts)), e.type(idx).dtype), column);
-  return e.emit("add", {idx, offsets});
+  return e.emit(Prim::add, {idx, offsets});
 }
 
 // take's cotangent for x is the scatter-add of g into zeros at the indices (repeated ones summed):
@@ -80,15 +81,15 @@ void take_vjp(VjpContext& c) {
   const DType dt = e.type(c.ct()).dtype;
   const std::int64_t examples = param_int(c.params, "per_example", 0);
   const ValueId idx = examples > 0 ? stacked_indices(e, c.in(1), n / examples, examples) : wrapped_indices(e, c.in(1), n);
-  const ValueId hot = e.reshape(e.emit("one_hot", {idx}, {{"num_classes", int_param(n)}, {"dtype", Param{dt}}}),
-                                {k, n});
+  const ValueId hot =
+      e.reshape(e.emit(Prim::one_hot, {idx}, {{"num_classes", int_param(n)}, {"dtype", Param{dt}}}), {k, n});
   const std::vector<std::int64_t> rows = before == 1 ? std::vector<std::int64_t>{k, after} : std::vector<std::int64_t>{before, k, after};
-  const ValueId ct = e.emit("matmul", {hot, e.reshape(c.ct(), rows)}, {{"transpose_a", bool_param(true)}});
+  const ValueId ct = e.emit(Prim::matmul, {hot, e.reshape(c.ct(), rows)}, {{"transpose_a", bool_param(true)}});
   c.give(0, e.reshape(ct, x.shape));
 }
 
 // Linear in x: the same gather of x's tangent.
-std::vector<ValueId> take_jvp(JvpContext& c) { return {c.e.emit("take", {c.tangent(0), c.in(1)}, c.params)}; }
+std::vector<ValueId> take_jvp(JvpContext& c) { return {c.e.emit(Prim::take, {c.tangent(0), c.in(1)}, c.params)}; }
 
 // A per_example take (made by an earlier vmap) batched again: with shared indices, the same take along
 // axis + 1; with batched indices, both batch axes merged into one of B2 * B examples (x's outer batch axis
@@ -100,7 +101,7 @@ Batched per_example_again(BatchContext& c) {
   Params params = c.params;
   if (!c.batched[1]) {
     params["axis"] = int_param(axis + 1);
-    return {{e.emit("take", {c.in(0), c.in(1)}, params)}, {true}};
+    return {{e.emit(Prim::take, {c.in(0), c.in(1)}, params)}, {true}};
   }
   const std::int64_t b = c.size;
   std::vector<std::int64_t> xs = c.in_types[0].shape;  // [pre..., B * n, post...]
@@ -109,7 +110,7 @@ Batched per_example_again(BatchContext& c) {
   std::vector<std::int64_t> is = c.in_types[1].shape;  // [B, ids...]
   is[0] *= b;
   params["per_example"] = int_param(b * inner);
-  const ValueId out = e.emit("take", {x, e.reshape(c.in(1), is)}, params);  // [pre, B2 * B, ids, post]
+  const ValueId out = e.emit(Prim::take, {x, e.reshape(c.in(1), is)}, params);  // [pre, B2 * B, ids, post]
   std::vector<std::int64_t> split = e.type(out).shape;
   split[static_cast<std::size_t>(axis)] = inner;
   split.insert(split.begin() + axis, b);
@@ -130,10 +131,10 @@ Batched take_batch(BatchContext& c) {
   const std::int64_t b = c.size;
   if (!c.batched[1]) {
     const ValueId flat = has_axis ? c.in(0) : e.reshape(c.in(0), {b, x.num_elements()});
-    return {{e.emit("take", {flat, c.in(1)}, {{"axis", int_param(axis + 1)}})}, {true}};
+    return {{e.emit(Prim::take, {flat, c.in(1)}, {{"axis", int_param(axis + 1)}})}, {true}};
   }
   if (!c.batched[0]) {
-    const ValueId out = e.emit("take", {c.in(0), c.in(1)}, c.params);  // x.shape[:axis] + [B, ...] + ...
+    const ValueId out = e.emit(Prim::take, {c.in(0), c.in(1)}, c.params);  // x.shape[:axis] + [B, ...] + ...
     return {{e.moveaxis(out, axis, 0)}, {true}};
   }
   // x [B, pre..., n, post...] -> [B * n, pre..., post...]; the gather gives [B, ids..., pre..., post...], its
@@ -148,7 +149,7 @@ Batched take_batch(BatchContext& c) {
   stacked = e.reshape(stacked, rest);
   Params params{{"axis", int_param(0)}};
   if (b > 0) params["per_example"] = int_param(b);
-  const ValueId out = e.emit("take", {stacked, c.in(1)}, params);
+  const ValueId out = e.emit(Prim::take, {stacked, c.in(1)}, params);
   // [B, ids (m axes), pre (a axes), post...] -> [B, pre, ids, post]
   const std::size_t m = c.in_types[1].shape.size();
   std::vector<std::int64_t> perm{0};
@@ -170,7 +171,7 @@ std::vector<ValueType> one_hot(const std::vector<ValueType>& ins, const Params& 
 }
 
 // The classes axis is last, so batched labels give the batched result as they are.
-Batched one_hot_batch(BatchContext& c) { return {c.e.emit_many("one_hot", c.ins, c.params), {true}}; }
+Batched one_hot_batch(BatchContext& c) { return {c.e.emit_many(Prim::one_hot, c.ins, c.params), {true}}; }
 
 // take with per_example=B (take's batching rule, take_batch above): `axis` holds B equal blocks and indices
 // [B, ...] index their example's block (negative from its end). Made positions in the whole axis here, each

@@ -61,11 +61,15 @@ void matmul_vjp(VjpContext& c) {
   if (a_vector) g2.insert(g2.end() - (b_vector ? 0 : 1), 1);
   if (b_vector) g2.push_back(1);
   g = e.reshape(g, g2);
-  ValueId ga = e.emit("matmul", {g, b}, {{"transpose_b", bool_param(true)}});
-  ValueId gb = e.emit("matmul", {a, g}, {{"transpose_a", bool_param(true)}});
+  ValueId ga = e.emit(Prim::matmul, {g, b}, {{"transpose_b", bool_param(true)}});
+  ValueId gb = e.emit(Prim::matmul, {a, g}, {{"transpose_a", bool_param(true)}});
   // A vector operand's cotangent: summed over the batch axes, its unit axis dropped.
-  if (a_vector) ga = e.reshape(e.emit("sum", {ga}, {{"axes", ints_param(iota_axes(e.type(ga).shape.size() - 1))}}), as);
-  if (b_vector) gb = e.reshape(e.emit("sum", {gb}, {{"axes", ints_param(iota_axes(e.type(gb).shape.size() - 2))}}), bs);
+  if (a_vector) {
+    ga = e.reshape(e.emit(Prim::sum, {ga}, {{"axes", ints_param(iota_axes(e.type(ga).shape.size() - 1))}}), as);
+  }
+  if (b_vector) {
+    gb = e.reshape(e.emit(Prim::sum, {gb}, {{"axes", ints_param(iota_axes(e.type(gb).shape.size() - 2))}}), bs);
+  }
   if (ta) ga = e.swap_last_two(ga);
   if (tb) gb = e.swap_last_two(gb);
   c.give(0, ga);
@@ -74,9 +78,9 @@ void matmul_vjp(VjpContext& c) {
 
 std::vector<ValueId> matmul_jvp(JvpContext& c) {
   std::vector<ValueId> terms;
-  if (c.has_tangent(0)) terms.push_back(c.e.emit("matmul", {c.tangents[0], c.in(1)}, c.params));
-  if (c.has_tangent(1)) terms.push_back(c.e.emit("matmul", {c.in(0), c.tangents[1]}, c.params));
-  return {terms.size() == 1 ? terms[0] : c.e.emit("add", terms)};
+  if (c.has_tangent(0)) terms.push_back(c.e.emit(Prim::matmul, {c.tangents[0], c.in(1)}, c.params));
+  if (c.has_tangent(1)) terms.push_back(c.e.emit(Prim::matmul, {c.in(0), c.tangents[1]}, c.params));
+  return {terms.size() == 1 ? terms[0] : c.e.emit(Prim::add, terms)};
 }
 
 // Under vmap one matmul equation, never a copy of an unbatched operand per example: numpy matmul already
@@ -92,12 +96,14 @@ Batched matmul_batch(BatchContext& c) {
   const std::size_t ra = c.in_types[0].shape.size(), rb = c.in_types[1].shape.size();
   const auto front = [&](ValueId v) { return std::vector<ValueId>{v}; };
   // A batched vector against a shared matrix: one product over the examples.
-  if (c.batched[0] && !c.batched[1] && ra == 1 && rb <= 2) return {front(e.emit("matmul", {c.in(0), c.in(1)}, c.params)), {true}};
+  if (c.batched[0] && !c.batched[1] && ra == 1 && rb <= 2) {
+    return {front(e.emit(Prim::matmul, {c.in(0), c.in(1)}, c.params)), {true}};
+  }
   if (c.batched[1] && !c.batched[0] && rb == 1 && ra >= 1) {
     // a @ v_e for every example e: a @ [B, k]^T, the examples' column last, moved to the front.
     Params q = c.params;
     q["transpose_b"] = bool_param(true);
-    const ValueId out = e.emit("matmul", {c.in(0), c.in(1)}, q);
+    const ValueId out = e.emit(Prim::matmul, {c.in(0), c.in(1)}, q);
     return {front(ra == 1 ? out : e.moveaxis(out, -1, 0)), {true}};
   }
   // Batch axes (the examples' own, behind B) the operands have besides their last one or two.
@@ -117,7 +123,7 @@ Batched matmul_batch(BatchContext& c) {
     shape.insert(shape.begin() + 1, batch - own, 1);
     ins.push_back(e.reshape(v, shape));
   }
-  ValueId out = e.emit("matmul", ins, c.params);
+  ValueId out = e.emit(Prim::matmul, ins, c.params);
   std::vector<std::int64_t> shape = c.out_types[0].shape;
   shape.insert(shape.begin(), c.size);
   return {front(e.reshape(out, shape)), {true}};

@@ -27,8 +27,8 @@ Params kept_axis(const Params& params, std::size_t rank) {
 // softmax: d out = out * (t - sum(t * out)); the VJP is the same form in the cotangent (the Jacobian is
 // symmetric).
 ValueId softmax_rule(Emitter& e, ValueId v, ValueId out, const Params& params, std::size_t rank) {
-  const ValueId dot = e.emit("sum", {e.emit("multiply", {v, out})}, kept_axis(params, rank));
-  return e.emit("multiply", {out, e.emit("subtract", {v, dot})});
+  const ValueId dot = e.emit(Prim::sum, {e.emit(Prim::multiply, {v, out})}, kept_axis(params, rank));
+  return e.emit(Prim::multiply, {out, e.emit(Prim::subtract, {v, dot})});
 }
 
 void softmax_vjp(VjpContext& c) { c.give(0, softmax_rule(c.e, c.ct(), c.out(), c.params, c.in_types[0].shape.size())); }
@@ -40,13 +40,15 @@ std::vector<ValueId> softmax_jvp(JvpContext& c) {
 // log_softmax: d out = t - sum(exp(out) * t) (softmax = exp(out)); the VJP g - exp(out) * sum(g).
 void log_softmax_vjp(VjpContext& c) {
   const Params axis = kept_axis(c.params, c.in_types[0].shape.size());
-  c.give(0, c.e.emit("subtract", {c.ct(), c.e.emit("multiply", {c.e.emit("exp", {c.out()}), c.e.emit("sum", {c.ct()}, axis)})}));
+  c.give(0, c.e.emit(Prim::subtract, {c.ct(), c.e.emit(Prim::multiply, {c.e.emit(Prim::exp, {c.out()}),
+                                                                        c.e.emit(Prim::sum, {c.ct()}, axis)})}));
 }
 
 std::vector<ValueId> log_softmax_jvp(JvpContext& c) {
   const Params axis = kept_axis(c.params, c.in_types[0].shape.size());
   const ValueId t = c.tangent(0);
-  return {c.e.emit("subtract", {t, c.e.emit("sum", {c.e.emit("multiply", {c.e.emit("exp", {c.out()}), t})}, axis)})};
+  return {c.e.emit(Prim::subtract,
+                   {t, c.e.emit(Prim::sum, {c.e.emit(Prim::multiply, {c.e.emit(Prim::exp, {c.out()}), t})}, axis)})};
 }
 
 // ---- layer_norm(x, scale, bias, eps): x (..., d) of a float dtype, scale and bias (d), eps a scalar; the
@@ -82,7 +84,7 @@ std::vector<ValueType> layer_norm_vjp_type(const std::vector<ValueType>& ins, co
 // One fused equation for the three cotangents (it recomputes the rows' statistics from x). eps is read as a
 // constant (it gets no cotangent, and the JVP no tangent from it).
 void layer_norm_vjp(VjpContext& c) {
-  const std::vector<ValueId> grads = c.e.emit_many("layer_norm_vjp", {c.in(0), c.in(1), c.ct(), c.in(3)});
+  const std::vector<ValueId> grads = c.e.emit_many(Prim::layer_norm_vjp, {c.in(0), c.in(1), c.ct(), c.in(3)});
   for (std::size_t k = 0; k < 3; ++k) c.give(k, grads[k]);
 }
 
@@ -95,23 +97,25 @@ std::vector<ValueId> layer_norm_jvp(JvpContext& c) {
   const Params row{{"axes", ints_param({static_cast<std::int64_t>(c.in_types[0].shape.size()) - 1})},
                    {"keepdims", bool_param(true)}};
   const ValueId x = c.in(0);
-  const ValueId centred = e.emit("subtract", {x, e.emit("mean", {x}, row)});
-  const ValueId var = e.emit("mean", {e.emit("multiply", {centred, centred})}, row);
-  const ValueId r = e.emit("rsqrt", {e.emit("add", {var, e.astype(c.in(3), dt)})});
-  const ValueId xhat = e.emit("multiply", {centred, r});
+  const ValueId centred = e.emit(Prim::subtract, {x, e.emit(Prim::mean, {x}, row)});
+  const ValueId var = e.emit(Prim::mean, {e.emit(Prim::multiply, {centred, centred})}, row);
+  const ValueId r = e.emit(Prim::rsqrt, {e.emit(Prim::add, {var, e.astype(c.in(3), dt)})});
+  const ValueId xhat = e.emit(Prim::multiply, {centred, r});
   std::vector<ValueId> terms;
   if (c.has_tangent(0)) {
     const ValueId t = c.tangents[0];
-    const ValueId m1 = e.emit("mean", {t}, row);
-    const ValueId m2 = e.emit("mean", {e.emit("multiply", {xhat, t})}, row);
-    const ValueId dxhat = e.emit("multiply", {r, e.emit("subtract", {e.emit("subtract", {t, m1}), e.emit("multiply", {xhat, m2})})});
-    terms.push_back(e.emit("multiply", {dxhat, c.in(1)}));
+    const ValueId m1 = e.emit(Prim::mean, {t}, row);
+    const ValueId m2 = e.emit(Prim::mean, {e.emit(Prim::multiply, {xhat, t})}, row);
+    const ValueId dxhat =
+        e.emit(Prim::multiply,
+               {r, e.emit(Prim::subtract, {e.emit(Prim::subtract, {t, m1}), e.emit(Prim::multiply, {xhat, m2})})});
+    terms.push_back(e.emit(Prim::multiply, {dxhat, c.in(1)}));
   }
-  if (c.has_tangent(1)) terms.push_back(e.emit("multiply", {xhat, c.tangents[1]}));
+  if (c.has_tangent(1)) terms.push_back(e.emit(Prim::multiply, {xhat, c.tangents[1]}));
   if (c.has_tangent(2)) terms.push_back(c.tangents[2]);
   if (terms.empty()) return {kNoValue};  // a tangent of eps only
   ValueId sum = terms[0];
-  for (std::size_t k = 1; k < terms.size(); ++k) sum = e.emit("add", {sum, terms[k]});
+  for (std::size_t k = 1; k < terms.size(); ++k) sum = e.emit(Prim::add, {sum, terms[k]});
   return {sum};
 }
 
@@ -131,8 +135,9 @@ Batched per_example_batch(BatchContext& c) {
       std::vector<std::int64_t> shape = e.type(c.in(k)).shape, start(shape.size(), 0), step(shape.size(), 1);
       start[0] = i;
       shape[0] = i + 1;
-      const ValueId one = e.emit("slice", {c.in(k)}, {{"start", ints_param(start)}, {"limit", ints_param(shape)},
-                                                     {"step", ints_param(step)}});
+      const ValueId one =
+          e.emit(Prim::slice, {c.in(k)},
+                 {{"start", ints_param(start)}, {"limit", ints_param(shape)}, {"step", ints_param(step)}});
       ins.push_back(e.reshape(one, c.in_types[k].shape));
     }
     const std::vector<ValueId> outs = e.emit_many(c.prim(), ins, c.params);
@@ -147,7 +152,8 @@ Batched per_example_batch(BatchContext& c) {
     ValueType type = c.out_types[j];
     type.shape.insert(type.shape.begin(), c.size);
     type.varying = {};
-    result.outs.push_back(parts[j].empty() ? e.zeros(type) : e.emit("concatenate", parts[j], {{"axis", int_param(0)}}));
+    result.outs.push_back(parts[j].empty() ? e.zeros(type)
+                                           : e.emit(Prim::concatenate, parts[j], {{"axis", int_param(0)}}));
     result.batched.push_back(true);
   }
   return result;
@@ -165,15 +171,15 @@ DType compute_dtype(DType x) { return x == DType::f64 ? DType::f64 : DType::f32;
 Batched layer_norm_batch(BatchContext& c) {
   if (c.batched[3]) return per_example_batch(c);
   Emitter& e = c.e;
-  if (!c.batched[1] && !c.batched[2]) return {e.emit_many("layer_norm", c.ins, c.params), {true}};
+  if (!c.batched[1] && !c.batched[2]) return {e.emit_many(Prim::layer_norm, c.ins, c.params), {true}};
   const ValueType& x = c.in_types[0];
   const DType dt = compute_dtype(x.dtype);
   const std::size_t rank = x.shape.size();
   const ValueType vec{dt, {x.shape.back()}, {}};
   const ValueId one = e.broadcast_to(e.scalar(1, dt), vec.shape);
-  const ValueId xhat = e.emit("layer_norm", {e.astype(c.in(0), dt), one, e.zeros(vec), c.in(3)}, c.params);
-  const ValueId scaled = e.emit("multiply", {xhat, e.astype(c.aligned(1, rank), dt)});
-  const ValueId y = e.emit("add", {scaled, e.astype(c.aligned(2, rank), dt)});
+  const ValueId xhat = e.emit(Prim::layer_norm, {e.astype(c.in(0), dt), one, e.zeros(vec), c.in(3)}, c.params);
+  const ValueId scaled = e.emit(Prim::multiply, {xhat, e.astype(c.aligned(1, rank), dt)});
+  const ValueId y = e.emit(Prim::add, {scaled, e.astype(c.aligned(2, rank), dt)});
   return {{e.astype(y, x.dtype)}, {true}};
 }
 
@@ -187,18 +193,19 @@ Program composed_layer_norm_vjp(const std::vector<ValueType>& ins, const Mesh& m
   const DType dt = compute_dtype(ins[0].dtype);
   const std::size_t rank = ins[0].shape.size();
   const Params row{{"axes", ints_param({static_cast<std::int64_t>(rank) - 1})}, {"keepdims", bool_param(true)}};
-  const auto mul = [&](ValueId a, ValueId v) { return e.emit("multiply", {a, v}); };
-  const auto sub = [&](ValueId a, ValueId v) { return e.emit("subtract", {a, v}); };
+  const auto mul = [&](ValueId a, ValueId v) { return e.emit(Prim::multiply, {a, v}); };
+  const auto sub = [&](ValueId a, ValueId v) { return e.emit(Prim::subtract, {a, v}); };
   const ValueId x = e.astype(in[0], dt), scale = e.astype(in[1], dt), dy = e.astype(in[2], dt);
-  const ValueId centred = sub(x, e.emit("mean", {x}, row));
-  const ValueId r = e.emit("rsqrt", {e.emit("add", {e.emit("mean", {mul(centred, centred)}, row), e.astype(in[3], dt)})});
+  const ValueId centred = sub(x, e.emit(Prim::mean, {x}, row));
+  const ValueId r =
+      e.emit(Prim::rsqrt, {e.emit(Prim::add, {e.emit(Prim::mean, {mul(centred, centred)}, row), e.astype(in[3], dt)})});
   const ValueId xhat = mul(centred, r);
   const ValueId dxhat = mul(dy, scale);
-  const ValueId m1 = e.emit("mean", {dxhat}, row), m2 = e.emit("mean", {mul(dxhat, xhat)}, row);
+  const ValueId m1 = e.emit(Prim::mean, {dxhat}, row), m2 = e.emit(Prim::mean, {mul(dxhat, xhat)}, row);
   const ValueId dx = mul(r, sub(sub(dxhat, m1), mul(xhat, m2)));
   const Params rows{{"axes", ints_param(iota_axes(rank - 1))}};  // every axis but the last
-  const ValueId dscale = rank == 1 ? mul(dy, xhat) : e.emit("sum", {mul(dy, xhat)}, rows);
-  const ValueId dbias = rank == 1 ? dy : e.emit("sum", {dy}, rows);
+  const ValueId dscale = rank == 1 ? mul(dy, xhat) : e.emit(Prim::sum, {mul(dy, xhat)}, rows);
+  const ValueId dbias = rank == 1 ? dy : e.emit(Prim::sum, {dy}, rows);
   b.set_outputs({e.astype(dx, ins[0].dtype), e.astype(dscale, ins[0].dtype), e.astype(dbias, ins[0].dtype)});
   return b.build();
 }

@@ -60,7 +60,7 @@ void sum_mean_vjp(VjpContext& c) {
   if (c.prim() == Prim::mean) {
     std::int64_t n = 1;
     for (std::size_t d = 0; d < x.shape.size(); ++d) n *= reduced[d] ? x.shape[d] : 1;
-    back = c.e.emit("divide", {back, c.e.scalar(static_cast<double>(n), c.e.type(back).dtype)});
+    back = c.e.emit(Prim::divide, {back, c.e.scalar(static_cast<double>(n), c.e.type(back).dtype)});
   }
   c.give(0, back);
 }
@@ -80,22 +80,22 @@ struct ArgWeights {
 
 ArgWeights arg_weights(Emitter& e, const ValueType& x, ValueId in, ValueId out, const Params& params, DType dt) {
   const std::vector<bool> reduced = reduced_axes(x, params);
-  const ValueId hit = e.astype(e.emit("equal", {in, e.unreduce(out, x.shape, reduced)}), dt);
-  return {hit, e.emit("sum", {hit}, params)};
+  const ValueId hit = e.astype(e.emit(Prim::equal, {in, e.unreduce(out, x.shape, reduced)}), dt);
+  return {hit, e.emit(Prim::sum, {hit}, params)};
 }
 
 void max_min_vjp(VjpContext& c) {
   const ValueType& x = c.in_types[0];
   const std::vector<bool> reduced = reduced_axes(x, c.params);
   const ArgWeights w = arg_weights(c.e, x, c.in(0), c.out(), c.params, c.dtype());
-  const ValueId share = c.e.emit("divide", {c.ct(), w.count});
-  c.give(0, c.e.emit("multiply", {c.e.unreduce(share, x.shape, reduced), w.hit}));
+  const ValueId share = c.e.emit(Prim::divide, {c.ct(), w.count});
+  c.give(0, c.e.emit(Prim::multiply, {c.e.unreduce(share, x.shape, reduced), w.hit}));
 }
 
 std::vector<ValueId> max_min_jvp(JvpContext& c) {
   const ArgWeights w = arg_weights(c.e, c.in_types[0], c.in(0), c.out(), c.params, c.dtype());
-  const ValueId picked = c.e.emit("sum", {c.e.emit("multiply", {c.tangent(0), w.hit})}, c.params);
-  return {c.e.emit("divide", {picked, w.count})};
+  const ValueId picked = c.e.emit(Prim::sum, {c.e.emit(Prim::multiply, {c.tangent(0), w.hit})}, c.params);
+  return {c.e.emit(Prim::divide, {picked, w.count})};
 }
 
 // ---- argmax, argmin: int32 indices (no derivative). Per example along `axis` + 1; without an axis JAX takes
@@ -140,13 +140,13 @@ std::vector<bool> axis_reduced(const ValueType& x, const Params& params) {
 
 // exp(x - logsumexp(x)) broadcast to x's shape: the softmax (0 where x is -inf, nan where every x is).
 ValueId lse_softmax(Emitter& e, const ValueType& x, ValueId in, ValueId out, const Params& params) {
-  return e.emit("exp", {e.emit("subtract", {in, e.unreduce(out, x.shape, axis_reduced(x, params))})});
+  return e.emit(Prim::exp, {e.emit(Prim::subtract, {in, e.unreduce(out, x.shape, axis_reduced(x, params))})});
 }
 
 void logsumexp_vjp(VjpContext& c) {
   const ValueType& x = c.in_types[0];
   const ValueId soft = lse_softmax(c.e, x, c.in(0), c.out(), c.params);
-  c.give(0, c.e.emit("multiply", {c.e.unreduce(c.ct(), x.shape, axis_reduced(x, c.params)), soft}));
+  c.give(0, c.e.emit(Prim::multiply, {c.e.unreduce(c.ct(), x.shape, axis_reduced(x, c.params)), soft}));
 }
 
 std::vector<ValueId> logsumexp_jvp(JvpContext& c) {
@@ -154,7 +154,7 @@ std::vector<ValueId> logsumexp_jvp(JvpContext& c) {
   const ValueId soft = lse_softmax(c.e, x, c.in(0), c.out(), c.params);
   Params sum{{"axes", ints_param({axis_param(c.params, x.shape.size())})}};
   if (c.params.contains("keepdims")) sum["keepdims"] = c.params.at("keepdims");
-  return {c.e.emit("sum", {c.e.emit("multiply", {soft, c.tangent(0)})}, sum)};
+  return {c.e.emit(Prim::sum, {c.e.emit(Prim::multiply, {soft, c.tangent(0)})}, sum)};
 }
 
 // ---- cumsum, cumprod along `axis` (jnp.cumsum / jnp.cumprod; lax's `reverse` runs from the end): the
@@ -169,7 +169,7 @@ std::vector<ValueType> cumulative(const std::vector<ValueType>& ins, const Param
 }
 
 // The cumulative `op` (cumsum, cumprod) along the equation's axis, in its direction or (`flip`) the other way.
-ValueId cumulative_op(Emitter& e, const char* op, ValueId v, const Params& params, bool flip) {
+ValueId cumulative_op(Emitter& e, Prim op, ValueId v, const Params& params, bool flip) {
   Params q = params;
   const bool reverse = param_flag(params, "reverse");
   q["reverse"] = bool_param(reverse != flip);
@@ -177,7 +177,7 @@ ValueId cumulative_op(Emitter& e, const char* op, ValueId v, const Params& param
 }
 
 // cumsum is linear; its transpose sums the cotangent from the other end.
-void cumsum_vjp(VjpContext& c) { c.give(0, cumulative_op(c.e, "cumsum", c.ct(), c.params, true)); }
+void cumsum_vjp(VjpContext& c) { c.give(0, cumulative_op(c.e, Prim::cumsum, c.ct(), c.params, true)); }
 
 // cumprod: d out_i / d x_j = prod_{k <= i, k != j} x_k (for j <= i, in scan order). Without dividing by a zero
 // (JAX differentiates its scan, which never divides): with z the first zero of the row in scan order,
@@ -195,38 +195,38 @@ struct CumprodParts {
 
 CumprodParts cumprod_parts(Emitter& e, ValueId x, const Params& params, DType dt) {
   const ValueId one = e.scalar(1, dt), zero = e.scalar(0, dt);
-  const ValueId is_zero = e.emit("equal", {x, zero});
-  const ValueId zeros_so_far = cumulative_op(e, "cumsum", e.astype(is_zero, dt), params, false);
-  const ValueId zeros_before = e.emit("subtract", {zeros_so_far, e.astype(is_zero, dt)});
-  const ValueId none_before = e.emit("equal", {zeros_before, zero});
+  const ValueId is_zero = e.emit(Prim::equal, {x, zero});
+  const ValueId zeros_so_far = cumulative_op(e, Prim::cumsum, e.astype(is_zero, dt), params, false);
+  const ValueId zeros_before = e.emit(Prim::subtract, {zeros_so_far, e.astype(is_zero, dt)});
+  const ValueId none_before = e.emit(Prim::equal, {zeros_before, zero});
   CumprodParts p;
-  p.before = e.astype(e.emit("equal", {zeros_so_far, zero}), dt);
-  p.at = e.astype(e.emit("bitwise_and", {none_before, is_zero}), dt);
-  p.safe = e.emit("where", {is_zero, one, x});
-  p.lead = cumulative_op(e, "cumprod", p.safe, params, false);
-  p.after = cumulative_op(e, "cumprod", e.emit("where", {none_before, one, x}), params, false);
+  p.before = e.astype(e.emit(Prim::equal, {zeros_so_far, zero}), dt);
+  p.at = e.astype(e.emit(Prim::bitwise_and, {none_before, is_zero}), dt);
+  p.safe = e.emit(Prim::where, {is_zero, one, x});
+  p.lead = cumulative_op(e, Prim::cumprod, p.safe, params, false);
+  p.after = cumulative_op(e, Prim::cumprod, e.emit(Prim::where, {none_before, one, x}), params, false);
   return p;
 }
 
 void cumprod_vjp(VjpContext& c) {
   Emitter& e = c.e;
   const CumprodParts p = cumprod_parts(e, c.in(0), c.params, c.dtype());
-  const ValueId from_out = cumulative_op(e, "cumsum", e.emit("multiply", {c.ct(), c.out()}), c.params, true);
-  const ValueId from_after = cumulative_op(e, "cumsum", e.emit("multiply", {c.ct(), p.after}), c.params, true);
-  const ValueId before = e.emit("multiply", {p.before, e.emit("divide", {from_out, p.safe})});
-  const ValueId at = e.emit("multiply", {p.at, e.emit("multiply", {p.lead, from_after})});
-  c.give(0, e.emit("add", {before, at}));
+  const ValueId from_out = cumulative_op(e, Prim::cumsum, e.emit(Prim::multiply, {c.ct(), c.out()}), c.params, true);
+  const ValueId from_after = cumulative_op(e, Prim::cumsum, e.emit(Prim::multiply, {c.ct(), p.after}), c.params, true);
+  const ValueId before = e.emit(Prim::multiply, {p.before, e.emit(Prim::divide, {from_out, p.safe})});
+  const ValueId at = e.emit(Prim::multiply, {p.at, e.emit(Prim::multiply, {p.lead, from_after})});
+  c.give(0, e.emit(Prim::add, {before, at}));
 }
 
 std::vector<ValueId> cumprod_jvp(JvpContext& c) {
   Emitter& e = c.e;
   const CumprodParts p = cumprod_parts(e, c.in(0), c.params, c.dtype());
   const ValueId t = c.tangent(0);
-  const ValueId before = cumulative_op(e, "cumsum", e.emit("multiply", {p.before, e.emit("divide", {t, p.safe})}),
-                                       c.params, false);
-  const ValueId at = cumulative_op(e, "cumsum", e.emit("multiply", {p.at, e.emit("multiply", {p.lead, t})}),
+  const ValueId before = cumulative_op(
+      e, Prim::cumsum, e.emit(Prim::multiply, {p.before, e.emit(Prim::divide, {t, p.safe})}), c.params, false);
+  const ValueId at = cumulative_op(e, Prim::cumsum, e.emit(Prim::multiply, {p.at, e.emit(Prim::multiply, {p.lead, t})}),
                                    c.params, false);
-  return {e.emit("add", {e.emit("multiply", {c.out(), before}), e.emit("multiply", {p.after, at})})};
+  return {e.emit(Prim::add, {e.emit(Prim::multiply, {c.out(), before}), e.emit(Prim::multiply, {p.after, at})})};
 }
 
 // ---- kernels ----------------------------------------------------------------------------------------------

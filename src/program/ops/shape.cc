@@ -140,8 +140,8 @@ void concatenate_vjp(VjpContext& c) {
     std::vector<std::int64_t> start(shape.size(), 0), limit = shape, step(shape.size(), 1);
     start[axis] = at;
     limit[axis] = at + n;
-    c.give(k, c.e.emit("slice", {c.ct()}, {{"start", ints_param(start)}, {"limit", ints_param(limit)},
-                                          {"step", ints_param(step)}}));
+    c.give(k, c.e.emit(Prim::slice, {c.ct()},
+                       {{"start", ints_param(start)}, {"limit", ints_param(limit)}, {"step", ints_param(step)}}));
     at += n;
   }
 }
@@ -151,7 +151,7 @@ Batched concatenate_batch(BatchContext& c) {
   std::vector<ValueId> ins;
   for (std::size_t k = 0; k < c.ins.size(); ++k) ins.push_back(c.materialized(k));
   const std::int64_t axis = axis_param(c.params, c.in_types[0].shape.size()) + 1;
-  return {{c.e.emit("concatenate", ins, {{"axis", int_param(axis)}})}, {true}};
+  return {{c.e.emit(Prim::concatenate, ins, {{"axis", int_param(axis)}})}, {true}};
 }
 
 // ---- slice: Python's basic slicing per axis, indices already normalised (slice.indices): elements start,
@@ -211,7 +211,7 @@ Batched slice_batch(BatchContext& c) {
     v.insert(v.begin(), value);
     params[name] = ints_param(v);
   }
-  return {{c.e.emit("slice", {c.in(0)}, params)}, {true}};
+  return {{c.e.emit(Prim::slice, {c.in(0)}, params)}, {true}};
 }
 
 // ---- kernels ----------------------------------------------------------------------------------------------
