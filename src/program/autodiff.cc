@@ -190,6 +190,11 @@ class Transposer {
 }  // namespace
 
 Program vjp_program(const Program& program, const std::vector<int>& wrt) {
+  std::vector<bool> backward;
+  return vjp_program(program, wrt, backward);
+}
+
+Program vjp_program(const Program& program, const std::vector<int>& wrt, std::vector<bool>& backward) {
   for (int k : wrt) {
     if (k < 0 || static_cast<std::size_t>(k) >= program.inputs.size()) {
       throw InvalidArgument("vjp: input " + std::to_string(k) + " does not exist (the program has " +
@@ -199,12 +204,15 @@ Program vjp_program(const Program& program, const std::vector<int>& wrt) {
   Builder b(program.mesh, program.rules);
   Transposer t(program, b);
   t.forward();
+  const std::size_t forward_equations = b.num_equations();
   std::vector<ValueId> outputs;
   for (ValueId id : program.outputs) outputs.push_back(t.mapped(id));
   for (ValueId id : program.outputs) t.seed(id, b.input(program.types[id]));
   t.backward();
   for (int k : wrt) outputs.push_back(t.cotangent(program.inputs[static_cast<std::size_t>(k)]));
   b.set_outputs(outputs);
+  backward.assign(b.num_equations(), true);
+  std::fill(backward.begin(), backward.begin() + static_cast<std::ptrdiff_t>(forward_equations), false);
   return b.build();
 }
 

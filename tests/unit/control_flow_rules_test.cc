@@ -38,22 +38,27 @@ int Emit(ProgramBuilder& b, const char* op, std::vector<int> ins, ProgramParams 
 // One tanh-RNN step, h' = tanh(h W + x), emitted into `b`: the scan's body and each unrolled step alike.
 int Step(ProgramBuilder& b, int h, int x, int w) { return Emit(b, "tanh", {Emit(b, "add", {Emit(b, "matmul", {h, w}), x})}); }
 
-// loss(h0, xs, W) = sum(h_100 * h_100) + sum(ys), the ys being each step's h' (stacked), as a scan.
-Program ScanLoss() {
+// loss(h0, xs, W) = sum(h_T * h_T) + sum(ys) over T = `steps` steps, the ys being each step's h' (stacked), as a
+// scan; the body's equations all in checkpoint region `region` (none: -1).
+Program ScanLossOf(std::int64_t steps, std::int64_t region) {
   ProgramBuilder body;
   const int h = body.input(kState), x = body.input(kState), w = body.input(F64({kWidth, kWidth}));
-  const int next = Step(body, h, x, w);
+  ProgramParams marked;
+  if (region >= 0) marked["checkpoint"] = region;
+  const int pre = body.emit("add", {body.emit("matmul", {h, w}, marked)[0], x}, marked)[0];
+  const int next = body.emit("tanh", {pre}, marked)[0];
   body.set_outputs({next, next});
   ProgramBuilder b;
-  const int h0 = b.input(kState), xs = b.input(F64({kSteps, kWidth})), W = b.input(F64({kWidth, kWidth}));
+  const int h0 = b.input(kState), xs = b.input(F64({steps, kWidth})), W = b.input(F64({kWidth, kWidth}));
   const std::vector<int> outs =
       b.emit("scan", {h0, xs, W},
-             {{"body", SubPrograms{std::make_shared<const Program>(body.build())}}, {"length", kSteps},
+             {{"body", SubPrograms{std::make_shared<const Program>(body.build())}}, {"length", steps},
               {"reverse", false}, {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{1}}});
   const int last = Emit(b, "sum", {Emit(b, "multiply", {outs[0], outs[0]})});
   b.set_outputs({Emit(b, "add", {last, Emit(b, "sum", {outs[1]})})});
   return b.build();
 }
+Program ScanLoss() { return ScanLossOf(kSteps, -1); }
 
 // The same loss with the step inlined 100 times (x_t sliced from xs, each h' stacked by concatenation).
 Program UnrolledLoss() {
@@ -95,6 +100,45 @@ TEST(ControlFlowRules, GradThroughAScanOf100TanhStepsEqualsTheUnrolledGradient) 
       EXPECT_LE(std::abs(got[i] - want[i]), 1e-12 * scale)
           << names[k] << " element " << i << ": scan " << got[i] << ", unrolled " << want[i];
     }
+  }
+}
+
+// Two tanh layers a step, h' = tanh(tanh(h W + x) W), none of it returned as ys: loss = sum(h_T * h_T). Its
+// equations all in checkpoint region `region` (none: -1).
+Program TwoLayerLoss(std::int64_t steps, std::int64_t region) {
+  ProgramBuilder body;
+  const int h = body.input(kState), x = body.input(kState), w = body.input(F64({kWidth, kWidth}));
+  ProgramParams marked;
+  if (region >= 0) marked["checkpoint"] = region;
+  const int a = body.emit("tanh", {body.emit("add", {body.emit("matmul", {h, w}, marked)[0], x}, marked)[0]}, marked)[0];
+  body.set_outputs({body.emit("tanh", {body.emit("matmul", {a, w}, marked)[0]}, marked)[0]});
+  ProgramBuilder b;
+  const int h0 = b.input(kState), xs = b.input(F64({steps, kWidth})), W = b.input(F64({kWidth, kWidth}));
+  const int last = b.emit("scan", {h0, xs, W},
+                          {{"body", SubPrograms{std::make_shared<const Program>(body.build())}}, {"length", steps},
+                           {"reverse", false}, {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{1}}})[0];
+  b.set_outputs({Emit(b, "sum", {Emit(b, "multiply", {last, last})})});
+  return b.build();
+}
+
+// The scan's VJP stores the forward's values its backward reads, stacked (here the carry and both tanh results,
+// as JAX's scan does); a checkpoint over the body stores its inputs only (the carry: x and W are the scan's
+// own operands) and recomputes the rest in the backward. The same gradient, with less memory live.
+TEST(ControlFlowRules, CheckpointInsideAScanBodyTradesStoredResidualsForRecomputation) {
+  constexpr std::int64_t steps = 200;
+  const Program stored = vjp_program(TwoLayerLoss(steps, -1), {0, 1, 2});
+  const Program recomputed = vjp_program(TwoLayerLoss(steps, detail::new_checkpoint_region()), {0, 1, 2});
+  // Two stacked [steps, 4] residuals less (the tanh results), one more kept live (the xs, read again).
+  EXPECT_LE(recomputed.peak_live_bytes() + steps * kWidth * 8, stored.peak_live_bytes())
+      << "stored:\n" << stored.text() << "\nrecomputed:\n" << recomputed.text();
+  std::mt19937_64 rng(473);
+  const std::vector<Array> args = {Random({kWidth}, rng, 1.0), Random({steps, kWidth}, rng, 1.0),
+                                   Random({kWidth, kWidth}, rng, 0.6), Array::scalar(1.0, DType::f64)};
+  const std::vector<Array> a = run_program(stored, args), b = run_program(recomputed, args);
+  ASSERT_EQ(a.size(), 4u);
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const std::string diff = a[k].to_doubles() == b[k].to_doubles() ? "" : "differs";
+    EXPECT_TRUE(diff.empty()) << "output " << k << ": recomputing in the backward gives other values";
   }
 }
 

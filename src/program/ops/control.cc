@@ -15,10 +15,13 @@
 //               executor runs iterations without unrolling)
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "program/autodiff.hpp"
+#include "program/partial_eval.hpp"
 #include "program/printer.hpp"
 #include "program/program_impl.hpp"
 #include "program/rule_kit.hpp"
@@ -523,65 +526,166 @@ void cond_vjp(VjpContext& c) {
   for (std::size_t k = 0; k < wrt.size(); ++k) c.give(static_cast<std::size_t>(wrt[k]) + 1, cts[k]);
 }
 
-// scan's forward pass: the scan with each iteration's incoming carry stacked as extra ys, the residuals its
-// VJP's reverse scan reads (one body forward recomputed per step from its carry, never the whole scan).
+// scan's VJP split as JAX splits it: the body's VJP partially evaluated with the primals known, into a known
+// part (the body's forward, also returning the residuals its backward reads), run by the forward scan, and an
+// unknown part (the backward, from the residuals and the cotangents), run by the reverse scan. So the backward
+// recomputes no forward (checkpoint regions aside), and no step recomputes the scan. A residual that is one of the consts or xs
+// is passed as it is, as is one that is a y (the forward's stacked ys), one computed from the consts alone (W's transpose) once before the reverse scan (JAX
+// hoists such loop invariants too); the others are stacked by the forward scan (as ys). The equations of a checkpoint region
+// inside the body are recomputed by the backward (partial_eval's `recompute`): their inputs are stored, not
+// their results.
+struct ScanSplit {
+  enum class From { stacked, x, y, constant, invariant };
+  std::vector<int> wrt;  // the body's floating inputs
+  Program known;         // (carry, x, consts) -> (carry, y, the stacked residuals)
+  Program unknown;       // (residuals, carry cotangents, y cotangents) -> wrt's cotangents
+  Program invariant;     // (consts) -> the residuals computed from them alone
+  std::vector<std::pair<From, std::size_t>> residuals;  // per residual of `unknown`: where it comes from
+  std::size_t stacked = 0;
+};
+
+// The same split for the forward rule and the VJP rule (both call it on the same equation).
+ScanSplit split_scan(const Program& body, const ScanLayout& l, const std::vector<ValueType>& in_types) {
+  ScanSplit split;
+  for (std::size_t k = 0; k < in_types.size(); ++k) {
+    if (is_floating(in_types[k].dtype)) split.wrt.push_back(static_cast<int>(k));
+  }
+  if (split.wrt.empty()) return split;
+  std::vector<bool> backward;
+  const Program vjp = vjp_program(body, split.wrt, backward);  // (carry, x, consts, cts) -> (carry, y, wrt cts)
+  const std::size_t n_in = body.inputs.size(), n_out = body.outputs.size();
+  // The residuals are the forward's values the backward reads: the backward's equations that read a value of
+  // the iteration (made from its carry or x) go to the unknown part even where their inputs are known (a
+  // reshape of the carry for W's cotangent: the carry is stored, not also its reshape); those made from the
+  // consts alone stay known, to be hoisted out of the loop below. A checkpoint region's recomputation is
+  // the backward's too, so its inputs are stored rather than its results.
+  std::vector<char> per_iteration(vjp.types.size(), 0);
+  for (std::size_t k = 0; k < l.carry + l.xs; ++k) per_iteration[vjp.inputs[k]] = 1;
+  std::vector<bool> recompute(vjp.equations.size(), false);
+  for (std::size_t i = 0; i < vjp.equations.size(); ++i) {
+    const Equation& eq = vjp.equations[i];
+    bool reads = false;
+    for (ValueId id : eq.inputs) reads = reads || per_iteration[id] != 0;
+    for (ValueId id : eq.outputs) per_iteration[id] = reads ? 1 : 0;
+    recompute[i] = backward[i] && reads;
+  }
+  std::vector<bool> unknowns(n_in + n_out, false), instantiate(vjp.outputs.size(), false);
+  std::fill(unknowns.begin() + static_cast<std::ptrdiff_t>(n_in), unknowns.end(), true);
+  std::fill(instantiate.begin() + static_cast<std::ptrdiff_t>(n_out), instantiate.end(), true);
+  PartialEval pe = partial_eval(vjp, unknowns, instantiate, recompute);
+  split.unknown = std::move(pe.unknown);
+  split.known = std::move(pe.known);
+  std::vector<ValueId>& outs = split.known.outputs;
+  std::vector<ValueId> kept(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(n_out));
+  // The known part's values computed from the consts alone, emitted again into `invariant` as found.
+  const Program& known = split.known;
+  Builder hoisted(known.mesh, known.rules);
+  std::map<ValueId, ValueId> invariant;
+  for (std::size_t k = l.carry + l.xs; k < known.inputs.size(); ++k) {
+    invariant[known.inputs[k]] = hoisted.input(known.types[known.inputs[k]]);
+  }
+  for (std::size_t k = 0; k < known.constants.size(); ++k) {
+    invariant[known.constants[k]] = hoisted.constant(known.constant_values[k]);
+  }
+  for (const Equation& eq : known.equations) {
+    std::vector<ValueId> ins;
+    for (ValueId id : eq.inputs) {
+      if (const auto it = invariant.find(id); it != invariant.end()) ins.push_back(it->second);
+    }
+    if (ins.size() != eq.inputs.size()) continue;
+    const std::vector<ValueId> results = hoisted.emit(eq.info(), ins, eq.params, eq.source);
+    for (std::size_t k = 0; k < results.size(); ++k) invariant[eq.outputs[k]] = results[k];
+  }
+  std::vector<ValueId> hoisted_outs;
+  for (std::size_t r = n_out; r < outs.size(); ++r) {
+    const auto input = std::find(split.known.inputs.begin(), split.known.inputs.end(), outs[r]);
+    const auto at = static_cast<std::size_t>(input - split.known.inputs.begin());
+    if (input != split.known.inputs.end() && at >= l.carry + l.xs) {
+      split.residuals.emplace_back(ScanSplit::From::constant, at - l.carry - l.xs);
+    } else if (input != split.known.inputs.end() && at >= l.carry) {
+      split.residuals.emplace_back(ScanSplit::From::x, at - l.carry);
+    } else if (const auto y = std::find(outs.begin() + static_cast<std::ptrdiff_t>(l.carry),
+                                        outs.begin() + static_cast<std::ptrdiff_t>(n_out), outs[r]);
+               input == split.known.inputs.end() && y != outs.begin() + static_cast<std::ptrdiff_t>(n_out)) {
+      split.residuals.emplace_back(ScanSplit::From::y, static_cast<std::size_t>(y - outs.begin()) - l.carry);
+    } else if (input == split.known.inputs.end() && invariant.count(outs[r]) > 0) {
+      split.residuals.emplace_back(ScanSplit::From::invariant, hoisted_outs.size());
+      hoisted_outs.push_back(invariant.at(outs[r]));
+    } else {
+      split.residuals.emplace_back(ScanSplit::From::stacked, split.stacked++);
+      kept.push_back(outs[r]);
+    }
+  }
+  outs = std::move(kept);
+  hoisted.set_outputs(hoisted_outs);
+  split.invariant = hoisted.build();
+  return split;
+}
+
+// scan's forward pass: the scan of the split's known part, its stacked residuals left for scan_vjp.
 WithResiduals scan_forward(VjpForwardContext& c) {
   const Program& body = inner(param<SubPrograms>(c.params, "body")[0]);
   const ScanLayout l = scan_layout(c.params, c.ins.size());
-  Program stacking = body;
-  stacking.outputs.insert(stacking.outputs.end(), body.inputs.begin(), body.inputs.begin() + static_cast<std::ptrdiff_t>(l.carry));
-  std::vector<ValueId> outs = c.e.emit_many(Prim::scan, c.ins, with_programs(c.params, "body", {made(std::move(stacking))}));
-  const auto first_residual = outs.end() - static_cast<std::ptrdiff_t>(l.carry);
-  WithResiduals result{{outs.begin(), first_residual}, {first_residual, outs.end()}};
-  return result;
+  ScanSplit split = split_scan(body, l, c.in_types);
+  if (split.wrt.empty()) return {c.e.emit_many(Prim::scan, c.ins, c.params), {}};
+  std::vector<ValueId> outs = c.e.emit_many(Prim::scan, c.ins, with_programs(c.params, "body", {made(std::move(split.known))}));
+  const auto first_residual = outs.begin() + static_cast<std::ptrdiff_t>(body.outputs.size());
+  return {{outs.begin(), first_residual}, {first_residual, outs.end()}};
 }
 
-// scan: the reverse scan of the body's VJP. Its carry: the floating carries' cotangents, then the floating
-// consts' cotangents summed over the iterations; its xs: the stacked carries (residuals), the xs, the floating
-// ys' cotangents; its ys: the floating xs' cotangents.
+// scan: the reverse scan of the split's unknown part. Its carry: the floating carries' cotangents, then the
+// floating consts' cotangents summed over the iterations; its xs: the residuals stacked or taken from the xs,
+// then the floating ys' cotangents; its consts: the residuals that are consts; its ys: the floating xs'
+// cotangents.
 void scan_vjp(VjpContext& c) {
   const Program& body = inner(param<SubPrograms>(c.params, "body")[0]);
   const ScanLayout l = scan_layout(c.params, c.ins.size());
   const std::size_t num_ys = body.outputs.size() - l.carry;
-  if (c.residuals.size() != l.carry) {
-    throw RuleError("scan: the VJP rule expects " + std::to_string(l.carry) + " stacked carries from its forward "
-                    "rule, it left " + std::to_string(c.residuals.size()));
+  const ScanSplit split = split_scan(body, l, c.in_types);
+  if (split.wrt.empty()) return;
+  if (c.residuals.size() != split.stacked) {
+    throw RuleError("scan: the VJP rule expects " + std::to_string(split.stacked) + " stacked residuals from its "
+                    "forward rule, it left " + std::to_string(c.residuals.size()));
   }
+  const Program& backward = split.unknown;
   const std::vector<bool> floating_in = floating_flags(c.in_types);
-  std::vector<int> wrt;
-  for (std::size_t k = 0; k < floating_in.size(); ++k) {
-    if (floating_in[k]) wrt.push_back(static_cast<int>(k));
-  }
-  if (wrt.empty()) return;
-  const Program vjp = vjp_program(body, wrt);  // (carry, x, consts, carry cts, y cts) -> (carry, y, wrt cts)
   const std::vector<bool> ys_floating = floating_flags(part(c.out_types, l.carry, num_ys));
+  using From = ScanSplit::From;
+  const auto residual_type = [&](std::size_t r) { return backward.types[backward.inputs[r]]; };
 
   Builder b(body.mesh, body.rules);
   Emitter e(b);
-  std::vector<ValueId> carry_cts, const_sums;
+  // The reverse scan's inputs, made in its order: carry, xs, consts.
+  std::vector<ValueId> carry_cts, const_sums, residuals(split.residuals.size()), y_cts;
   for (std::size_t k = 0; k < l.carry; ++k) {
     if (floating_in[k]) carry_cts.push_back(b.input(body.types[body.inputs[k]]));
   }
   for (std::size_t k = l.carry + l.xs; k < c.ins.size(); ++k) {
     if (floating_in[k]) const_sums.push_back(b.input(body.types[body.inputs[k]]));
   }
-  std::vector<ValueId> args = inputs_like(b, body, 0, l.carry + l.xs);  // the stacked carry, then the x slices
-  std::vector<ValueId> y_cts;
+  const auto is_const = [&](std::size_t r) {
+    return split.residuals[r].first == From::constant || split.residuals[r].first == From::invariant;
+  };
+  for (std::size_t r = 0; r < residuals.size(); ++r) {
+    if (!is_const(r)) residuals[r] = b.input(residual_type(r));
+  }
   for (std::size_t k = 0; k < num_ys; ++k) {
     if (ys_floating[k]) y_cts.push_back(b.input(body.types[body.outputs[l.carry + k]]));
   }
-  append(args, inputs_like(b, body, l.carry + l.xs, l.consts));
+  for (std::size_t r = 0; r < residuals.size(); ++r) {
+    if (is_const(r)) residuals[r] = b.input(residual_type(r));
+  }
+  std::vector<ValueId> args = residuals;
   for (std::size_t k = 0, at = 0; k < l.carry; ++k) {
     args.push_back(floating_in[k] ? carry_cts[at++] : e.zeros(body.types[body.outputs[k]]));
   }
   for (std::size_t k = 0, at = 0; k < num_ys; ++k) {
     args.push_back(ys_floating[k] ? y_cts[at++] : e.zeros(body.types[body.outputs[l.carry + k]]));
   }
-  const std::vector<ValueId> outs = inline_program(b, vjp, args);
-  const std::vector<ValueId> cts = part(outs, body.outputs.size(), wrt.size());
+  const std::vector<ValueId> cts = inline_program(b, backward, args);  // wrt's cotangents
   std::vector<ValueId> next, x_cts;
-  for (std::size_t k = 0, at = 0; k < wrt.size(); ++k) {
-    const auto in = static_cast<std::size_t>(wrt[k]);
+  for (std::size_t k = 0, at = 0; k < split.wrt.size(); ++k) {
+    const auto in = static_cast<std::size_t>(split.wrt[k]);
     if (in < l.carry) {
       next.push_back(cts[k]);
     } else if (in < l.carry + l.xs) {
@@ -603,30 +707,38 @@ void scan_vjp(VjpContext& c) {
     if (floating_in[k]) ins.push_back(c.e.zeros(c.in_types[k]));
   }
   const std::size_t num_carry = ins.size();
-  append(ins, c.residuals);
-  append(ins, part(c.ins, l.carry, l.xs));
+  std::vector<ValueId> consts;
+  const std::vector<ValueId> invariants = inline_program(
+      c.e.builder(), split.invariant, part(c.ins, l.carry + l.xs, l.consts));
+  for (const auto& [from, index] : split.residuals) {
+    if (from == From::invariant) consts.push_back(invariants[index]);
+    if (from == From::stacked) ins.push_back(c.residuals[index]);
+    if (from == From::x) ins.push_back(c.ins[l.carry + index]);
+    if (from == From::y) ins.push_back(c.outs[l.carry + index]);
+    if (from == From::constant) consts.push_back(c.ins[l.carry + l.xs + index]);
+  }
   for (std::size_t k = 0; k < num_ys; ++k) {
     if (ys_floating[k]) ins.push_back(c.ct(l.carry + k));
   }
-  append(ins, part(c.ins, l.carry + l.xs, l.consts));
+  append(ins, consts);
   Params params = with_programs(c.params, "body", {made(b.build())});
   params["reverse"] = bool_param(!l.reverse);
   params["num_carry"] = int_param(static_cast<std::int64_t>(num_carry));
+  params["num_consts"] = int_param(static_cast<std::int64_t>(consts.size()));
   const std::vector<ValueId> results = c.e.emit_many(Prim::scan, ins, params);
-  // results: the carries' cotangents, the consts', then the xs' stacked: in wrt's order within each group.
+  // results: the carries' cotangents, the consts', then the xs' stacked, each group in wrt's order.
   std::size_t at = 0;
-  for (const int k : wrt) {
+  for (const int k : split.wrt) {
     if (static_cast<std::size_t>(k) < l.carry) c.give(static_cast<std::size_t>(k), results[at++]);
   }
-  for (const int k : wrt) {
+  for (const int k : split.wrt) {
     if (static_cast<std::size_t>(k) >= l.carry + l.xs) c.give(static_cast<std::size_t>(k), results[at++]);
   }
-  for (const int k : wrt) {
+  for (const int k : split.wrt) {
     const auto in = static_cast<std::size_t>(k);
     if (in >= l.carry && in < l.carry + l.xs) c.give(in, results[at++]);
   }
 }
-
 
 // ---- batching -----------------------------------------------------------------------------------------------
 
