@@ -70,6 +70,9 @@ std::int64_t normalize_axis(std::int64_t axis, std::size_t rank);
 std::int64_t axis_param(const Params& params, std::size_t rank, std::int64_t fallback = -1);
 // [0, 1, ..., n - 1]
 std::vector<std::int64_t> iota_axes(std::size_t n);
+// `g` typed as varying over `axes` too (a pvary of the axes it lacks; itself when it has them all): a
+// collective's shard_map rule, and a zero tangent or cotangent typed as its varying primal.
+ValueId pvary_to(Emitter& e, ValueId g, const std::vector<std::string>& axes);
 // The sentinel for "no value": a symbolic zero tangent, a cotangent not given.
 inline constexpr ValueId kNoValue = -1;
 

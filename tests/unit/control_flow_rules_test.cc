@@ -249,5 +249,50 @@ TEST(ControlFlowRules, VmapBatchesABodyWhoseCollectiveNamesItsAxisEvenWhenNoOper
   }
 }
 
+// Under shard_map a value's type says which mesh axes it varies over, and a zero tangent or cotangent is
+// invariant where its primal varies: the rules type a loop's carried tangents, and every branch's, as their
+// primals (a body keeps its carry's type, every branch returns the same types). Here a varying carry whose
+// tangent the body zeroes (stop_gradient), and a cond whose branch 1 has a zero tangent.
+TEST(ControlFlowRules, TangentsAndCotangentsKeepTheirPrimalsVaryingAxesUnderShardMap) {
+  const Mesh mesh({{"i", 2}});
+  const ValueType varying{DType::f64, {kWidth}, {"i"}};
+  ProgramBuilder body(mesh, CollectiveRules::shard_map);
+  const int a = body.input(varying), b = body.input(varying), x = body.input(varying);
+  body.set_outputs({Emit(body, "multiply", {a, x}), Emit(body, "stop_gradient", {b}), Emit(body, "tanh", {a})});
+  ProgramBuilder f(mesh, CollectiveRules::shard_map);
+  const int a0 = f.input(varying), b0 = f.input(varying), xs = f.input({DType::f64, {3, kWidth}, {"i"}});
+  f.set_outputs(f.emit("scan", {a0, b0, xs},
+                       {{"body", SubPrograms{std::make_shared<const Program>(body.build())}}, {"length", std::int64_t{3}},
+                        {"reverse", false}, {"num_carry", std::int64_t{2}}, {"num_consts", std::int64_t{0}}}));
+  const Program scanned = f.build();
+  EXPECT_NO_THROW(jvp_program(scanned));
+  EXPECT_NO_THROW(vjp_program(scanned, {0, 1, 2}));
+
+  // An invariant const beside a varying carry stays invariant (the body takes it so): c' = tanh(c * w).
+  ProgramBuilder step(mesh, CollectiveRules::shard_map);
+  const int carried = step.input(varying), w = step.input({DType::f64, {kWidth}, {}});
+  step.set_outputs({Emit(step, "tanh", {Emit(step, "multiply", {carried, w})})});
+  ProgramBuilder g(mesh, CollectiveRules::shard_map);
+  const int c0 = g.input(varying), w0 = g.input({DType::f64, {kWidth}, {}});
+  g.set_outputs(g.emit("scan", {c0, w0},
+                       {{"body", SubPrograms{std::make_shared<const Program>(step.build())}}, {"length", std::int64_t{3}},
+                        {"reverse", false}, {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{1}}}));
+  const Program with_invariant = g.build();
+  EXPECT_NO_THROW(jvp_program(with_invariant));
+  EXPECT_NO_THROW(vjp_program(with_invariant, {0, 1}));
+
+  ProgramBuilder branch_a(mesh, CollectiveRules::shard_map), branch_b(mesh, CollectiveRules::shard_map);
+  branch_a.set_outputs({Emit(branch_a, "tanh", {branch_a.input(varying)})});
+  branch_b.set_outputs({Emit(branch_b, "stop_gradient", {branch_b.input(varying)})});
+  ProgramBuilder c(mesh, CollectiveRules::shard_map);
+  const int index = c.input({DType::i32, {}, {}}), operand = c.input(varying);
+  c.set_outputs(c.emit("cond", {index, operand},
+                       {{"branches", SubPrograms{std::make_shared<const Program>(branch_a.build()),
+                                                 std::make_shared<const Program>(branch_b.build())}}}));
+  const Program chosen = c.build();
+  EXPECT_NO_THROW(jvp_program(chosen));
+  EXPECT_NO_THROW(vjp_program(chosen, {1}));
+}
+
 }  // namespace
 }  // namespace weft

@@ -255,16 +255,6 @@ Params over_axes(Params p, std::vector<std::string> axes) {
   return p;
 }
 
-// `g` typed as varying over `axes` too (a pvary of the axes it lacks; itself when it has them all).
-ValueId pvary_to(Emitter& e, ValueId g, const std::vector<std::string>& axes) {
-  std::vector<std::string> missing;
-  const std::vector<std::string> has = e.type(g).varying;
-  for (const std::string& a : axes) {
-    if (std::find(has.begin(), has.end(), a) == has.end()) missing.push_back(a);
-  }
-  return missing.empty() ? g : e.emit("pvary", {g}, {{"axes", axes_param(missing)}});
-}
-
 // The member's rank in its group along the collective's axes (int32): its axis index, through a constant
 // table where groups are given (groups list their members in rank order).
 ValueId rank_in_group(Emitter& e, const Params& p, std::int64_t group_size) {

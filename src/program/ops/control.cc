@@ -332,6 +332,32 @@ std::vector<ValueId> inputs_like(Builder& b, const Program& p, std::size_t from,
   return ids;
 }
 
+// `p` with each output typed as `want[k]` where it varies over fewer mesh axes, pvary-ed to them: under
+// shard_map a zero tangent or cotangent is invariant where its primal varies, yet a body keeps its carry's
+// type and every branch returns the same types.
+Program typed_outputs(Program p, const std::vector<ValueType>& want) {
+  bool fits = true;
+  for (std::size_t k = 0; k < want.size(); ++k) fits = fits && p.types[p.outputs[k]].varying == want[k].varying;
+  if (fits) return p;
+  Builder b(p.mesh, p.rules);
+  Emitter e(b);
+  std::vector<ValueId> ins;
+  for (ValueId id : p.inputs) ins.push_back(b.input(p.types[id]));
+  std::vector<ValueId> outs = inline_program(b, p, ins);
+  for (std::size_t k = 0; k < want.size(); ++k) outs[k] = pvary_to(e, outs[k], want[k].varying);
+  b.set_outputs(outs);
+  return b.build();
+}
+
+// The types of `types` flagged in `keep`.
+std::vector<ValueType> kept_types(const std::vector<ValueType>& types, const std::vector<bool>& keep) {
+  std::vector<ValueType> out;
+  for (std::size_t k = 0; k < types.size(); ++k) {
+    if (keep[k]) out.push_back(types[k]);
+  }
+  return out;
+}
+
 Params with_programs(const Params& params, const char* name, SubPrograms programs) {
   Params out = params;
   out[name] = Param{std::move(programs)};
@@ -408,7 +434,9 @@ std::vector<ValueId> cond_jvp(JvpContext& c) {
     std::vector<ValueId> result;
     push_primals_and_tangents(result, outs, p.outputs.size(), 0, floating_outs);
     b.set_outputs(result);
-    jvps.push_back(made(b.build()));
+    std::vector<ValueType> want = c.out_types;
+    append(want, kept_types(c.out_types, floating_outs));
+    jvps.push_back(made(typed_outputs(b.build(), want)));
   }
   std::vector<ValueId> ins = c.ins;
   for (std::size_t k = 0; k < n; ++k) {
@@ -454,7 +482,10 @@ std::vector<ValueId> while_jvp(JvpContext& c) {
   for (std::size_t k = 0; k < l.body_consts; ++k) {
     if (const_t[k]) args.push_back(c.tangents[l.carry + l.cond_consts + k]);
   }
-  Params params = with_programs(with_programs(c.params, "cond", {made(bc.build())}), "body", {made(bb.build())});
+  std::vector<ValueType> carry_types = part(c.in_types, 0, l.carry);
+  append(carry_types, kept_types(part(c.in_types, 0, l.carry), carry_t));
+  Params params = with_programs(with_programs(c.params, "cond", {made(bc.build())}), "body",
+                                {made(typed_outputs(bb.build(), carry_types))});
   params["body_nconsts"] = int_param(static_cast<std::int64_t>(l.body_consts + count(const_t)));
   return take_results(c, c.e.emit_many(Prim::while_loop, args, params), {carry_t});
 }
@@ -497,7 +528,13 @@ std::vector<ValueId> scan_jvp(JvpContext& c) {
     }
     from += group->size();
   }
-  Params params = with_programs(c.params, "body", {made(b.build())});
+  std::vector<ValueType> want = part(c.in_types, 0, l.carry);
+  append(want, kept_types(want, carry_t));
+  std::vector<ValueType> y_types;
+  for (std::size_t k = l.carry; k < body.outputs.size(); ++k) y_types.push_back(body.types[body.outputs[k]]);
+  append(want, y_types);
+  append(want, kept_types(y_types, ys_t));
+  Params params = with_programs(c.params, "body", {made(typed_outputs(b.build(), want))});
   params["num_carry"] = int_param(static_cast<std::int64_t>(l.carry) + count(carry_t));
   params["num_consts"] = int_param(static_cast<std::int64_t>(l.consts) + count(const_t));
   return take_results(c, c.e.emit_many(Prim::scan, args, params), {carry_t, ys_t});
@@ -518,7 +555,9 @@ void cond_vjp(VjpContext& c) {
   for (const SubProgram& branch : param<SubPrograms>(c.params, "branches")) {
     Program vjp = vjp_program(inner(branch), wrt);
     vjp.outputs.erase(vjp.outputs.begin(), vjp.outputs.begin() + static_cast<std::ptrdiff_t>(c.outs.size()));
-    vjps.push_back(made(std::move(vjp)));
+    std::vector<ValueType> want;
+    for (const int k : wrt) want.push_back(c.in_types[static_cast<std::size_t>(k) + 1]);
+    vjps.push_back(made(typed_outputs(std::move(vjp), want)));
   }
   std::vector<ValueId> ins = c.ins;
   append(ins, c.cts);
@@ -721,7 +760,22 @@ void scan_vjp(VjpContext& c) {
     if (ys_floating[k]) ins.push_back(c.ct(l.carry + k));
   }
   append(ins, consts);
-  Params params = with_programs(c.params, "body", {made(b.build())});
+  // The new carry and ys typed as the body's inputs they are the cotangents of.
+  std::vector<ValueType> want;
+  for (const bool carry_part : {true, false}) {
+    for (const int k : split.wrt) {
+      const auto in = static_cast<std::size_t>(k);
+      if ((in < l.carry) == carry_part && in < l.carry + l.xs && (carry_part || in >= l.carry)) {
+        want.push_back(body.types[body.inputs[in]]);
+      }
+    }
+    if (carry_part) {
+      for (const int k : split.wrt) {
+        if (static_cast<std::size_t>(k) >= l.carry + l.xs) want.push_back(body.types[body.inputs[static_cast<std::size_t>(k)]]);
+      }
+    }
+  }
+  Params params = with_programs(c.params, "body", {made(typed_outputs(b.build(), want))});
   params["reverse"] = bool_param(!l.reverse);
   params["num_carry"] = int_param(static_cast<std::int64_t>(num_carry));
   params["num_consts"] = int_param(static_cast<std::int64_t>(consts.size()));
