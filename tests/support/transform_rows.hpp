@@ -307,6 +307,24 @@ inline std::vector<Row> Rows() {
   rows.push_back({"scan", "no carry (lax.map)", {F64({4, 3}), F64({3})},
                   {{"body", mapped}, {"length", std::int64_t{4}}, {"reverse", true},
                    {"num_carry", std::int64_t{0}}, {"num_consts", std::int64_t{1}}}});
+  // Nesting: a body holding a scan and a cond (their rules run inside the outer one's sub-programs).
+  // carry' = scan(c -> tanh(c * x), c, length 2) + cond(i, c * x | exp(x)), y = carry' * x; i a const.
+  const SubPrograms twice = {sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    return std::vector{one(b, "tanh", {one(b, "multiply", {x[0], x[1]})})};
+  })};
+  const SubPrograms pick = {
+      sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) { return std::vector{one(b, "multiply", x)}; }),
+      sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) { return std::vector{one(b, "exp", {x[1]})}; })};
+  const SubPrograms nested = {sub({v3, v3, i0}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    const int inner = b.emit("scan", {x[0], x[1]}, {{"body", twice}, {"length", std::int64_t{2}}, {"reverse", false},
+                                                    {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{1}}})[0];
+    const int chosen = b.emit("cond", {x[2], x[0], x[1]}, {{"branches", pick}})[0];
+    const int next = one(b, "add", {inner, chosen});
+    return std::vector{next, one(b, "multiply", {next, x[1]})};
+  })};
+  rows.push_back({"scan", "a body holding a scan and a cond", {F64({3}, -0.5, 0.5), F64({3, 3}, -0.5, 0.5), I32({}, 0, 1)},
+                  {{"body", nested}, {"length", std::int64_t{3}}, {"reverse", false},
+                   {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{1}}}});
   // Branches closing over different values: each reads its own operand (the other's is unused there) and
   // holds its own constant. Operands (x, a, b): x * a + 0.5 | tanh(x) - 2 b.
   const SubPrograms closing = {
