@@ -13,6 +13,9 @@
 //               params length, reverse, num_carry, num_consts,     outs: the last carry, then each y stacked
 //               unroll (accepted for JAX's signature: the         along a new leading axis of `length`
 //               executor runs iterations without unrolling)
+//
+// Their transformation rules (JVP, VJP with scan's forward rule, batching) are the file's last section
+// (docs/programs.md, "Control flow").
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -722,20 +725,29 @@ void scan_vjp(VjpContext& c) {
     args.push_back(ys_floating[k] ? y_cts[at++] : e.zeros(body.types[body.outputs[l.carry + k]]));
   }
   const std::vector<ValueId> cts = inline_program(b, backward, args);  // wrt's cotangents
+  // The new carry (the carries' cotangents, the consts' sums) and ys (the xs' cotangents), each typed as the
+  // body input it is the cotangent of (typed_outputs).
   std::vector<ValueId> next, x_cts;
+  std::vector<ValueType> want, const_types, x_types;
   for (std::size_t k = 0, at = 0; k < split.wrt.size(); ++k) {
     const auto in = static_cast<std::size_t>(split.wrt[k]);
+    const ValueType& type = body.types[body.inputs[in]];
     if (in < l.carry) {
       next.push_back(cts[k]);
+      want.push_back(type);
     } else if (in < l.carry + l.xs) {
       x_cts.push_back(cts[k]);
+      x_types.push_back(type);
     } else {
       const_sums[at] = e.emit(Prim::add, {const_sums[at], cts[k]});
+      const_types.push_back(type);
       ++at;
     }
   }
   append(next, const_sums);
   append(next, x_cts);
+  append(want, const_types);
+  append(want, x_types);
   b.set_outputs(next);
 
   std::vector<ValueId> ins;
@@ -760,21 +772,6 @@ void scan_vjp(VjpContext& c) {
     if (ys_floating[k]) ins.push_back(c.ct(l.carry + k));
   }
   append(ins, consts);
-  // The new carry and ys typed as the body's inputs they are the cotangents of.
-  std::vector<ValueType> want;
-  for (const bool carry_part : {true, false}) {
-    for (const int k : split.wrt) {
-      const auto in = static_cast<std::size_t>(k);
-      if ((in < l.carry) == carry_part && in < l.carry + l.xs && (carry_part || in >= l.carry)) {
-        want.push_back(body.types[body.inputs[in]]);
-      }
-    }
-    if (carry_part) {
-      for (const int k : split.wrt) {
-        if (static_cast<std::size_t>(k) >= l.carry + l.xs) want.push_back(body.types[body.inputs[static_cast<std::size_t>(k)]]);
-      }
-    }
-  }
   Params params = with_programs(c.params, "body", {made(typed_outputs(b.build(), want))});
   params["reverse"] = bool_param(!l.reverse);
   params["num_carry"] = int_param(static_cast<std::int64_t>(num_carry));
