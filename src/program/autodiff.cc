@@ -32,7 +32,7 @@ class Transposer {
     for (std::size_t k = 0; k < p_.constants.size(); ++k) map_[p_.constants[k]] = b_.constant(p_.constant_values[k]);
     for (std::size_t i = 0; i < p_.equations.size(); ++i) {
       if (const auto region = region_of(p_.equations[i])) regions_[*region].push_back(i);
-      reemit(p_.equations[i]);
+      reemit(i);
     }
   }
 
@@ -75,14 +75,30 @@ class Transposer {
     return std::get<std::int64_t>(it->second);
   }
 
-  // `eq` emitted again on the current values of its inputs; its outputs now map to the new results. The
-  // region marker is dropped: the VJP's result is a plain program (its regions are spent).
-  void reemit(const Equation& eq) {
+  // Equation i emitted again on the current values of its inputs; its outputs now map to the new results. The
+  // region marker is dropped: the VJP's result is a plain program (its regions are spent). A primitive with a
+  // forward rule (OpInfo::vjp_forward) emits itself and leaves residuals for its VJP rule.
+  void reemit(std::size_t i) {
+    const Equation& eq = p_.equations[i];
     std::vector<ValueId> ins;
     for (ValueId id : eq.inputs) ins.push_back(map_.at(id));
     Params params = eq.params;
     params.erase(kCheckpointParam);
-    const std::vector<ValueId> outs = b_.emit(eq.info(), ins, std::move(params), eq.source);
+    std::vector<ValueId> outs;
+    if (eq.info().vjp_forward != nullptr) {
+      e_.set_source(eq.source);
+      VjpForwardContext c{e_, eq.info(), params, {}, ins};
+      for (ValueId id : eq.inputs) c.in_types.push_back(p_.types[id]);
+      try {
+        WithResiduals made = eq.info().vjp_forward(c);
+        outs = std::move(made.outs);
+        residuals_[i] = std::move(made.residuals);
+      } catch (const RuleError& e) {
+        throw InvalidArgument(equation_error_prefix(p_, i) + e.what());
+      }
+    } else {
+      outs = b_.emit(eq.info(), ins, std::move(params), eq.source);
+    }
     for (std::size_t k = 0; k < outs.size(); ++k) map_[eq.outputs[k]] = outs[k];
   }
 
@@ -97,9 +113,8 @@ class Transposer {
     const std::optional<std::int64_t> region = region_of(eq);
     if (!region || !recomputed_.insert(*region).second) return;
     for (const std::size_t k : regions_.at(*region)) {
-      const Equation& member = p_.equations[k];
-      if (member.info().effectful) continue;
-      reemit(member);
+      if (p_.equations[k].info().effectful) continue;
+      reemit(k);
     }
   }
 
@@ -143,7 +158,8 @@ class Transposer {
       return;  // integer or boolean results (comparisons, argmax, one_hot, axis_index, bitwise): no cotangent
     }
     e_.set_source(p_.equations[index_].source);
-    VjpContext c{e_, eq.info(), eq.params, {}, {}, {}, {}, {}, {}};
+    VjpContext c{e_, eq.info(), eq.params, {}, {}, {}, {}, {}, {}, {}};
+    if (const auto it = residuals_.find(index_); it != residuals_.end()) c.residuals = it->second;
     for (ValueId id : eq.inputs) {
       c.in_types.push_back(p_.types[id]);
       c.ins.push_back(map_.at(id));
@@ -168,6 +184,7 @@ class Transposer {
   std::size_t index_ = 0;           // the equation being transposed (its source is the backward's)
   std::map<std::int64_t, std::vector<std::size_t>> regions_;  // checkpoint region -> its equations, in order
   std::set<std::int64_t> recomputed_;                         // the regions recompute() has emitted again
+  std::map<std::size_t, std::vector<ValueId>> residuals_;     // equation -> what its forward rule left
 };
 
 }  // namespace
@@ -183,13 +200,15 @@ void check_wrt(const Program& program, const std::vector<int>& wrt) {
   }
 }
 
-// The VJP as vjp_program builds it, and the first value the backward pass defines (its first cotangent input):
-// every value numbered below it is the forward pass's.
-Program build_vjp(const Program& program, const std::vector<int>& wrt, ValueId* backward_start) {
+// The VJP as vjp_program builds it, which of its equations the backward pass emitted, and the first value the
+// backward pass defines (its first cotangent input): every value numbered below it is the forward pass's.
+Program build_vjp(const Program& program, const std::vector<int>& wrt, std::vector<bool>& backward,
+                  ValueId* backward_start) {
   check_wrt(program, wrt);
   Builder b(program.mesh, program.rules);
   Transposer t(program, b);
   t.forward();
+  const std::size_t forward_equations = b.num_equations();
   std::vector<ValueId> outputs;
   for (ValueId id : program.outputs) outputs.push_back(t.mapped(id));
   for (ValueId id : program.outputs) {
@@ -200,16 +219,26 @@ Program build_vjp(const Program& program, const std::vector<int>& wrt, ValueId* 
   t.backward();
   for (int k : wrt) outputs.push_back(t.cotangent(program.inputs[static_cast<std::size_t>(k)]));
   b.set_outputs(outputs);
+  backward.assign(b.num_equations(), true);
+  std::fill(backward.begin(), backward.begin() + static_cast<std::ptrdiff_t>(forward_equations), false);
   return b.build();
 }
 
 }  // namespace
 
-Program vjp_program(const Program& program, const std::vector<int>& wrt) { return build_vjp(program, wrt, nullptr); }
+Program vjp_program(const Program& program, const std::vector<int>& wrt) {
+  std::vector<bool> backward;
+  return build_vjp(program, wrt, backward, nullptr);
+}
+
+Program vjp_program(const Program& program, const std::vector<int>& wrt, std::vector<bool>& backward) {
+  return build_vjp(program, wrt, backward, nullptr);
+}
 
 std::vector<SavedResidual> saved_residuals(const Program& program, const std::vector<int>& wrt) {
   ValueId start = -1;
-  const Program p = build_vjp(program, wrt, &start);
+  std::vector<bool> backward_equations;
+  const Program p = build_vjp(program, wrt, backward_equations, &start);
   if (start < 0) return {};
   // What the cotangent outputs need, walking back (the primal outputs are the forward pass's own).
   std::vector<bool> needed(p.types.size(), false), live(p.equations.size(), false);

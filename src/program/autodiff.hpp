@@ -15,6 +15,11 @@ namespace weft::program {
 // primal outputs, then one cotangent per `wrt` input (zeros where nothing flows). An op without a rule is an
 // InvalidArgument naming the equation and the op.
 Program vjp_program(const Program& program, const std::vector<int>& wrt);
+// The same, also saying per equation of the result whether the backward emitted it (a rule's equation, or a
+// checkpoint region's forward recomputed for it) rather than the forward pass: what a caller splitting the VJP
+// into stored residuals (the forward's values the backward reads) and a backward keeps on the backward side
+// (scan's rule, with partial_eval's `recompute`).
+Program vjp_program(const Program& program, const std::vector<int>& wrt, std::vector<bool>& backward);
 
 // The values the backward pass of vjp_program(program, wrt) reads from the forward pass (JAX's residuals, what
 // jax.ad_checkpoint.print_saved_residuals lists), in the order first read: a checkpoint region's recomputed

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "autodiff.hpp"
 #include "op_registry.hpp"
 #include "rule_kit.hpp"
 #include "transforms.hpp"
@@ -21,6 +22,14 @@ bool names_axis(const Params& params, const std::string& axis) {
   if (it == params.end()) return false;
   const auto* names = std::get_if<std::vector<std::string>>(&it->second);
   return names != nullptr && std::find(names->begin(), names->end(), axis) != names->end();
+}
+
+// A control-flow equation (ops/control.cc) holds sub-programs traced on the program's mesh: where vmap's axis
+// is one of its axes, they must be batched (to lose it, and for their collectives over it) even when no
+// operand is batched.
+bool holds_programs(const Equation& eq) {
+  return std::any_of(eq.params.begin(), eq.params.end(),
+                     [](const auto& param) { return std::holds_alternative<SubPrograms>(param.second); });
 }
 
 Mesh without_axis(const Mesh& mesh, const std::string& axis) {
@@ -79,7 +88,8 @@ BatchedProgram batch_program(const Program& p, const std::vector<bool>& batched,
     for (ValueId id : eq.outputs) c.out_types.push_back(p.types[id]);
     Batched result;
     try {
-      if (!c.any_batched() && !names_axis(params, axis_name)) {
+      if (!c.any_batched() && !names_axis(params, axis_name) &&
+          !(holds_programs(eq) && !axis_name.empty() && p.mesh.has_axis(axis_name))) {
         result.outs = b.emit(eq.info(), c.ins, params, eq.source);
         result.batched.assign(result.outs.size(), false);
       } else {
@@ -110,6 +120,27 @@ BatchedProgram batch_program(const Program& p, const std::vector<bool>& batched,
   b.set_outputs(outputs);
   out.program = b.build();
   return out;
+}
+
+Program conform_batched(BatchedProgram batched, const std::vector<bool>& want, std::int64_t size) {
+  if (batched.out_batched == want) return std::move(batched.program);
+  const Program& p = batched.program;
+  Builder b(p.mesh, p.rules);
+  Emitter e(b);
+  std::vector<ValueId> ins;
+  for (ValueId id : p.inputs) ins.push_back(b.input(p.types[id]));
+  std::vector<ValueId> outs = inline_program(b, p, ins);
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    if (want[k] && !batched.out_batched[k]) {
+      std::vector<std::int64_t> shape = e.type(outs[k]).shape;
+      shape.insert(shape.begin(), size);
+      outs[k] = e.broadcast_to(outs[k], shape);
+    } else if (!want[k] && batched.out_batched[k]) {
+      outs[k] = e.emit(Prim::sum, {outs[k]}, {{"axes", ints_param({0})}});
+    }
+  }
+  b.set_outputs(outs);
+  return b.build();
 }
 
 }  // namespace weft::program

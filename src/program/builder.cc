@@ -39,7 +39,9 @@ const ValueType& Builder::type(ValueId id) const {
 
 std::vector<ValueId> Builder::with_pvary(const OpInfo& op, const std::vector<ValueId>& ins, const Params& params,
                                          const std::string& source) {
-  if (op.effectful || op.id == Prim::pvary) return ins;
+  // A control-flow equation's operands are typed by its sub-programs' inputs (a loop's invariant consts stay
+  // invariant beside a varying carry): its type rule checks them against those, nothing is pvary-ed.
+  if (op.effectful || op.id == Prim::pvary || op.control != nullptr) return ins;
   std::vector<std::string> want;
   if (op.communicates_operand) {
     auto axes = params.find("axes");

@@ -77,6 +77,8 @@ class ForwardMode {
       throw RuleError("the JVP rule of " + eq.name() + " gave " + std::to_string(tangents.size()) + " tangents for " +
                       std::to_string(eq.outputs.size()) + " outputs");
     }
+    // The rule may have replaced the primal results with its own (rule_kit.hpp's JvpContext).
+    for (std::size_t k = 0; k < c.outs.size(); ++k) map_[eq.outputs[k]] = c.outs[k];
     for (std::size_t k = 0; k < tangents.size(); ++k) {
       if (tangents[k] == kNoValue || !is_floating(c.out_types[k].dtype)) continue;
       tangent_[eq.outputs[k]] = fitted(tangents[k], c.out_types[k], eq.name());

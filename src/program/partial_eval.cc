@@ -17,7 +17,8 @@ bool is_effect(const Equation& eq) { return eq.info().effectful; }
 
 }  // namespace
 
-PartialEval partial_eval(const Program& p, const std::vector<bool>& unknowns, const std::vector<bool>& instantiate) {
+PartialEval partial_eval(const Program& p, const std::vector<bool>& unknowns, const std::vector<bool>& instantiate,
+                         const std::vector<bool>& recompute) {
   if (unknowns.size() != p.inputs.size()) {
     throw InvalidArgument("partial_eval: " + std::to_string(unknowns.size()) + " unknown flags for a program of " +
                           std::to_string(p.inputs.size()) + " inputs (one per input)");
@@ -28,6 +29,10 @@ PartialEval partial_eval(const Program& p, const std::vector<bool>& unknowns, co
                           " outputs (one per output, or none)");
   }
   const std::size_t n_eq = p.equations.size();
+  if (!recompute.empty() && recompute.size() != n_eq) {
+    throw InvalidArgument("partial_eval: " + std::to_string(recompute.size()) + " recompute flags for a program of " +
+                          std::to_string(n_eq) + " equations (one per equation, or none)");
+  }
   std::vector<char> unknown(p.types.size(), 0);
   for (std::size_t k = 0; k < p.inputs.size(); ++k) unknown[p.inputs[k]] = unknowns[k] ? 1 : 0;
 
@@ -36,7 +41,7 @@ PartialEval partial_eval(const Program& p, const std::vector<bool>& unknowns, co
   bool effects_unknown = false;  // an earlier effect went to the unknown program
   for (std::size_t i = 0; i < n_eq; ++i) {
     const Equation& eq = p.equations[i];
-    bool u = false;
+    bool u = !recompute.empty() && recompute[i];
     for (ValueId id : eq.inputs) u = u || unknown[id] != 0;
     if (is_effect(eq)) {
       u = u || effects_unknown;

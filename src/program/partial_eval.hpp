@@ -30,7 +30,12 @@ struct PartialEval {
 // replica splits the same program the same way, so the replicas still meet in the same order). Session effects
 // keep their order: once one effect is unknown, every later effect goes to the unknown program as well (its
 // known operands as residuals), so no known effect runs before an unknown one that preceded it.
+//
+// `recompute` (empty: none) flags equations to put on the unknown side even when their inputs are known (JAX's
+// partial_eval_jaxpr_custom with a policy saying their results are not saveable): their known inputs become
+// residuals instead of their results, so the unknown program computes them again. How scan's VJP rule keeps a
+// checkpoint region of its body out of the stored residuals (vjp_program's `recomputed`).
 PartialEval partial_eval(const Program& program, const std::vector<bool>& unknowns,
-                         const std::vector<bool>& instantiate = {});
+                         const std::vector<bool>& instantiate = {}, const std::vector<bool>& recompute = {});
 
 }  // namespace weft::program

@@ -98,6 +98,9 @@ struct VjpContext;
 struct JvpContext;
 struct BatchContext;
 struct Batched;
+struct VjpForwardContext;
+struct WithResiduals;
+using VjpForwardRule = WithResiduals (*)(VjpForwardContext&);
 using VjpRule = void (*)(VjpContext&);
 using JvpRule = std::vector<ValueId> (*)(JvpContext&);
 using BatchRule = Batched (*)(BatchContext&);
@@ -129,6 +132,9 @@ struct OpInfo {
   Kernel kernel = nullptr;
   ControlKernel control = nullptr;
   VjpRule vjp = nullptr;
+  // How a VJP's forward pass emits the equation where `vjp` needs values computed inside it (rule_kit.hpp's
+  // VjpForwardContext); null: emitted as it is.
+  VjpForwardRule vjp_forward = nullptr;
   JvpRule jvp = nullptr;
   BatchRule batch = nullptr;
   // Why a missing rule is missing (pmax: "JAX defines no derivative of pmax"), quoted by the refusal.

@@ -169,6 +169,15 @@ ValueId JvpContext::tangent(std::size_t k) {
   return e.zeros(t);
 }
 
+ValueId pvary_to(Emitter& e, ValueId g, const std::vector<std::string>& axes) {
+  std::vector<std::string> missing;
+  const std::vector<std::string> has = e.type(g).varying;
+  for (const std::string& a : axes) {
+    if (std::find(has.begin(), has.end(), a) == has.end()) missing.push_back(a);
+  }
+  return missing.empty() ? g : e.emit(Prim::pvary, {g}, {{"axes", axes_param(missing)}});
+}
+
 bool BatchContext::any_batched() const { return std::find(batched.begin(), batched.end(), true) != batched.end(); }
 
 ValueId BatchContext::materialized(std::size_t k) {

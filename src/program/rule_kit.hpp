@@ -68,6 +68,9 @@ std::int64_t normalize_axis(std::int64_t axis, std::size_t rank);
 std::int64_t axis_param(const Params& params, std::size_t rank, std::int64_t fallback = -1);
 // [0, 1, ..., n - 1]
 std::vector<std::int64_t> iota_axes(std::size_t n);
+// `g` typed as varying over `axes` too (a pvary of the axes it lacks; itself when it has them all): a
+// collective's shard_map rule, and a zero tangent or cotangent typed as its varying primal.
+ValueId pvary_to(Emitter& e, ValueId g, const std::vector<std::string>& axes);
 // The sentinel for "no value": a symbolic zero tangent, a cotangent not given.
 inline constexpr ValueId kNoValue = -1;
 
@@ -84,6 +87,9 @@ struct VjpContext {
   std::vector<ValueType> in_types, out_types;
   std::vector<ValueId> ins, outs, cts;
   std::vector<ValueId> given;  // per input, kNoValue until give()
+  // What the primitive's forward rule (OpInfo::vjp_forward) left for this rule when the forward pass was
+  // emitted (a scan's stacked per-iteration values); empty for a primitive without one.
+  std::vector<ValueId> residuals;
 
   Prim prim() const { return op.id; }
   ValueId in(std::size_t k) const { return ins[k]; }
@@ -93,8 +99,27 @@ struct VjpContext {
   void give(std::size_t k, ValueId cotangent);
 };
 
+// A VJP's forward pass emits an equation through its primitive's forward rule (OpInfo::vjp_forward), where it
+// has one, instead of as it is: for a primitive whose VJP rule needs values computed inside it (a loop's
+// per-iteration values, which the equation itself does not return). The rule emits the primitive (or what
+// computes the same) on `ins` and returns its outputs, which stand for the equation's from then on, and the
+// residuals, which its VJP rule reads as VjpContext::residuals. Emitted again, with new residuals, where a
+// checkpoint region holding the equation is recomputed.
+struct VjpForwardContext {
+  Emitter& e;
+  const OpInfo& op;
+  const Params& params;
+  std::vector<ValueType> in_types;
+  std::vector<ValueId> ins;
+};
+struct WithResiduals {
+  std::vector<ValueId> outs, residuals;
+};
+
 // A JVP rule's view of one equation. The machinery has emitted the primal equation already (`outs`); the
-// rule returns one tangent per output (kNoValue for a zero one). `tangents[k]` is kNoValue where input k's
+// rule returns one tangent per output (kNoValue for a zero one). A rule that computes the primal results
+// together with the tangents (a loop carrying both, so the primal loop need not run twice) replaces `outs`
+// with them: the equation's outputs map to those from then on, and the first emission is dead code. `tangents[k]` is kNoValue where input k's
 // tangent is symbolically zero (an integer input, a constant, a value nothing differentiable reaches); the
 // rule is called only when some input has one.
 struct JvpContext {

@@ -26,4 +26,11 @@ struct BatchedProgram {
 BatchedProgram batch_program(const Program& program, const std::vector<bool>& batched, std::int64_t size,
                              const std::string& axis_name = {});
 
+// `batched`'s program with its outputs carrying the batch axis (of `size`) exactly where `want` says:
+// broadcast along it where the program left an output shared, summed over it where the program batched one
+// `want` needs shared (a custom_vjp cotangent of an input every example shares: the examples' cotangents add
+// up). What a rule emitting a batched sub-program needs when the caller fixes its outputs' batching (a custom
+// rule's, a loop body's carry, every branch of a cond alike).
+Program conform_batched(BatchedProgram batched, const std::vector<bool>& want, std::int64_t size);
+
 }  // namespace weft::program

@@ -156,6 +156,7 @@ def test_checkpointing_each_layer_of_a_gelu_mlp_cuts_the_planned_peak_of_live_by
     assert ratio <= 0.6, ratio
 
 
-def test_a_policy_is_refused():
-    with pytest.raises(weft.InvalidArgument, match="policies are not built"):
+def test_a_policy_that_is_not_callable_is_refused():
+    # (policies are built: test_checkpoint_policies.py)
+    with pytest.raises(TypeError, match="policy must be callable"):
         weft.checkpoint(tanh_layer, policy=object())

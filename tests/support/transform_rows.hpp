@@ -278,6 +278,89 @@ inline std::vector<Row> Rows() {
                               {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{1}}};
   rows.push_back({"scan", "", {F64({3}), F64({4, 3}), F64({3})}, scan});
   rows.push_back({"scan", "reverse", {F64({3}), F64({4, 3}), F64({3})}, with(scan, "reverse", true)});
+  const auto f64 = [&](ProgramBuilder& b, double v) { return b.constant(Array::scalar(v, DType::f64)); };
+  const ValueType s0{DType::f64, {}};
+  // An integer carry (a counter: no tangent, no cotangent) that the floating values read, and an integer y.
+  // carry (i, c): i' = i + 1, c' = tanh(c * w + x) + 0.1 i; ys: c * i, i
+  const SubPrograms counted = {sub({i0, v3, v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    const int i = one(b, "astype", {x[0]}, {{"dtype", DType::f64}});
+    const int next = one(b, "add", {x[0], b.constant(Array::scalar(1, DType::i32))});
+    const int c = one(b, "add", {one(b, "tanh", {one(b, "add", {one(b, "multiply", {x[1], x[3]}), x[2]})}),
+                                 one(b, "multiply", {i, f64(b, 0.1)})});
+    return std::vector{next, c, one(b, "multiply", {x[1], i}), x[0]};
+  })};
+  rows.push_back({"scan", "an integer carry and an integer y", {I32({}, -2, 3), F64({3}), F64({4, 3}), F64({3})},
+                  {{"body", counted}, {"length", std::int64_t{4}}, {"reverse", false},
+                   {"num_carry", std::int64_t{2}}, {"num_consts", std::int64_t{1}}}});
+  // No xs (lax.scan(f, init, None, length=3)): carry' = tanh(c * w) + c, y = exp(c) * w
+  const SubPrograms unfed = {sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    return std::vector{one(b, "add", {one(b, "tanh", {one(b, "multiply", {x[0], x[1]})}), x[0]}),
+                       one(b, "multiply", {one(b, "exp", {x[0]}), x[1]})};
+  })};
+  rows.push_back({"scan", "no xs", {F64({3}), F64({3})},
+                  {{"body", unfed}, {"length", std::int64_t{3}}, {"reverse", false},
+                   {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{1}}}});
+  // No carry (lax.map): y = tanh(x) * w
+  const SubPrograms mapped = {sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    return std::vector{one(b, "multiply", {one(b, "tanh", {x[0]}), x[1]})};
+  })};
+  rows.push_back({"scan", "no carry (lax.map)", {F64({4, 3}), F64({3})},
+                  {{"body", mapped}, {"length", std::int64_t{4}}, {"reverse", true},
+                   {"num_carry", std::int64_t{0}}, {"num_consts", std::int64_t{1}}}});
+  // Nesting: a body holding a scan and a cond (their rules run inside the outer one's sub-programs).
+  // carry' = scan(c -> tanh(c * x), c, length 2) + cond(i, c * x | exp(x)), y = carry' * x; i a const.
+  const SubPrograms twice = {sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    return std::vector{one(b, "tanh", {one(b, "multiply", {x[0], x[1]})})};
+  })};
+  const SubPrograms pick = {
+      sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) { return std::vector{one(b, "multiply", x)}; }),
+      sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) { return std::vector{one(b, "exp", {x[1]})}; })};
+  const SubPrograms nested = {sub({v3, v3, i0}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    const int inner = b.emit("scan", {x[0], x[1]}, {{"body", twice}, {"length", std::int64_t{2}}, {"reverse", false},
+                                                    {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{1}}})[0];
+    const int chosen = b.emit("cond", {x[2], x[0], x[1]}, {{"branches", pick}})[0];
+    const int next = one(b, "add", {inner, chosen});
+    return std::vector{next, one(b, "multiply", {next, x[1]})};
+  })};
+  rows.push_back({"scan", "a body holding a scan and a cond", {F64({3}, -0.5, 0.5), F64({3, 3}, -0.5, 0.5), I32({}, 0, 1)},
+                  {{"body", nested}, {"length", std::int64_t{3}}, {"reverse", false},
+                   {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{1}}}});
+  // Branches closing over different values: each reads its own operand (the other's is unused there) and
+  // holds its own constant. Operands (x, a, b): x * a + 0.5 | tanh(x) - 2 b.
+  const SubPrograms closing = {
+      sub({v3, v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+        return std::vector{one(b, "add", {one(b, "multiply", {x[0], x[1]}), f64(b, 0.5)})};
+      }),
+      sub({v3, v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+        return std::vector{one(b, "subtract", {one(b, "tanh", {x[0]}), one(b, "multiply", {x[2], f64(b, 2)})})};
+      })};
+  rows.push_back({"cond", "branches closing over different values", {I32({}, 0, 1), F64({3}), F64({3}), F64({3})},
+                  {{"branches", closing}}});
+  // A predicate read from the floating carry, so batching the carry batches it (each example stops on its
+  // own iteration): while sum(c * c) < limit: c = 1.3 c + w.
+  const SubPrograms below = {sub({v3, s0}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    return std::vector{one(b, "less", {one(b, "sum", {one(b, "multiply", {x[0], x[0]})}), x[1]})};
+  })};
+  const SubPrograms grow = {sub({v3, v3}, [&](ProgramBuilder& b, const std::vector<int>& x) {
+    return std::vector{one(b, "add", {one(b, "multiply", {x[0], f64(b, 1.3)}), x[1]})};
+  })};
+  rows.push_back({"while_loop", "a predicate of the floating carry", {F64({3}), F64({}, 4, 30), F64({3}, -0.2, 0.2)},
+                  {{"cond", below}, {"body", grow}, {"cond_nconsts", std::int64_t{1}}, {"body_nconsts", std::int64_t{1}}}});
+  // A body with collectives, run in pmap over 4 replicas (one input and one output: the collectives' harness
+  // batches the first input and pairs the first output alone). c' = tanh(0.25 psum(c) + 0.5 ppermute(c))
+  {
+    const std::vector<MeshAxis> ring = {{"i", 4}};
+    ProgramBuilder b{Mesh(ring)};
+    const int c = b.input({DType::f64, {3}, {"i"}});
+    const int summed = one(b, "multiply", {one(b, "psum", {c}, Named({"i"})), f64(b, 0.25)});
+    const int shifted = one(b, "ppermute", {c}, with(Named({"i"}), "perm", Permutation{{0, 1}, {1, 2}, {2, 3}, {3, 0}}));
+    b.set_outputs({one(b, "tanh", {one(b, "add", {summed, one(b, "multiply", {shifted, f64(b, 0.5)})})})});
+    const SubPrograms ringed = {std::make_shared<const Program>(b.build())};
+    rows.push_back(collective("scan", "a body with psum and ppermute", {F64({3})},
+                              {{"body", ringed}, {"length", std::int64_t{3}}, {"reverse", false},
+                               {"num_carry", std::int64_t{1}}, {"num_consts", std::int64_t{0}}},
+                              ring));
+  }
   // pmap (JAX's xla_pmap): a body over 4 replicas of axis 'i', x split along axis 1, w whole to each;
   // per replica tanh(x * w + psum(x)).
   ProgramBuilder per_replica(Mesh({{"i", 4}}));
@@ -369,7 +452,9 @@ inline bool AnyFloating(const std::vector<ValueType>& types) {
 }
 
 inline Program Build(const Row& row) {
-  ProgramBuilder b(Mesh(row.mesh));
+  // An invariant input, one value on every device counted once, is shard_map's notion: such a row is built
+  // under shard_map's rules (pvary's transpose is then psum; under pmap's every replica's value is its own).
+  ProgramBuilder b(Mesh(row.mesh), row.invariant ? CollectiveRules::shard_map : CollectiveRules::pmap);
   std::vector<int> ins;
   for (const InputSpec& spec : row.inputs) {
     std::vector<std::string> axes;

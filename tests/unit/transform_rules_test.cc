@@ -158,8 +158,9 @@ TEST(TransformRules, JvpMatchesCentralDifferencesAndVjpIsItsAdjoint) {
     for (std::size_t k = 0; k < in_types.size(); ++k) {
       if (is_floating(in_types[k].dtype)) wrt.push_back(static_cast<int>(k));
     }
+    // A refusal (while_loop's, JAX's) must quote the op's reason.
     const std::optional<Program> vf =
-        Transformed(row, "vjp_program", false, [&] { return vjp_program(f, wrt); });
+        Transformed(row, "vjp_program", Refuses(info, info.vjp), [&] { return vjp_program(f, wrt); });
     if (!vf) continue;
     std::vector<Array> vjp_args = x;
     std::vector<Array> u;

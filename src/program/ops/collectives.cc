@@ -265,16 +265,6 @@ Params over_axes(Params p, std::vector<std::string> axes) {
   return p;
 }
 
-// `g` typed as varying over `axes` too (a pvary of the axes it lacks; itself when it has them all).
-ValueId pvary_to(Emitter& e, ValueId g, const std::vector<std::string>& axes) {
-  std::vector<std::string> missing;
-  const std::vector<std::string> has = e.type(g).varying;
-  for (const std::string& a : axes) {
-    if (std::find(has.begin(), has.end(), a) == has.end()) missing.push_back(a);
-  }
-  return missing.empty() ? g : e.emit(Prim::pvary, {g}, {{"axes", axes_param(missing)}});
-}
-
 // The member's rank in its group along the collective's axes (int32): its axis index, through a constant
 // table where groups are given (groups list their members in rank order).
 ValueId rank_in_group(Emitter& e, const Params& p, std::int64_t group_size) {
@@ -387,7 +377,16 @@ void pmean_vjp(VjpContext& c) {
 }
 
 // shard_map's pvary: the varying cotangents summed back to the invariant value.
-void pvary_vjp(VjpContext& c) { c.give(0, c.e.emit(Prim::psum, {c.ct()}, c.params)); }
+// Under shard_map's rules an invariant value is one value on every device, so its cotangent is the devices'
+// sum (JAX's pvary transposes to psum); under pmap's (where control flow inserts pvary to type a carry) every
+// replica's value is its own and pvary only retypes it: the cotangent passes as it is.
+void pvary_vjp(VjpContext& c) {
+  if (c.e.rules() == CollectiveRules::pmap) {
+    c.give(0, c.ct());
+    return;
+  }
+  c.give(0, c.e.emit(Prim::psum, {c.ct()}, c.params));
+}
 
 void all_gather_vjp(VjpContext& c) { c.give(0, c.e.emit(Prim::psum_scatter, {c.ct()}, c.params)); }
 void psum_scatter_vjp(VjpContext& c) { c.give(0, c.e.emit(Prim::all_gather, {c.ct()}, c.params)); }

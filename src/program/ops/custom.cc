@@ -67,30 +67,6 @@ void check_like_primal(const ValueType& got, const ValueType& primal, const std:
   }
 }
 
-// `batched` (a batched rule program) with its outputs carrying the batch axis exactly where `want` says:
-// broadcast along it where the rule left an output shared, summed over it where the rule batched one the call
-// needs shared (a custom_vjp cotangent of an input every example shares: the examples' cotangents add up).
-Program conformed(BatchedProgram batched, const std::vector<bool>& want, std::int64_t size) {
-  if (batched.out_batched == want) return std::move(batched.program);
-  const Program& p = batched.program;
-  Builder b(p.mesh, p.rules);
-  Emitter e(b);
-  std::vector<ValueId> ins;
-  for (ValueId id : p.inputs) ins.push_back(b.input(p.types[id]));
-  std::vector<ValueId> outs = inline_program(b, p, ins);
-  for (std::size_t k = 0; k < outs.size(); ++k) {
-    if (want[k] && !batched.out_batched[k]) {
-      std::vector<std::int64_t> shape = e.type(outs[k]).shape;
-      shape.insert(shape.begin(), size);
-      outs[k] = e.broadcast_to(outs[k], shape);
-    } else if (!want[k] && batched.out_batched[k]) {
-      outs[k] = e.emit(Prim::sum, {outs[k]}, {{"axes", ints_param({0})}});
-    }
-  }
-  b.set_outputs(outs);
-  return b.build();
-}
-
 // The rule numbered `layout.rule` batched with inputs flagged `in_batched`, its outputs conformed to `want`,
 // registered (once per rule, flags, size and axis); its number.
 std::int64_t batched_rule(CustomKind kind, const CustomCallLayout& layout, const std::vector<bool>& in_batched,
@@ -106,7 +82,7 @@ std::int64_t batched_rule(CustomKind kind, const CustomCallLayout& layout, const
   }
   Program program;
   try {
-    program = conformed(batch_program(rule.program, in_batched, c.size, c.axis_name), want, c.size);
+    program = conform_batched(batch_program(rule.program, in_batched, c.size, c.axis_name), want, c.size);
   } catch (const InvalidArgument& err) {
     const char* part = kind == CustomKind::vjp ? "bwd" : "jvp rule";
     throw RuleError(who(layout, kind) + "batching its " + part + ": " + err.what());
