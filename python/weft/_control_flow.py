@@ -418,7 +418,7 @@ def _scan_length(xs_leaves, length):
                              f"{lengths}.")
         return length
     if len(set(lengths)) > 1:
-        raise ValueError(f"scan got values with different leading axis sizes: {', '.join(map(str, lengths))}.")
+        raise ValueError(f"scan got values with different leading axis sizes: {', '.join(str(n) for n in lengths)}.")
     if not lengths:
         raise ValueError("scan got no values to scan over and `length` not provided.")
     return lengths[0]
@@ -433,9 +433,6 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     del _split_transpose
     if not callable(f):
         raise TypeError("lax.scan: f argument should be a callable.")
-    trace = current_trace()
-    if trace is None:
-        return _eager("weft.lax.scan", lambda c, x: scan(f, c, x, length, reverse, unroll), (init, xs))
     init_leaves, init_tree = _tree.flatten(init)
     xs_leaves, xs_tree = _tree.flatten(xs)
     length = _scan_length(xs_leaves, length)
@@ -444,6 +441,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpos
     unroll = (max(length, 1) if unroll else 1) if isinstance(unroll, bool) else int(unroll)
     if unroll < 0:
         raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
+    trace = current_trace()
+    if trace is None:
+        return _eager("weft.lax.scan", lambda c, x: scan(f, c, x, length, reverse, unroll), (init, xs))
     carry_vals = [_as_value(trace, leaf) for leaf in init_leaves]
     xs_vals = [_as_value(trace, leaf) for leaf in xs_leaves]
     x_types = [(x.dtype, x.shape[1:], x._varying, x._weak) for x in xs_vals]
