@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "../support/errors.hpp"
+#include "weft/ops.hpp"
 #include "weft/weft.hpp"
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"  // (ScanOptions{.reverse = ...}: the rest default)
 
 namespace weft {
 namespace {
