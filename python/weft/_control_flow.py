@@ -335,7 +335,8 @@ def _check_branch_outputs(api, names, funs, bodies, order, mesh):
                             f"Revise {name1} and/or {name2} so that they have the same pytree structure.")
         pairs = list(builtins.zip(paths, bodies[first].out_types, bodies[k].out_types))
         diffs = [f"the output of {name1}{component(p)} has type {_type_text(a, mesh)} but the corresponding output of "
-                 f"{name2} has type {_type_text(b, mesh)}{_mismatch(a, b)}" for p, a, b in pairs if not _same_type(a, b)]
+                 f"{name2} has type {_type_text(b, mesh)}{_mismatch(a, b)}"
+                 for p, a, b in pairs if not _same_type(a, b)]
         if diffs:
             hints = [_pvary_hint([axis for axis, _ in mesh if axis in set(theirs[2]) - set(mine[2])],
                                  f"the output of {n}{component(p)}")
@@ -541,7 +542,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     def while_body_fun(loop_carry):
         i, upper, x = loop_carry
         return i + 1, upper, body_fun(i, x)
-    _, _, result = while_loop(lambda loop_carry: loop_carry[0] < loop_carry[1], while_body_fun, (lower, upper, init_val))
+    _, _, result = while_loop(lambda loop_carry: loop_carry[0] < loop_carry[1], while_body_fun,
+                              (lower, upper, init_val))
     return result
 
 

@@ -172,7 +172,9 @@ Arrays switch_traced(ProgramTrace& outer, const Array& index, const std::vector<
     all_types.push_back(outer.type(captured_values.back()));
   }
   std::vector<Program> wrapped;
-  for (const Body& body : bodies) wrapped.push_back(rewrap(body, all_types, values.size(), captured, outs, outer.mesh()));
+  for (const Body& body : bodies) {
+    wrapped.push_back(rewrap(body, all_types, values.size(), captured, outs, outer.mesh()));
+  }
   Arrays ins{outer.value(index)};
   if (ins[0].dtype() != DType::i32) ins[0] = ins[0].astype(DType::i32);
   ins = concat(concat(ins, values), captured_values);

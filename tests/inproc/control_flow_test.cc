@@ -84,7 +84,8 @@ TEST(Scan, LengthAndCarryErrors) {
   // a carry that changes dtype: the type rule names the carry and both types
   testing::ExpectThrowsWith<InvalidArgument>(
       [&] {
-        scan([](const std::vector<Array>& c, const std::vector<Array>&) { return ScanResult{{c[0].astype(DType::i32)}, {}}; },
+        scan([](const std::vector<Array>& c,
+                const std::vector<Array>&) { return ScanResult{{c[0].astype(DType::i32)}, {}}; },
              {Array::zeros({})}, {}, {.length = 2});
       },
       {"scan", "carry 0", "i32[]", "f32[]"});
@@ -92,11 +93,14 @@ TEST(Scan, LengthAndCarryErrors) {
 
 TEST(ForiAndWhile, EqualTheirLoops) {
   const Array x0 = Values({4}, 5);
-  auto body = [](const Array& i, const std::vector<Array>& c) { return std::vector<Array>{c[0] * 0.5 + i.astype(DType::f32)}; };
+  auto body = [](const Array& i, const std::vector<Array>& c) {
+    return std::vector<Array>{c[0] * 0.5 + i.astype(DType::f32)};
+  };
   Array want = x0;
   for (int i = 2; i < 9; ++i) want = jit([i](const Array& v) { return v * 0.5 + static_cast<double>(i); })(want);
   ExpectSame(fori_loop(2, 9, body, {x0})[0], want);  // eager, a scan
-  auto traced_bounds = jit([&](const Array& lo, const Array& hi, const Array& x) { return fori_loop(lo, hi, body, {x})[0]; });
+  auto traced_bounds =
+      jit([&](const Array& lo, const Array& hi, const Array& x) { return fori_loop(lo, hi, body, {x})[0]; });
   const Array lo = Array::scalar(2, DType::i32), hi = Array::scalar(9, DType::i32);
   ExpectSame(traced_bounds(lo, hi, x0), want);
   EXPECT_EQ(make_program([&](const Array& l, const Array& h, const Array& x) { return fori_loop(l, h, body, {x})[0]; })(
@@ -121,8 +125,10 @@ TEST(CondAndSwitch, RunTheBranchTheIndexPicks) {
     return cond(p, [&](const std::vector<Array>& o) { return std::vector<Array>{o[0] * a}; },
                 [&](const std::vector<Array>& o) { return std::vector<Array>{o[0] - b}; }, {x})[0];
   });
-  ExpectSame(f(Array::scalar(1, DType::boolean), x, a, b), jit([](const Array& x, const Array& a) { return x * a; })(x, a));
-  ExpectSame(f(Array::scalar(0, DType::boolean), x, a, b), jit([](const Array& x, const Array& b) { return x - b; })(x, b));
+  ExpectSame(f(Array::scalar(1, DType::boolean), x, a, b),
+             jit([](const Array& x, const Array& a) { return x * a; })(x, a));
+  ExpectSame(f(Array::scalar(0, DType::boolean), x, a, b),
+             jit([](const Array& x, const Array& b) { return x - b; })(x, b));
   const std::vector<BranchFn> branches = {
       [](const std::vector<Array>& o) { return std::vector<Array>{o[0] + 1.0}; },
       [](const std::vector<Array>& o) { return std::vector<Array>{o[0] * 10.0}; },

@@ -96,7 +96,8 @@ def test_scan_weak_init_takes_the_bodys_dtype_as_jax_promotes_it():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"xs": None}, "scan got no values to scan over and `length` not provided."),
-    ({"xs": np.zeros((3, 2)), "length": 4}, "scan got `length` argument of 4 which disagrees with leading axis sizes [3]."),
+    ({"xs": np.zeros((3, 2)), "length": 4},
+     "scan got `length` argument of 4 which disagrees with leading axis sizes [3]."),
     ({"xs": (np.zeros(3), np.zeros(4))}, "scan got values with different leading axis sizes: 3, 4."),
     ({"xs": 1.0}, "scan got value with no leading axis to scan over: 1.0."),
     ({"xs": np.zeros(3), "unroll": -1}, "`unroll` must be a `bool` or a non-negative `int`."),
@@ -181,7 +182,8 @@ def test_fori_loop_bound_types_and_unroll_as_jax():
     with pytest.raises(TypeError, match="lower and upper arguments to fori_loop must have equal types, got int32 and "
                                         "float32"):
         lax.fori_loop(np.int32(0), np.float32(3), lambda i, x: x, 0)
-    with pytest.raises(ValueError, match="Can only use `unroll` in `fori_loop` if the loop bounds are statically known."):
+    with pytest.raises(ValueError,
+                       match="Can only use `unroll` in `fori_loop` if the loop bounds are statically known."):
         weft.jit(lambda n: lax.fori_loop(0, n, lambda i, x: x, 0.0, unroll=2))(np.int32(3))
     # a weak Python int bound takes the other's dtype
     assert int(weft.jit(lambda n: lax.fori_loop(0, n, lambda i, x: x + i, 0))(np.int32(5))) == 10
@@ -198,7 +200,8 @@ def test_while_loop_errors_are_jaxs():
     with pytest.raises(TypeError, match=r"cond_fun must return a boolean scalar, but got output type\(s\) "
                                         r"\[ShapedArray\(float32\[\]\)\]\."):
         lax.while_loop(lambda c: c * 1.0, lambda c: c, np.float32(1))
-    with pytest.raises(TypeError, match=r"cond_fun must return a boolean scalar, but got pytree PyTreeDef\(\(\*, \*\)\)"):
+    with pytest.raises(TypeError,
+                       match=r"cond_fun must return a boolean scalar, but got pytree PyTreeDef\(\(\*, \*\)\)"):
         lax.while_loop(lambda c: (c < 1, c < 2), lambda c: c, np.float32(1))
 
 
