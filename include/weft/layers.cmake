@@ -10,4 +10,4 @@ set(weft_array_public array memory npy ops random)
 # program: SSA programs (docs/programs.md).
 set(weft_program_public program)
 # runtime: the replica API, pmap, sessions, tracing and the transformations; `weft` includes them all.
-set(weft_runtime_public autodiff checkpoint custom_vjp jit pmap replica runtime session sharded_array transforms weft)
+set(weft_runtime_public autodiff checkpoint control_flow custom_vjp jit pmap replica runtime session sharded_array transforms weft)

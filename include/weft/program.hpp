@@ -132,6 +132,11 @@ class ProgramBuilder {
 class ProgramTrace {
  public:
   explicit ProgramTrace(Mesh mesh = Mesh(), std::string name = "jit");
+  // A trace nested in `outer`, as a control-flow body is (weft/control_flow.hpp): the same mesh; symbolic
+  // Arrays of `outer`, or of the traces `outer` is nested in, that the traced function meets become further
+  // inputs of this one (captured() lists those values, in order), and while it is open a traced Replica's
+  // collectives record here (the body's own equations).
+  ProgramTrace(ProgramTrace& outer, std::string name);
   // Ends the trace: a symbolic Array of it kept past this point refuses every op, naming the trace.
   ~ProgramTrace();
   ProgramTrace(const ProgramTrace&) = delete;
@@ -145,6 +150,13 @@ class ProgramTrace {
                             std::string source = {});
   // The full type of a symbolic Array of this trace (with its varying axes).
   const ValueType& type(const Array& value) const;
+  // `value` as a symbolic Array of this trace: itself, a new constant for a concrete Array, or, in a nested
+  // trace, the input standing for a value of a trace around it.
+  Array value(const Array& value);
+  // The values of the traces around a nested trace that it captured, in the order of its inputs after its own.
+  const std::vector<Array>& captured() const;
+  // Whether this trace is nested in `outer` (directly or through other nested traces).
+  bool nested_in(const ProgramTrace& outer) const;
   const Mesh& mesh() const;
   const std::string& name() const;
   // The program with these outputs (a concrete output becomes a constant), built: verified, dead code
@@ -156,6 +168,12 @@ class ProgramTrace {
 };
 
 namespace detail {
+// The innermost ProgramTrace open on this thread (constructed, not yet destroyed), or null: where
+// weft/control_flow.hpp records its equations.
+ProgramTrace* current_program_trace();
+// Where a traced Replica of `trace` records a collective: the innermost trace open on this thread when it is
+// nested in `trace` (a control-flow body being traced), else `trace`.
+ProgramTrace* recording_trace(ProgramTrace* trace);
 // Appends `program` to the trace its symbolic `inputs` belong to (concrete ones become constants) and returns
 // its outputs as symbolic Arrays of that trace: how a transform called inside jit or pmap(jit) inlines.
 std::vector<Array> inline_into_trace(const Program& program, std::span<const Array> inputs);

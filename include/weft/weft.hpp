@@ -4,6 +4,7 @@
 #pragma once
 #include "weft/array.hpp"
 #include "weft/autodiff.hpp"
+#include "weft/control_flow.hpp"
 #include "weft/custom_vjp.hpp"
 #include "weft/dtype.hpp"
 #include "weft/error.hpp"

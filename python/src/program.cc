@@ -281,6 +281,34 @@ void bind_program_functions(py::module_& m) {
         return out;
       },
       "Runs a traced program on this thread (weft.jit outside pmap).");
+
+  // weft.lax's control flow called in an eager replica (weft.pmap(f, eager=True), a session's program): the
+  // call is traced on the replica's mesh and run as the replica, so collectives inside a body meet the other
+  // replicas' (weft/_control_flow.py).
+  m.def(
+      "replica_mesh",
+      [](const std::string& op) {
+        std::vector<std::pair<std::string, int>> axes;
+        for (const MeshAxis& axis : current_replica(op.c_str()).mesh().axes()) axes.emplace_back(axis.name, axis.size);
+        return axes;
+      },
+      py::arg("op"), "The mesh of the calling thread's replica as (name, size) pairs; `op` names the caller's errors.");
+  m.def(
+      "run_program_in_replica",
+      [](const Program& program, const py::sequence& args, const std::string& op) {
+        Replica& replica = current_replica(op.c_str());
+        std::vector<Array> inputs = arrays_of(args, "an argument of a traced call in a replica");
+        std::vector<Array> outputs;
+        {
+          py::gil_scoped_release release;  // (the other replicas' Python runs while this one waits for them)
+          outputs = run_program(program, replica, inputs);
+        }
+        py::list out;
+        for (const Array& a : outputs) out.append(to_numpy(a));
+        return out;
+      },
+      py::arg("program"), py::arg("args"), py::arg("op"),
+      "Runs a traced program as the calling thread's replica (its collectives meet the other replicas').");
 }
 
 }  // namespace

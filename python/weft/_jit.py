@@ -62,11 +62,12 @@ def leaf_value(leaf):
     return leaf
 
 
-def trace_function(fun, in_types, treedef, mesh, name, captured=None, shard_map_rules=None):
+def trace_function(fun, in_types, treedef, mesh, name, captured=None, shard_map_rules=None, out_weak=None):
     """Traces fun(*unflatten(treedef, tracers)) with one input per (dtype, shape, varying[, weak]) of `in_types`:
     (the built weft._weft.Program, the result's treedef). Tracers of enclosing traces the function uses
     become further inputs, after those; `captured` (a list) receives them, in order (else they are an error).
-    `shard_map_rules`: the collectives' rule set (None: that of the trace around this one, else pmap's)."""
+    `shard_map_rules`: the collectives' rule set (None: that of the trace around this one, else pmap's).
+    `out_weak` (a list), when given, receives whether each output is weakly typed (programs keep no weak types)."""
     trace = Trace(mesh, name, shard_map_rules)
     with trace:
         tracers = [trace.input(*typ) for typ in in_types]
@@ -83,6 +84,8 @@ def trace_function(fun, in_types, treedef, mesh, name, captured=None, shard_map_
             elif leaf._trace is not trace:
                 raise _weft.InvalidArgument(f"{name}: an output is a tracer of another trace ({leaf._trace.name})")
             ids.append(leaf._id)
+            if out_weak is not None:
+                out_weak.append(leaf._weak)
     trace.builder.set_outputs(ids)
     if trace.captured and captured is None:
         raise _weft.InvalidArgument(f"{name}: the function uses a value traced by another function around it "

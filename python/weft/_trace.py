@@ -206,10 +206,10 @@ def bind_many(op, inputs, params=(), trace=None):
     return trace.emit(op, inputs, params)
 
 
-def conversion_error(what):
+def conversion_error(what, hint=""):
     return TracerConversionError(
         f"{what} was given a traced value (a Tracer of a function being traced by weft.jit / weft.pmap): it has "
-        "no data until the program runs. Use weft.numpy / weft.lax on it instead of numpy, or weft.pmap(f, "
+        f"no data until the program runs. {hint}Use weft.numpy / weft.lax on it instead of numpy, or weft.pmap(f, "
         "eager=True) for code that needs concrete values.")
 
 
@@ -264,7 +264,9 @@ class Tracer:
         raise conversion_error("numpy.asarray (or a numpy function)")
 
     def __bool__(self):
-        raise conversion_error("bool() (an `if` or `while` on a traced value)")
+        raise conversion_error("bool() (an `if` or `while` on a traced value)",
+                               "Branch on it with weft.lax.cond (or lax.switch, jnp.where) and loop on it with "
+                               "weft.lax.while_loop (or lax.fori_loop), as in JAX. ")
 
     def __float__(self):
         raise conversion_error("float()")

@@ -222,3 +222,84 @@ def _flatten_defaultdict(d):
 
 register(collections.defaultdict, _flatten_defaultdict,
          lambda data, values: collections.defaultdict(data[0], zip(data[1], values)))
+
+
+# ---- key paths and structural differences, as JAX's messages name a leaf (jax.tree_util.keystr) -----------------
+
+def _child_keys(node):
+    """The keys of a node's children as jax.tree_util.keystr prints them: [0] (sequences), ['a'] (dicts, and
+    the dict-like registered types), .name (a namedtuple's fields), [<flat index>] (other registered types)."""
+    kind, data, children = node
+    if kind is Kind.DICT:
+        return [f"[{k!r}]" for k in data]
+    if kind is Kind.NAMEDTUPLE:
+        return [f".{name}" for name in data._fields]
+    if kind is Kind.CUSTOM and data[0] is collections.OrderedDict:
+        return [f"[{k!r}]" for k in data[1]]
+    if kind is Kind.CUSTOM and data[0] is collections.defaultdict:
+        return [f"[{k!r}]" for k in data[1][1]]
+    if kind is Kind.CUSTOM:
+        return [f"[<flat index {i}>]" for i in range(len(children))]
+    return [f"[{i}]" for i in range(len(children))]
+
+
+def _paths_into(node, path, out):
+    if node[0] is Kind.LEAF:
+        out.append(path)
+        return
+    for key, child in zip(_child_keys(node), node[2]):
+        _paths_into(child, path + key, out)
+
+
+def leaf_paths(treedef):
+    """Each leaf's key path in flatten's order, as jax.tree_util.keystr writes it ("" for a lone leaf, "[0]['w']")."""
+    out = []
+    _paths_into(treedef, "", out)
+    return out
+
+
+def _node_type(node):
+    kind, data, _ = node
+    if kind is Kind.LEAF:
+        return "pytree leaf"
+    nodetype = {Kind.NONE: type(None), Kind.TUPLE: tuple, Kind.LIST: list, Kind.DICT: dict}.get(kind)
+    if nodetype is None:
+        nodetype = data if kind is Kind.NAMEDTUPLE else data[0]
+    return str(nodetype)
+
+
+def _differences_into(a, b, path, out):
+    if a[0] is Kind.LEAF and b[0] is Kind.LEAF:
+        return
+    type_a, type_b = _node_type(a), _node_type(b)
+    if type_a != type_b:
+        out.append((path, type_a, type_b, "their Python types differ"))
+        return
+    if a[0] in (Kind.TUPLE, Kind.LIST) and len(a[2]) != len(b[2]):
+        name = "tuple" if a[0] is Kind.TUPLE else "list"
+        out.append((path, f"{name} of length {len(a[2])}", f"{name} of length {len(b[2])}",
+                    "the lengths do not match"))
+        return
+    keys_a, keys_b = _child_keys(a), _child_keys(b)
+    if len(a[2]) != len(b[2]):
+        diff = " ".join(k.strip("[].") for k in sorted(set(keys_a) ^ set(keys_b)))
+        out.append((path, f"{type_a} with {len(a[2])} child{'ren' if len(a[2]) > 1 else ''}",
+                    f"{type_b} with {len(b[2])} child{'ren' if len(b[2]) > 1 else ''}",
+                    "the numbers of children do not match" +
+                    (f", with the symmetric difference of key sets: {{{diff}}}" if diff else "")))
+        return
+    if a[1] != b[1]:
+        meta = lambda node: node[1] if node[0] is not Kind.CUSTOM else node[1][1]  # noqa: E731
+        out.append((path, f"{type_a} with pytree metadata {meta(a)}", f"{type_b} with pytree metadata {meta(b)}",
+                    "the pytree node metadata does not match"))
+        return
+    for key, child_a, child_b in zip(keys_a, a[2], b[2]):
+        _differences_into(child_a, child_b, path + key, out)
+
+
+def structure_differences(a, b):
+    """How treedefs `a` and `b` differ, as JAX's equality_errors says it: (key path, what a has there, what b
+    has, why they differ) per difference."""
+    out = []
+    _differences_into(a, b, "", out)
+    return out

@@ -1,4 +1,5 @@
-"""weft.lax: jax.lax's collectives, called inside a function mapped by weft.pmap.
+"""weft.lax: jax.lax's collectives, called inside a function mapped by weft.pmap, and its control flow (cond,
+switch, scan, fori_loop, while_loop, map: weft/_control_flow.py).
 
 Under a trace (the traced weft.pmap, weft.jit inside it) each collective is an equation of the program,
 which every replica runs in C++. In an eager replica (weft.pmap(f, eager=True), sessions):
@@ -19,6 +20,7 @@ from typing import Callable
 import numpy as _np
 
 from . import _jnp, _weft
+from ._control_flow import cond, fori_loop, map, scan, switch, while_loop  # noqa: F401,A004  (jax.lax's names)
 from ._trace import Tracer as _Tracer, bind as _bind, current_trace as _current_trace
 from ._tree import flatten as _flatten, tree_map as _tree_map, unflatten as _unflatten
 
@@ -90,7 +92,7 @@ def _apply(collective, x, axis_name, *values, axis_index_groups=None):
     are converted once, here, for both."""
     if values:
         values = [convert(value) for convert, value in zip(collective.converts, values)]
-    groups = None if axis_index_groups is None else [list(map(int, group)) for group in axis_index_groups]
+    groups = None if axis_index_groups is None else [[int(i) for i in group] for group in axis_index_groups]
     trace = _current_trace()
     if trace is None:
         args = (axis_name, *values) if groups is None else (axis_name, *values, groups)

@@ -98,7 +98,7 @@ ProgramParams params_of(const CollectiveDescriptor& op, const detail::Collective
 // The equation `op[params] x` in the replica's trace (or, for a symbolic x met by a concrete replica, x's).
 Array record_collective(detail::ReplicaState& st, const CollectiveDescriptor& op, const Array& x, ProgramParams params,
                         CallSite loc) {
-  if (st.trace) return st.trace->record(op.name, {x}, std::move(params), source_of(loc)).at(0);
+  if (st.trace) return detail::recording_trace(st.trace)->record(op.name, {x}, std::move(params), source_of(loc)).at(0);
   return detail::record(op.name, {x}, std::move(params), source_of(loc)).at(0);
 }
 
@@ -272,7 +272,9 @@ const Mesh& Replica::mesh() const {
 AxisIndex Replica::axis_index(const Axes& axes, Loc loc) const {
   if (state_->trace) [[unlikely]] {
     const CollectiveDescriptor& op = rows::axis_index;
-    return AxisIndex(state_->trace->record(op.name, {}, params_of(op, over_axes(op, axes)), source_of(loc)).at(0), -1);
+    return AxisIndex(detail::recording_trace(state_->trace)->record(op.name, {}, params_of(op, over_axes(op, axes)),
+                                                                    source_of(loc)).at(0),
+                     -1);
   }
   const int index = axis_index_of(*state_, axes);
   return AxisIndex(Array::scalar(index, DType::i32), index);
