@@ -26,6 +26,7 @@
 
 namespace weft {
 namespace {
+namespace collective_descriptors_test {
 
 constexpr int kMembers = 4;
 
@@ -317,5 +318,6 @@ TEST(CollectiveDescriptors, ABadReductionNameIsRefusedAtItsEquation) {
       {"replicated_reduce_scatter", "model.py:7", "unknown reduce op \"bogus\"; use add, mean, mul, min or max"});
 }
 
+}  // namespace collective_descriptors_test
 }  // namespace
 }  // namespace weft

@@ -27,6 +27,7 @@
 
 namespace weft {
 namespace {
+namespace transform_rules_test {
 
 using namespace weft::testing;
 
@@ -245,5 +246,6 @@ TEST(TransformRules, BatchingEqualsPerExampleRunsBitForBit) {
   }
 }
 
+}  // namespace transform_rules_test
 }  // namespace
 }  // namespace weft
