@@ -31,7 +31,7 @@ def _run(program, inputs, trace):
         # As traced: Python numbers of JAX's default types, 64-bit arrays narrowed with x64 off.
         values = [_np.asarray(leaf_value(x), dtype=leaf_type(x, "grad")[0]) for x in inputs]
         return list(_weft.run_program(program, values))
-    ids = []
+    ids, varyings = [], []
     for x in inputs:
         if not isinstance(x, Tracer):
             x = trace.constant(x)
@@ -45,6 +45,14 @@ def _run(program, inputs, trace):
                                             "a value from one traced function was kept and used in another")
             x = trace.capture(x)
         ids.append(x._id)
+        varyings.append(x._varying)
+    # An input the program types as varying over more mesh axes than the value inlined into it (a seed
+    # cotangent, a constant, for an output that varies): typed as the program took it, so the equations inlined
+    # keep the types they were built with (a loop's carry must keep its type: src/program/ops/control.cc).
+    for k, (_, _, varying) in enumerate(program.input_types):
+        missing = tuple(a for a in varying if a not in varyings[k])
+        if missing:
+            ids[k] = trace.builder.emit("pvary", [ids[k]], [("axes", missing)], _weft.caller_source())[0][0]
     return [Tracer(trace, ident, typ) for ident, typ in trace.builder.inline(program, ids)]
 
 

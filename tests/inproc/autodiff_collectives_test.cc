@@ -17,6 +17,7 @@
 
 namespace weft {
 namespace {
+namespace autodiff_collectives_test {
 
 struct Case {
   std::string name;
@@ -267,5 +268,6 @@ TEST(AutodiffCollectives, FsdpGradientsTakeOnePsumScatterPerParameter) {
   }
 }
 
+}  // namespace autodiff_collectives_test
 }  // namespace
 }  // namespace weft

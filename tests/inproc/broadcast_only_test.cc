@@ -10,6 +10,9 @@
 
 #include "../support/errors.hpp"
 
+namespace {
+namespace broadcast_only_test {
+
 using namespace weft;
 using weft::testing::ErrorOf;
 using weft::testing::ExpectContains;
@@ -43,3 +46,6 @@ TEST(BroadcastOnly, DummyAxisIdiom) {
   ASSERT_EQ(y.shape(), (Shape{4, 3}));
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{0, 4, 8, 0, 4, 8, 0, 4, 8, 0, 4, 8}));
 }
+
+}  // namespace broadcast_only_test
+}  // namespace

@@ -17,6 +17,7 @@
 
 namespace weft {
 namespace {
+namespace buffer_sharing_test {
 
 std::vector<float> Ramp(std::size_t n) {
   std::vector<float> v(n);
@@ -63,5 +64,6 @@ TEST(BufferSharing, AnotherHolderMakesTheWriteCopy) {
   EXPECT_EQ(a.to_doubles()[0], 7.0);
 }
 
+}  // namespace buffer_sharing_test
 }  // namespace
 }  // namespace weft

@@ -42,6 +42,7 @@
 
 namespace weft {
 namespace {
+namespace checkpoint_test {
 
 using testing::CheckpointModel;
 using testing::ErrorOf;
@@ -695,5 +696,6 @@ TEST(CheckpointTest, AWriterKilledMidWriteNeverLeavesATruncatedFile) {
   EXPECT_GT(complete, 0) << "no save ever completed";
 }
 
+}  // namespace checkpoint_test
 }  // namespace
 }  // namespace weft

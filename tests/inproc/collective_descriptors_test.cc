@@ -29,6 +29,7 @@
 
 namespace weft {
 namespace {
+namespace collective_descriptors_test {
 
 constexpr int kMembers = 4;
 
@@ -387,5 +388,6 @@ TEST(CollectiveDescriptors, AResultOfAnotherTypeThanItsEquationDeclaresIsRefused
   }
 }
 
+}  // namespace collective_descriptors_test
 }  // namespace
 }  // namespace weft

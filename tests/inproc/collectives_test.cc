@@ -35,6 +35,7 @@
 
 namespace weft {
 namespace {
+namespace collectives_test {
 
 using Lists = std::vector<std::vector<int>>;
 using Names = std::vector<std::string>;
@@ -1042,5 +1043,6 @@ TEST(CollectiveExamples, MaxAndMinPropagateNan) {
   for (double v : mn.to_host().to_doubles()) EXPECT_TRUE(std::isnan(v));
 }
 
+}  // namespace collectives_test
 }  // namespace
 }  // namespace weft

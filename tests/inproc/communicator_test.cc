@@ -22,6 +22,7 @@
 
 namespace weft::collectives {
 namespace {
+namespace communicator_test {
 
 using testing::ErrorOf;
 using testing::ExpectContains;
@@ -346,5 +347,6 @@ TEST(Fingerprint, EveryFieldOfARequestAndTheRoundChangeIt) {
   EXPECT_NE(Fingerprint().add("ab").add("c").value(), Fingerprint().add("a").add("bc").value());
 }
 
+}  // namespace communicator_test
 }  // namespace
 }  // namespace weft::collectives

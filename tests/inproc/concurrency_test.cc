@@ -24,6 +24,7 @@
 
 namespace weft {
 namespace {
+namespace concurrency_test {
 
 using namespace std::chrono_literals;
 using namespace weft::testing;
@@ -201,5 +202,6 @@ TEST(PmapFromAReplicaThread, AWaitBehindAnExecutionThatMakesProgressDoesNotTimeO
   EXPECT_GE(second.seconds, 2.0) << "quick must have waited for long";
 }
 
+}  // namespace concurrency_test
 }  // namespace
 }  // namespace weft

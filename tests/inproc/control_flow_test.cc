@@ -18,6 +18,7 @@
 
 namespace weft {
 namespace {
+namespace control_flow_test {
 
 Array Values(Shape shape, std::uint32_t seed) {
   std::vector<float> v(static_cast<std::size_t>(num_elements(shape)));
@@ -169,5 +170,6 @@ TEST(Scan, CollectivesInTheBodyUnderPmapOfJit) {
   ExpectSame(scanned(x).to_host(), unrolled(x).to_host());
 }
 
+}  // namespace control_flow_test
 }  // namespace
 }  // namespace weft

@@ -18,6 +18,7 @@
 
 namespace weft {
 namespace {
+namespace debug_log_test {
 
 using namespace weft::testing;
 
@@ -239,5 +240,6 @@ TEST(R22DebugLevels, TheDebugFileRefusesASymlinkOrAFifo) {
   EXPECT_EQ(text, "precious");
 }
 
+}  // namespace debug_log_test
 }  // namespace
 }  // namespace weft

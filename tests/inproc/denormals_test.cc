@@ -19,6 +19,7 @@
 
 namespace weft {
 namespace {
+namespace denormals_test {
 
 constexpr int kReplicas = 4;
 
@@ -101,5 +102,6 @@ INSTANTIATE_TEST_SUITE_P(Table, FlushDenormals, ::testing::ValuesIn(Cases()), []
   return c.scheduler + (c.dtype == DType::f32 ? "_f32" : "_f64") + (c.flush ? "_flushed" : "_ieee");
 });
 
+}  // namespace denormals_test
 }  // namespace
 }  // namespace weft

@@ -13,6 +13,7 @@
 
 namespace weft {
 namespace {
+namespace error_hints_test {
 
 using namespace weft::testing;
 
@@ -87,5 +88,6 @@ TEST(R23Hints, SettingErrorsNameTheirKnob) {
   EXPECT_TRUE(Contains(o.message, "use one program over a multi-axis mesh instead")) << o.message;
 }
 
+}  // namespace error_hints_test
 }  // namespace
 }  // namespace weft

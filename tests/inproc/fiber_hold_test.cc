@@ -17,15 +17,14 @@
 #include "../support/temp_dir.hpp"
 #include "weft/weft.hpp"
 
+namespace {
+namespace fiber_hold_test {
+
 using namespace weft;
 using weft::testing::RunInForkedChild;
 
-namespace {
-
 const std::string kHolder = "replica 1 (CpuDevice(id=1, process=0)) has held fiber worker ";
 const std::string kStarved = "replica 0 (CpuDevice(id=0, process=0))";
-
-}  // namespace
 
 TEST(FiberHold, ASleepingReplicaTimesTheExecutionOutNamingItAndItsCoTenants) {
   // Replica 1 sleeps past the timeout while replica 0, on its worker, waits for it in a psum. Before, the
@@ -114,3 +113,6 @@ TEST(FiberHold, EveryRunIsWatchedNotOnlyTheFirst) {
     weft::testing::ExpectContains(message, {kHolder, kStarved, "not run since"});
   }
 }
+
+}  // namespace fiber_hold_test
+}  // namespace

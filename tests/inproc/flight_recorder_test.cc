@@ -20,6 +20,7 @@
 
 namespace weft {
 namespace {
+namespace flight_recorder_test {
 
 using namespace weft::testing;
 using namespace std::chrono_literals;
@@ -296,5 +297,6 @@ TEST(R21FlightRecorder, SettingsAreValidated) {
   EXPECT_EQ(defaults.options().dump_dir, "");
 }
 
+}  // namespace flight_recorder_test
 }  // namespace
 }  // namespace weft

@@ -12,9 +12,10 @@
 #include "../support/forked_child.hpp"
 #include "weft/weft.hpp"
 
-using namespace weft;
-
 namespace {
+namespace fork_test {
+
+using namespace weft;
 
 using weft::testing::ChildResult;
 using weft::testing::RunInForkedChild;
@@ -32,8 +33,6 @@ bool AllSixes(const Array& a) {
 auto Psum() {
   return [](Replica& r, const Array& x) { return r.psum(x, "i"); };
 }
-
-}  // namespace
 
 TEST(Fork, AChildRefusesTheParentsRuntimeAtOnceNamingTheFork) {
   for (const char* scheduler : {"fibers", "threads"}) {
@@ -81,3 +80,6 @@ TEST(Fork, TheCurrentRuntimeIsMadeAfreshInAChildWithTheSameOptions) {
     EXPECT_EQ(&Runtime::current(), &rt) << "the parent keeps its own";
   }
 }
+
+}  // namespace fork_test
+}  // namespace

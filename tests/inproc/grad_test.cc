@@ -20,6 +20,7 @@
 
 namespace weft {
 namespace {
+namespace grad_test {
 
 Array Reals(Shape shape, std::uint32_t seed) { return testing::SampleReals(shape, DType::f64, seed); }
 
@@ -266,5 +267,6 @@ TEST(CustomVjp, TheUsersRuleReplacesTheTransposes) {
                           {"mul: bwd returned 1 cotangents for 2 arguments"});
 }
 
+}  // namespace grad_test
 }  // namespace
 }  // namespace weft

@@ -23,6 +23,7 @@
 
 namespace weft::testing {
 namespace {
+namespace hierarchical_test {
 
 using Clock = std::chrono::steady_clock;
 using transport::InprocJob;
@@ -322,5 +323,6 @@ TEST(InprocTransport, CollectivesAgreeGatherAndReduceInProcessOrder) {
   });
 }
 
+}  // namespace hierarchical_test
 }  // namespace
 }  // namespace weft::testing

@@ -20,6 +20,7 @@
 
 namespace weft {
 namespace {
+namespace host_io_test {
 
 using namespace weft::testing;
 
@@ -156,5 +157,6 @@ TEST(Trace, AFailedWriteIsReported) {
   }
 }
 
+}  // namespace host_io_test
 }  // namespace
 }  // namespace weft

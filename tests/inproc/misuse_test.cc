@@ -14,6 +14,7 @@
 
 namespace weft {
 namespace {
+namespace misuse_test {
 
 using namespace weft::testing;
 
@@ -79,5 +80,6 @@ TEST(ShardedArrayLifetime, ReadableAfterItsRuntimeIsDestroyed) {
   EXPECT_EQ(fresh.stats().bytes_device_to_host, 0u) << "a dead runtime's reads were counted in a new runtime";
 }
 
+}  // namespace misuse_test
 }  // namespace
 }  // namespace weft

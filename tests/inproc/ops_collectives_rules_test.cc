@@ -25,6 +25,7 @@
 
 namespace weft {
 namespace {
+namespace ops_collectives_rules_test {
 
 const auto kAxes = [](std::vector<std::string> a) { return ProgramParam{std::move(a)}; };
 
@@ -458,5 +459,6 @@ TEST(OpsCollectivesRules, VmapRefusesWhatJaxRefuses) {
   }
 }
 
+}  // namespace ops_collectives_rules_test
 }  // namespace
 }  // namespace weft

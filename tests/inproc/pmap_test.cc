@@ -21,6 +21,7 @@
 
 namespace weft {
 namespace {
+namespace pmap_test {
 
 using Values = std::vector<double>;
 
@@ -482,5 +483,6 @@ TEST(ShardedArrays, IndexReturnsTheShardOnItsDeviceAndSliceReadsBack) {
   ExpectInvalid([&] { (void)out[-5]; }, {"out of bounds"});
 }
 
+}  // namespace pmap_test
 }  // namespace
 }  // namespace weft

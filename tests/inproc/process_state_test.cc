@@ -40,6 +40,7 @@ extern char** environ;
 
 namespace weft {
 namespace {
+namespace process_state_test {
 
 using State = std::map<std::string, std::string>;
 
@@ -177,5 +178,6 @@ TEST(ProcessState, ARuntimeAndItsPmapsLeaveTheHostProcessAsTheyFoundIt) {
   }
 }
 
+}  // namespace process_state_test
 }  // namespace
 }  // namespace weft

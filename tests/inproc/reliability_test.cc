@@ -31,6 +31,7 @@
 
 namespace weft {
 namespace {
+namespace reliability_test {
 
 using namespace std::chrono_literals;
 using namespace weft::testing;
@@ -924,5 +925,6 @@ TEST(R28NoBusyWait, SevenWaitingReplicasBurnNoCpu) {
   EXPECT_LT(cpu, 0.3) << "7 replicas waiting 2 s burnt " << cpu << " s of CPU";
 }
 
+}  // namespace reliability_test
 }  // namespace
 }  // namespace weft

@@ -18,6 +18,7 @@
 
 namespace weft {
 namespace {
+namespace scheduler_test {
 
 using namespace weft::testing;
 
@@ -277,5 +278,6 @@ TEST(SchedulerSetting, AnUnknownSchedulerIsRefusedNamingTheSetting) {
   }
 }
 
+}  // namespace scheduler_test
 }  // namespace
 }  // namespace weft

@@ -15,6 +15,7 @@
 
 namespace weft {
 namespace {
+namespace session_program_test {
 
 using testing::ErrorOf;
 using testing::ExpectContains;
@@ -104,5 +105,6 @@ TEST_F(SessionProgram, AMissingHandleAndAProgramWithInputsAreRefusedByName) {
   ExpectContains(inputs, {"a session's program takes no inputs", "this one takes 1"});
 }
 
+}  // namespace session_program_test
 }  // namespace
 }  // namespace weft

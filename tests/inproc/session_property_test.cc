@@ -38,6 +38,7 @@
 
 namespace weft {
 namespace {
+namespace session_property_test {
 
 #ifdef WEFT_TEST_TSAN
 constexpr int kIterations = 100;
@@ -380,5 +381,6 @@ TEST(SessionPropertyTest, MatchesNaiveReference) {
   EXPECT_GT(coverage.partial_shard_over, kIterations / 20);
 }
 
+}  // namespace session_property_test
 }  // namespace
 }  // namespace weft

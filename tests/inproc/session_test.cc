@@ -22,6 +22,7 @@
 
 namespace weft {
 namespace {
+namespace session_test {
 
 // ---- helpers --------------------------------------------------------------------------------------------
 
@@ -817,5 +818,6 @@ TEST(SessionTest, ReduceScatterSliceAndGatherShards) {
   ExpectArray(outs.at(gathered), {8, 4, 2, 3}, DType::i32, e_gathered, "all_gather in member order");
 }
 
+}  // namespace session_test
 }  // namespace
 }  // namespace weft

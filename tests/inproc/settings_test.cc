@@ -23,6 +23,7 @@
 
 namespace weft {
 namespace {
+namespace settings_test {
 
 using namespace std::chrono_literals;
 using namespace weft::testing;
@@ -307,5 +308,6 @@ TEST(Settings, ThreadsTheSystemRefusesAreAClearError) {
               "weft::Error: cannot start the worker thread of CpuDevice\\(id=[0-9]+, process=0\\).*of 4096 devices");
 }
 
+}  // namespace settings_test
 }  // namespace
 }  // namespace weft

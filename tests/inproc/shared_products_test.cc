@@ -20,6 +20,7 @@
 
 namespace weft {
 namespace {
+namespace shared_products_test {
 
 // Replica r's (rows, weight) entries: distinct per replica (rows) or per group (the weight), exact in bf16.
 double RowValue(int replica, std::int64_t i) { return static_cast<double>(((replica * 7 + i * 3) % 11) - 5) / 4; }
@@ -245,5 +246,6 @@ TEST(SharedProductsFailures, AReplicaThatNeverComesTimesOutNamingIt) {
   testing::ExpectContains(text, {"replica 0", "0.5 s"});
 }
 
+}  // namespace shared_products_test
 }  // namespace
 }  // namespace weft

@@ -24,6 +24,7 @@
 
 namespace weft {
 namespace {
+namespace shared_runs_test {
 
 struct Case {
   std::string name;
@@ -337,5 +338,6 @@ TEST(SharedRunsFailures, AReplicaThatNeverComesTimesOutNamingIt) {
   testing::ExpectContains(text, {"replica 0", "0.5 s"});
 }
 
+}  // namespace shared_runs_test
 }  // namespace
 }  // namespace weft

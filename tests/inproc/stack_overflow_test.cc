@@ -14,9 +14,10 @@
 #include "../support/temp_dir.hpp"
 #include "weft/weft.hpp"
 
-using namespace weft;
-
 namespace {
+namespace stack_overflow_test {
+
+using namespace weft;
 
 // Recursion that cannot be turned into a loop: a kilobyte of live stack per level.
 int Deep(int n) {
@@ -48,8 +49,6 @@ bool Sanitized() {
   return false;
 #endif
 }
-
-}  // namespace
 
 TEST(StackOverflow, AFiberOverflowNamesTheReplicaItsStackAndTheSetting) {
   if (Sanitized()) GTEST_SKIP() << "the sanitizers report stack overflows themselves";
@@ -89,3 +88,6 @@ TEST(StackOverflow, TheFiberStackVariableIsValidatedAndUsed) {
   Runtime rt({.device_count = 2});
   EXPECT_EQ(rt.options().fiber_stack_bytes, 1 << 20);
 }
+
+}  // namespace stack_overflow_test
+}  // namespace

@@ -18,6 +18,7 @@
 #include <weft/weft.hpp>
 
 namespace {
+namespace stress_test {
 
 using weft::Array;
 using weft::DType;
@@ -160,4 +161,5 @@ TEST(Stress, RandomCollectiveSequenceMatchesASequentialReference) {
                              << first_bad_step.load();
 }
 
+}  // namespace stress_test
 }  // namespace

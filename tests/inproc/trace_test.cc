@@ -10,6 +10,7 @@
 #include <weft/weft.hpp>
 
 namespace {
+namespace trace_test {
 
 int count(const std::string& text, const std::string& needle) {
   int n = 0;
@@ -40,4 +41,5 @@ TEST(Trace, OneSpanPerCollectivePerReplicaWithItsWait) {
   std::remove(path.c_str());
 }
 
+}  // namespace trace_test
 }  // namespace

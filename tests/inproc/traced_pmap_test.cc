@@ -18,6 +18,7 @@
 
 namespace weft {
 namespace {
+namespace traced_pmap_test {
 
 Array Iota(Shape shape, double scale = 1.0) {
   return (Array::arange(num_elements(shape)).reshape(shape) * scale + 0.5).astype(DType::f32);
@@ -167,5 +168,6 @@ TEST(TracedPmap, TheReplicasUnknownsAreErrors) {
   EXPECT_EQ(sizes(Iota({2, 1})).shards()[1].data.to_doubles(), (std::vector<double>{6.0}));
 }
 
+}  // namespace traced_pmap_test
 }  // namespace
 }  // namespace weft

@@ -22,6 +22,7 @@
 
 namespace weft {
 namespace {
+namespace transform_rules_collectives_test {
 
 using namespace weft::testing;
 
@@ -236,5 +237,6 @@ TEST(TransformRulesCollectives, VmapOverTheMeshAxisEqualsPmap) {
   }
 }
 
+}  // namespace transform_rules_collectives_test
 }  // namespace
 }  // namespace weft

@@ -373,3 +373,89 @@ def test_shard_map_carry_changing_varying_axes_is_jaxs_error():
     assert ("The input carry component loop_carry[1] has type float32[1,3] but the corresponding output carry "
             "component has type float32[1,3]{V:i}, so the manual axis types do not match.") in text
     assert "applying `weft.lax.pvary(..., ('i',))` to the initial carry value" in text
+
+
+# ---- transformations through the control-flow functions (their rules: src/program/ops/control.cc) ------------
+
+def _rnn(x, w):
+    def body(c, xi):
+        c = jnp.tanh(c * xi + w)
+        return c, c * 2.0
+    c, ys = lax.scan(body, w, x)
+    return jnp.sum(c) + jnp.sum(ys)
+
+
+def _rnn_unrolled(x, w):
+    c, total = w, 0.0
+    for i in range(x.shape[0]):
+        c = jnp.tanh(c * x[i] + w)
+        total = total + jnp.sum(c * 2.0)
+    return jnp.sum(c) + total
+
+
+def test_grad_through_scan_equals_the_unrolled_gradient_in_float64():
+    old = weft.config.jax_enable_x64
+    weft.config.update("jax_enable_x64", True)
+    try:
+        r = np.random.default_rng(30)
+        x, w = r.standard_normal((50, 3)), r.standard_normal(3)
+        got = weft.grad(_rnn, argnums=(0, 1))(x, w)
+        want = weft.grad(_rnn_unrolled, argnums=(0, 1))(x, w)
+        for g, h in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(h), rtol=1e-12, atol=1e-13)
+    finally:
+        weft.config.update("jax_enable_x64", old)
+
+
+def test_grad_inside_pmap_of_a_scan_whose_init_is_unmapped_is_each_replicas_own():
+    # JAX's pmap: every replica differentiates its own function, so w (in_axes None) gets that replica's
+    # gradient, not the replicas' sum (the scan's carry starts invariant and becomes varying: a pvary, whose
+    # transpose under pmap's rules passes the cotangent through).
+    r = np.random.default_rng(31)
+    xs, w = r.standard_normal((4, 6, 3)).astype(np.float32), r.standard_normal(3).astype(np.float32)
+    got = weft.pmap(weft.grad(_rnn, argnums=1), axis_name="i", in_axes=(0, None))(xs, w)
+    want = np.stack([np.asarray(weft.grad(_rnn_unrolled, argnums=1)(x, w)) for x in xs])
+    np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=1e-6)
+
+
+def test_jvp_through_cond_and_while_loop_against_central_differences():
+    old = weft.config.jax_enable_x64
+    weft.config.update("jax_enable_x64", True)
+    try:
+        def f(x):
+            y = lax.cond(jnp.sum(x) > 0, lambda v: jnp.tanh(v) * 3.0, lambda v: jnp.exp(v), x)
+            _, z = lax.while_loop(lambda s: s[0] < 4, lambda s: (s[0] + 1, jnp.tanh(s[1] * 1.5 + y)), (0, y))
+            return z
+        r = np.random.default_rng(32)
+        for x in (r.standard_normal(3) + 1.0, r.standard_normal(3) - 2.0):  # both branches
+            v = r.standard_normal(3)
+            _, t = weft.jvp(f, (x,), (v,))
+            eps = 1e-6
+            num = (np.asarray(f(x + eps * v)) - np.asarray(f(x - eps * v))) / (2 * eps)
+            np.testing.assert_allclose(np.asarray(t), num, rtol=1e-7, atol=1e-9)
+    finally:
+        weft.config.update("jax_enable_x64", old)
+
+
+def test_vmap_of_while_loop_with_a_batched_predicate_equals_each_example():
+    def steps_to_pass(n, limit):  # how many times m -> 3m + 1 until m >= limit (each example its own count)
+        return lax.while_loop(lambda s: s[1] < limit, lambda s: (s[0] + 1, s[1] * 3 + 1), (0, n))[0]
+    ns = np.array([1, 2, 3, 6, 7, 27], np.int32)
+    limits = np.array([10, 100, 5, 1000, 7, 28], np.int32)
+    got = np.asarray(weft.vmap(steps_to_pass)(ns, limits))
+    want = []
+    for n, limit in zip(ns, limits):
+        k, m = 0, int(n)
+        while m < limit:
+            k, m = k + 1, 3 * m + 1
+        want.append(k)
+    np.testing.assert_array_equal(got, np.array(want, np.int32))
+
+
+def test_vmap_of_scan_and_cond_equals_stacking_each_example():
+    r = np.random.default_rng(33)
+    xs, ws = r.standard_normal((5, 6, 3)).astype(np.float32), r.standard_normal((5, 3)).astype(np.float32)
+    f = lambda x, w: lax.cond(w[0] > 0, lambda: _rnn(x, w), lambda: _rnn(x, -w))
+    got = np.asarray(weft.vmap(f)(xs, ws))
+    want = np.stack([np.asarray(weft.jit(f)(x, w)) for x, w in zip(xs, ws)])
+    np.testing.assert_array_equal(got, want)

@@ -14,6 +14,7 @@
 
 namespace weft {
 namespace {
+namespace array_format_test {
 
 Array f32(const std::vector<float>& values, Shape shape = {}) { return Array::from_vector(values, std::move(shape)); }
 Array f64(const std::vector<double>& values, Shape shape = {}) { return Array::from_vector(values, std::move(shape)); }
@@ -194,5 +195,6 @@ TEST(Format, StreamOperatorPrintsStr) {
   EXPECT_EQ(os.str(), "[0. 1. 2.]");
 }
 
+}  // namespace array_format_test
 }  // namespace
 }  // namespace weft

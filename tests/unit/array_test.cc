@@ -27,6 +27,7 @@
 
 namespace weft {
 namespace {
+namespace array_test {
 
 using D = std::vector<double>;
 
@@ -964,5 +965,6 @@ TEST(Reductions, Mean) {
   EXPECT_EQ(a.mean(0).dtype(), DType::f32);
 }
 
+}  // namespace array_test
 }  // namespace
 }  // namespace weft

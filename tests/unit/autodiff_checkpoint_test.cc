@@ -15,6 +15,7 @@
 
 namespace weft {
 namespace {
+namespace autodiff_checkpoint_test {
 
 // s = sum(tanh(...tanh(x))), nine tanhs, each one's rule reading its result; with `regions`, three regions of
 // three tanhs.
@@ -86,5 +87,6 @@ TEST(AutodiffCheckpoint, CppTracedFunctionsCheckpointToo) {
   EXPECT_EQ(checkpoint(layer)(x, w).to_doubles(), layer(x, w).to_doubles());
 }
 
+}  // namespace autodiff_checkpoint_test
 }  // namespace
 }  // namespace weft

@@ -17,6 +17,7 @@
 
 namespace weft {
 namespace {
+namespace autodiff_custom_jvp_test {
 
 const ValueType kVec{DType::f64, {3}, {}};
 
@@ -197,11 +198,13 @@ TEST(AutodiffCustomJvp, RuleAndLayoutErrorsNameTheCall) {
   }
 }
 
+}  // namespace autodiff_custom_jvp_test
 }  // namespace
 }  // namespace weft
 
 namespace weft {
 namespace {
+namespace autodiff_custom_jvp_test {
 
 // A jvp rule (x, t) -> (exp(x), tangent(b, x, t)) for the table below.
 using TangentOf = std::function<int(ProgramBuilder&, int x, int t)>;
@@ -281,5 +284,6 @@ TEST(AutodiffCustomJvp, ReverseModeRefusesARuleThatIsNotLinearInItsTangents) {
   }
 }
 
+}  // namespace autodiff_custom_jvp_test
 }  // namespace
 }  // namespace weft

@@ -13,6 +13,7 @@
 
 namespace weft {
 namespace {
+namespace autodiff_custom_vjp_test {
 
 const ValueType kVec{DType::f64, {3}, {}};
 
@@ -68,5 +69,6 @@ TEST(AutodiffCustomVjp, ABwdCotangentOfTheWrongShapeAndAnUnknownRuleAreNamed) {
                           {"custom_vjp_call: no custom_vjp rule 1073741824 is registered"});
 }
 
+}  // namespace autodiff_custom_vjp_test
 }  // namespace
 }  // namespace weft

@@ -20,6 +20,7 @@
 
 namespace weft {
 namespace {
+namespace autodiff_test {
 
 using Shape = std::vector<std::int64_t>;
 
@@ -328,5 +329,6 @@ TEST(Autodiff, IntegerInputsGetZerosAndOpsWithoutARuleAreNamed) {
                           {"replicated_reduce_scatter", "with op 'max' has no VJP rule (add and mean have)"});
 }
 
+}  // namespace autodiff_test
 }  // namespace
 }  // namespace weft

@@ -15,6 +15,7 @@
 
 namespace weft::detail {
 namespace {
+namespace buffer_pool_test {
 
 std::uintptr_t address(const std::byte* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
@@ -127,5 +128,6 @@ TEST(BufferPool, SmallBlocksFreedOnAWorkerThreadDoNotFaultTheirPagesInAgain) {
   EXPECT_LT(faults, kRounds * 12) << "minor page faults over " << kRounds << " rounds";
 }
 
+}  // namespace buffer_pool_test
 }  // namespace
 }  // namespace weft::detail

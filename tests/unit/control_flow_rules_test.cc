@@ -16,6 +16,7 @@
 
 namespace weft {
 namespace {
+namespace control_flow_rules_test {
 
 constexpr std::int64_t kSteps = 100, kWidth = 4;
 
@@ -294,5 +295,6 @@ TEST(ControlFlowRules, TangentsAndCotangentsKeepTheirPrimalsVaryingAxesUnderShar
   EXPECT_NO_THROW(vjp_program(chosen, {1}));
 }
 
+}  // namespace control_flow_rules_test
 }  // namespace
 }  // namespace weft

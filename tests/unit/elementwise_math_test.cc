@@ -21,6 +21,7 @@
 
 namespace weft {
 namespace {
+namespace elementwise_math_test {
 
 using testing::ErrorOf;
 using D = std::vector<double>;
@@ -729,5 +730,6 @@ TEST(Transcendental, FusedGeluAndItsDerivative) {
 }
 
 
+}  // namespace elementwise_math_test
 }  // namespace
 }  // namespace weft

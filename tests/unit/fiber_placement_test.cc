@@ -10,6 +10,7 @@
 
 namespace weft::detail {
 namespace {
+namespace fiber_placement_test {
 
 constexpr int kFibers = 8;
 
@@ -119,5 +120,6 @@ TEST(FiberPlacement, OneWorkerOrOneFiberHasNothingToPlace) {
   EXPECT_EQ(p.workers_for_next_run(), 2);
 }
 
+}  // namespace fiber_placement_test
 }  // namespace
 }  // namespace weft::detail

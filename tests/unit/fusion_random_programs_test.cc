@@ -26,6 +26,7 @@
 
 namespace weft {
 namespace {
+namespace fusion_random_programs_test {
 
 struct Op {
   const char* name;
@@ -233,5 +234,6 @@ TEST(FusionRandomPrograms, GiveTheEagerOpsBytesHeldConsumedAndAliased) {
               direct_programs, blocked_programs, reused);
 }
 
+}  // namespace fusion_random_programs_test
 }  // namespace
 }  // namespace weft

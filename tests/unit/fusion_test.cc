@@ -17,6 +17,7 @@
 
 namespace weft {
 namespace {
+namespace fusion_test {
 
 // Every op of the direct loops, a scalar as either operand, each result used once (so the run keeps
 // intermediates in its scratch rows) and one intermediate also returned (written out whole). sqrt sees
@@ -179,5 +180,6 @@ TEST(FusedLoops, ConsumedInputsTakeTheResultsAndHeldOnesAreNeverWritten) {
   for (std::size_t k = 0; k < held.size(); ++k) EXPECT_TRUE(SameBytes(held[k], before[k])) << "input " << k << " written";
 }
 
+}  // namespace fusion_test
 }  // namespace
 }  // namespace weft

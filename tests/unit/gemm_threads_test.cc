@@ -13,6 +13,7 @@
 
 namespace weft {
 namespace {
+namespace gemm_threads_test {
 
 Array Pattern(std::int64_t rows, std::int64_t cols, int salt) {
   std::vector<double> v(static_cast<std::size_t>(rows * cols));
@@ -63,5 +64,6 @@ TEST(GemmThreads, GuardsNestAndNeverGoBelowOne) {
   EXPECT_EQ(kernels::gemm_threads(), 1);
 }
 
+}  // namespace gemm_threads_test
 }  // namespace
 }  // namespace weft

@@ -14,6 +14,7 @@
 
 namespace weft {
 namespace {
+namespace groups_test {
 
 using Lists = std::vector<std::vector<int>>;
 using Names = std::vector<std::string>;
@@ -665,10 +666,12 @@ TEST(ReplicaGroups, LongListsAreShortenedInMessages) {
   EXPECT_GT(ReplicaGroups::all(500).to_string().size(), 1000u);
 }
 
+}  // namespace groups_test
 }  // namespace
 }  // namespace weft
 
 namespace {
+namespace groups_test {
 // PopXL's ReplicaGrouping is a factory of the one ReplicaGroups type (spec table, R = 8, stride 4, size 2).
 TEST(ReplicaGroupingFactory, IsTheStridedReplicaGroups) {
   const weft::ReplicaGroups g = weft::ReplicaGrouping(8, 4, 2);
@@ -676,4 +679,5 @@ TEST(ReplicaGroupingFactory, IsTheStridedReplicaGroups) {
   EXPECT_EQ(g.assignment(), (std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3}));
   EXPECT_EQ(weft::ReplicaGrouping(8).num_groups(), 1);
 }
+}  // namespace groups_test
 }  // namespace

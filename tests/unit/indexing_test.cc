@@ -16,6 +16,7 @@
 
 namespace weft {
 namespace {
+namespace indexing_test {
 
 using testing::ErrorOf;
 using testing::Ravel;
@@ -149,5 +150,6 @@ TEST(Take, Errors) {
             "take: index 0 is out of bounds for axis 0 with size 0");
 }
 
+}  // namespace indexing_test
 }  // namespace
 }  // namespace weft

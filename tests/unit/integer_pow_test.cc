@@ -13,6 +13,7 @@
 
 namespace weft {
 namespace {
+namespace integer_pow_test {
 
 TEST(IntegerPow, Float64AgreesWithStdPow) {
   const std::vector<double> xs = {-3.5, -1.0, -0.5, 0.0, 0.25, 1.0, 1.5, 2.0, 7.0};
@@ -61,5 +62,6 @@ TEST(IntegerPow, MostNegativeExponent) {
   EXPECT_EQ(got, (std::vector<double>{1.0, 0.0, 1.0}));
 }
 
+}  // namespace integer_pow_test
 }  // namespace
 }  // namespace weft

@@ -16,6 +16,7 @@
 
 namespace weft {
 namespace {
+namespace isa_test {
 
 using testing::ErrorOf;
 
@@ -94,5 +95,6 @@ TEST(Isa, RuntimeConstructionChecks) {
   EXPECT_NO_THROW(Runtime runtime(RuntimeOptions{}));
 }
 
+}  // namespace isa_test
 }  // namespace
 }  // namespace weft

@@ -15,6 +15,7 @@
 
 namespace weft {
 namespace {
+namespace jit_test {
 
 // Deterministic values in [-2, 2) (a 32-bit LCG), float32, shaped.
 Array Values(Shape shape, std::uint32_t seed) {
@@ -288,5 +289,6 @@ TEST(TracedArray, AValueKeptPastItsTraceIsRefused) {
                 {"add", "a traced value of another trace reached jit", "return it instead"});
 }
 
+}  // namespace jit_test
 }  // namespace
 }  // namespace weft

@@ -17,6 +17,7 @@
 
 namespace weft::program {
 namespace {
+namespace kernel_types_test {
 
 using Shape = std::vector<std::int64_t>;
 
@@ -165,5 +166,6 @@ TEST(KernelTypes, EveryKernelGivesItsRulesDtypesAndShapesOnEveryAcceptedDtype) {
   EXPECT_TRUE(mismatches.empty()) << mismatches.size() << " of " << checked << " kernel calls disagree with their rule:" << all;
 }
 
+}  // namespace kernel_types_test
 }  // namespace
 }  // namespace weft::program

@@ -18,6 +18,7 @@
 
 namespace weft {
 namespace {
+namespace linalg_test {
 
 using testing::ErrorOf;
 using testing::Ravel;
@@ -379,5 +380,6 @@ TEST(Transpose, InvalidPermsAreRefusedByName) {
             "transpose: axis 2 in perm (2, 0) is out of bounds for array of dimension 2");
 }
 
+}  // namespace linalg_test
 }  // namespace
 }  // namespace weft

@@ -26,6 +26,7 @@
 
 namespace weft {
 namespace {
+namespace matmul_backend_test {
 
 using blas::Isa;
 using blas::Mode;
@@ -280,5 +281,6 @@ TEST(MatmulBackend, ManyThreadsAtOnceEachGetTheirOwnProduct) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+}  // namespace matmul_backend_test
 }  // namespace
 }  // namespace weft

@@ -27,6 +27,7 @@
 
 namespace weft {
 namespace {
+namespace npy_test {
 
 using testing::ErrorOf;
 using testing::ExpectContains;
@@ -459,5 +460,6 @@ TEST(NpyTest, EveryTruncationAndHeaderCorruptionIsAnInvalidArgument) {
   EXPECT_LT(flips_refused, flips);
 }
 
+}  // namespace npy_test
 }  // namespace
 }  // namespace weft

@@ -28,6 +28,7 @@
 
 namespace weft {
 namespace {
+namespace ops_elementwise_rules_test {
 
 using Shape = std::vector<std::int64_t>;
 using test::Binary;
@@ -497,5 +498,6 @@ TEST(ElementwiseRules, EveryPrimitiveHasItsRulesAndIsInTheTable) {
   }
 }
 
+}  // namespace ops_elementwise_rules_test
 }  // namespace
 }  // namespace weft

@@ -24,6 +24,7 @@
 
 namespace weft {
 namespace {
+namespace ops_shape_rules_test {
 
 using Shape = std::vector<std::int64_t>;
 using Body = std::function<std::vector<int>(ProgramBuilder&, const std::vector<int>&)>;
@@ -572,5 +573,6 @@ TEST(OpsShapeRules, RefusalsNameTheOpAndTheRule) {
   }
 }
 
+}  // namespace ops_shape_rules_test
 }  // namespace
 }  // namespace weft

@@ -12,6 +12,7 @@
 
 namespace weft::program {
 namespace {
+namespace partial_eval_test {
 
 ValueType f32(std::vector<std::int64_t> shape) { return ValueType{DType::f32, std::move(shape), {}}; }
 
@@ -79,5 +80,6 @@ TEST(PartialEval, EffectsKeepTheirOrder) {
   }
 }
 
+}  // namespace partial_eval_test
 }  // namespace
 }  // namespace weft::program

@@ -12,6 +12,7 @@
 
 namespace weft::program {
 namespace {
+namespace program_params_test {
 
 std::string error_of(const std::function<void()>& read) {
   try {
@@ -75,5 +76,6 @@ TEST(ProgramParams, RefusalsNameTheParameterAndItsKind) {
   for (const auto& [read, want] : cases) EXPECT_EQ(error_of(read), want);
 }
 
+}  // namespace program_params_test
 }  // namespace
 }  // namespace weft::program

@@ -13,6 +13,7 @@
 
 namespace weft::program {
 namespace {
+namespace program_registry_test {
 
 // The list's names, spelled here from the X-macro independently of prim_name (the # of each entry).
 std::vector<std::string> ListedNames() {
@@ -166,5 +167,6 @@ TEST(ProgramRegistry, EveryKindIsItsVariantAlternative) {
   for (const auto& [value, kind] : values) EXPECT_EQ(value.index(), static_cast<std::size_t>(kind));
 }
 
+}  // namespace program_registry_test
 }  // namespace
 }  // namespace weft::program

@@ -17,6 +17,7 @@
 
 namespace weft::program {
 namespace {
+namespace program_test {
 
 Mesh mesh_i(int size = 2) { return Mesh({{"i", size}}); }
 ValueType f32(std::vector<std::int64_t> shape, std::vector<std::string> varying = {}) {
@@ -498,5 +499,6 @@ TEST(ProgramLiveness, UnusedResultsAndInputsDieAtOnce) {
   EXPECT_EQ(live.peak_bytes, 1000u * 4 + 4 * 4);  // both inputs are live on entry
 }
 
+}  // namespace program_test
 }  // namespace
 }  // namespace weft::program

@@ -31,6 +31,7 @@
 
 namespace weft::random {
 namespace {
+namespace random_test {
 
 using Words = std::array<std::uint32_t, 2>;
 
@@ -732,5 +733,6 @@ TEST(Random, Speed) {
   EXPECT_LT(seconds(t2, t3), 0.5);
 }
 
+}  // namespace random_test
 }  // namespace
 }  // namespace weft::random

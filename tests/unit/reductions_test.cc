@@ -21,6 +21,7 @@
 
 namespace weft {
 namespace {
+namespace reductions_test {
 
 using testing::ErrorOf;
 using testing::Ravel;
@@ -398,5 +399,6 @@ TEST(ArgMaxMin, Errors) {
             "argmax: axis 2 is out of bounds for array of dimension 2");
 }
 
+}  // namespace reductions_test
 }  // namespace
 }  // namespace weft

@@ -14,6 +14,7 @@
 
 namespace weft {
 namespace {
+namespace scattered_products_test {
 
 struct Shapes {
   std::int64_t b, n, m;
@@ -78,5 +79,6 @@ TEST(ScatteredProducts, EachReplicaGetsItsRowsOfTheReducedGradient) {
   ExpectRowsOfTheReducedGradient(ScatteredProduct({4, 64, 48}, true, 0, false, halves), {4, 64, 48}, halves);
 }
 
+}  // namespace scattered_products_test
 }  // namespace
 }  // namespace weft

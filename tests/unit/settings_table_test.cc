@@ -18,6 +18,7 @@
 
 namespace weft {
 namespace {
+namespace settings_table_test {
 
 using settings::Kind;
 
@@ -141,5 +142,6 @@ TEST(SettingsTable, WeftFusionAcceptsItsThreeSpellingsOnly) {
               std::string::npos);
 }
 
+}  // namespace settings_table_test
 }  // namespace
 }  // namespace weft

@@ -15,6 +15,7 @@
 
 namespace weft {
 namespace {
+namespace shape_limits_test {
 
 using namespace weft::testing;
 
@@ -78,5 +79,6 @@ TEST(ShapeLimits, LargestShapesThatFitStillWork) {
   EXPECT_EQ(Array::zeros({0}).reshape({k2to40, 0}).shape(), (Shape{k2to40, 0}));
 }
 
+}  // namespace shape_limits_test
 }  // namespace
 }  // namespace weft

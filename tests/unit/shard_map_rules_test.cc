@@ -12,6 +12,7 @@
 
 namespace weft {
 namespace {
+namespace shard_map_rules_test {
 
 const ProgramParams kOverI{{"axes", std::vector<std::string>{"i"}}};
 
@@ -95,5 +96,6 @@ TEST(ShardMapRules, PmaxStillHasNoTransposeAndSaysWhichRules) {
                           {"no VJP rule for pmax", "under pmap and shard_map"});
 }
 
+}  // namespace shard_map_rules_test
 }  // namespace
 }  // namespace weft

@@ -14,6 +14,7 @@
 
 namespace weft::program {
 namespace {
+namespace shared_products_analysis_test {
 
 using Axes = std::vector<std::string>;
 
@@ -175,5 +176,6 @@ TEST(ReplicaClassesAnalysis, AGroupedReductionGivesAClassPerGroup) {
   }
 }
 
+}  // namespace shared_products_analysis_test
 }  // namespace
 }  // namespace weft::program

@@ -17,6 +17,7 @@
 
 namespace weft {
 namespace {
+namespace softmax_test {
 
 using testing::ErrorOf;
 using D = std::vector<double>;
@@ -249,5 +250,6 @@ TEST(SoftmaxFamily, AxisErrorsNameTheOp) {
             "logsumexp: axis -1 is out of bounds for array of dimension 0");
 }
 
+}  // namespace softmax_test
 }  // namespace
 }  // namespace weft

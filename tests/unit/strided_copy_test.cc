@@ -12,6 +12,7 @@
 
 namespace weft {
 namespace {
+namespace strided_copy_test {
 
 // Distinct bytes per element, so a wrong source shows.
 Array patterned(const Shape& shape, DType dtype) {
@@ -91,5 +92,6 @@ TEST(StridedCopy, MatchesTheElementwiseReference) {
   }
 }
 
+}  // namespace strided_copy_test
 }  // namespace
 }  // namespace weft

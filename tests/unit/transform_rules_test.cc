@@ -27,6 +27,7 @@
 
 namespace weft {
 namespace {
+namespace transform_rules_test {
 
 using namespace weft::testing;
 
@@ -246,5 +247,6 @@ TEST(TransformRules, BatchingEqualsPerExampleRunsBitForBit) {
   }
 }
 
+}  // namespace transform_rules_test
 }  // namespace
 }  // namespace weft

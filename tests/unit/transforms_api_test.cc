@@ -16,6 +16,7 @@
 
 namespace weft {
 namespace {
+namespace transforms_api_test {
 
 Array Random(const Shape& shape, std::mt19937_64& rng, double low = -1.0, double high = 1.0) {
   std::uniform_real_distribution<double> dist(low, high);
@@ -262,5 +263,6 @@ TEST(TransformsApi, JaxsErrorsForBadAxesAndArguments) {
                           {"jacfwd: argnum 2 is out of range for a function of 2 argument(s)"});
 }
 
+}  // namespace transforms_api_test
 }  // namespace
 }  // namespace weft

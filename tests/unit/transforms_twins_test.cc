@@ -16,6 +16,7 @@
 
 namespace weft {
 namespace {
+namespace transforms_twins_test {
 
 Array Random(const Shape& shape, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -166,5 +167,6 @@ TEST(CustomJvp, ChecksTheRulesOutputs) {
                           {"bad: the jvp rule's primal output is float64()", "the function's float64(3,)"});
 }
 
+}  // namespace transforms_twins_test
 }  // namespace
 }  // namespace weft

@@ -78,6 +78,13 @@ std::string types_text(const std::vector<ValueType>& types) {
   return text + (types.size() == 1 ? ",)" : ")");
 }
 
+// A type as the control-flow errors name it: with its varying axes when they are what differs (shard_map's and
+// pmap's typing: "f32[3] varying over ('i',)").
+std::string typed_text(const ValueType& t, const ValueType& other) {
+  if (t.dtype != other.dtype || t.shape != other.shape) return type_text(t);
+  return type_text(t) + (t.varying.empty() ? " invariant" : " varying over " + axes_text(t.varying));
+}
+
 // `sub`'s inputs must be exactly `want` (what the equation passes it), `what` naming the program.
 void check_inputs(Prim op, const program::Program& sub, const std::vector<ValueType>& want, const std::string& what) {
   const std::vector<ValueType> have = input_types(sub);
@@ -87,8 +94,8 @@ void check_inputs(Prim op, const program::Program& sub, const std::vector<ValueT
   }
   for (std::size_t k = 0; k < have.size(); ++k) {
     if (!(have[k] == want[k])) {
-      throw RuleError(op_name(op) + ": " + what + " takes " + type_text(have[k]) + " as input " + std::to_string(k) +
-                      ", the equation gives it " + type_text(want[k]));
+      throw RuleError(op_name(op) + ": " + what + " takes " + typed_text(have[k], want[k]) + " as input " +
+                      std::to_string(k) + ", the equation gives it " + typed_text(want[k], have[k]));
     }
   }
 }
@@ -137,8 +144,8 @@ std::vector<ValueType> infer_cond(const std::vector<ValueType>& ins, const Param
     }
     for (std::size_t k = 0; k < types.size(); ++k) {
       if (!(types[k] == outs[k])) {
-        throw RuleError("cond: branch 0 returns " + type_text(outs[k]) + " as output " + std::to_string(k) +
-                        " but branch " + std::to_string(b) + " returns " + type_text(types[k]) +
+        throw RuleError("cond: branch 0 returns " + typed_text(outs[k], types[k]) + " as output " + std::to_string(k) +
+                        " but branch " + std::to_string(b) + " returns " + typed_text(types[k], outs[k]) +
                         " (every branch must return the same types)");
       }
     }
@@ -195,8 +202,8 @@ std::vector<ValueType> infer_while(const std::vector<ValueType>& ins, const Para
   }
   for (std::size_t k = 0; k < next.size(); ++k) {
     if (!(next[k] == carry[k])) {
-      throw RuleError("while_loop: body_fun returns " + type_text(next[k]) + " for carry " + std::to_string(k) +
-                      ", which enters the loop as " + type_text(carry[k]) + " (a loop's carry keeps its type)");
+      throw RuleError("while_loop: body_fun returns " + typed_text(next[k], carry[k]) + " for carry " + std::to_string(k) +
+                      ", which enters the loop as " + typed_text(carry[k], next[k]) + " (a loop's carry keeps its type)");
     }
   }
   return carry;
@@ -267,8 +274,8 @@ std::vector<ValueType> infer_scan(const std::vector<ValueType>& ins, const Param
   std::vector<ValueType> result;
   for (std::size_t k = 0; k < l.carry; ++k) {
     if (!(outs[k] == ins[k])) {
-      throw RuleError("scan: the body returns " + type_text(outs[k]) + " for carry " + std::to_string(k) +
-                      ", which enters the scan as " + type_text(ins[k]) + " (the carry keeps its type)");
+      throw RuleError("scan: the body returns " + typed_text(outs[k], ins[k]) + " for carry " + std::to_string(k) +
+                      ", which enters the scan as " + typed_text(ins[k], outs[k]) + " (the carry keeps its type)");
     }
     result.push_back(outs[k]);
   }
@@ -702,8 +709,17 @@ void scan_vjp(VjpContext& c) {
   for (std::size_t k = 0; k < l.carry; ++k) {
     if (floating_in[k]) carry_cts.push_back(b.input(body.types[body.inputs[k]]));
   }
+  // A const's cotangent sums each iteration's. Under pmap's rules every replica's is its own (an invariant const
+  // met by varying values gets a varying cotangent): the sum is typed varying over the whole mesh there.
+  std::vector<std::string> mesh_axes;
+  for (const MeshAxis& a : body.mesh.axes()) mesh_axes.push_back(a.name);
+  std::sort(mesh_axes.begin(), mesh_axes.end());
+  const auto const_sum_type = [&](ValueType t) {
+    if (body.rules == CollectiveRules::pmap) t.varying = mesh_axes;
+    return t;
+  };
   for (std::size_t k = l.carry + l.xs; k < c.ins.size(); ++k) {
-    if (floating_in[k]) const_sums.push_back(b.input(body.types[body.inputs[k]]));
+    if (floating_in[k]) const_sums.push_back(b.input(const_sum_type(body.types[body.inputs[k]])));
   }
   const auto is_const = [&](std::size_t r) {
     return split.residuals[r].first == From::constant || split.residuals[r].first == From::invariant;
@@ -740,7 +756,7 @@ void scan_vjp(VjpContext& c) {
       x_types.push_back(type);
     } else {
       const_sums[at] = e.emit(Prim::add, {const_sums[at], cts[k]});
-      const_types.push_back(type);
+      const_types.push_back(const_sum_type(type));
       ++at;
     }
   }
@@ -750,12 +766,13 @@ void scan_vjp(VjpContext& c) {
   append(want, x_types);
   b.set_outputs(next);
 
+  // (a cotangent from outside may vary over fewer axes than its carry or y: typed as the body takes it)
   std::vector<ValueId> ins;
   for (std::size_t k = 0; k < l.carry; ++k) {
-    if (floating_in[k]) ins.push_back(c.ct(k));
+    if (floating_in[k]) ins.push_back(pvary_to(c.e, c.ct(k), body.types[body.inputs[k]].varying));
   }
   for (std::size_t k = l.carry + l.xs; k < c.ins.size(); ++k) {
-    if (floating_in[k]) ins.push_back(c.e.zeros(c.in_types[k]));
+    if (floating_in[k]) ins.push_back(pvary_to(c.e, c.e.zeros(c.in_types[k]), const_sum_type(c.in_types[k]).varying));
   }
   const std::size_t num_carry = ins.size();
   std::vector<ValueId> consts;
@@ -769,7 +786,7 @@ void scan_vjp(VjpContext& c) {
     if (from == From::constant) consts.push_back(c.ins[l.carry + l.xs + index]);
   }
   for (std::size_t k = 0; k < num_ys; ++k) {
-    if (ys_floating[k]) ins.push_back(c.ct(l.carry + k));
+    if (ys_floating[k]) ins.push_back(pvary_to(c.e, c.ct(l.carry + k), body.types[body.outputs[l.carry + k]].varying));
   }
   append(ins, consts);
   Params params = with_programs(c.params, "body", {made(typed_outputs(b.build(), want))});
