@@ -397,14 +397,7 @@ class _ShardMapped(LowersItself):
             raise _weft.InvalidArgument(
                 f"{self._name}: inside {trace.name}, a shard_map runs on the runtime's first devices in order "
                 f"(ids 0..{len(devices) - 1}); this mesh has ids {devices} (call it outside {trace.name})")
-        in_specs = self._in_specs if isinstance(self._in_specs, (tuple, list)) else (self._in_specs,) * len(args)
-        if isinstance(self._in_specs, (tuple, list)) and len(self._in_specs) != len(args):
-            raise _weft.InvalidArgument(f"{self._name}: in_specs has {len(self._in_specs)} entries for "
-                                        f"{len(args)} arguments")
-        leaves, treedef = _tree.flatten(tuple(args))
-        specs = _spec_leaves(tuple(in_specs), tuple(args), "in_specs", self._name)
-        if not leaves:
-            leaves, specs = [_NO_ARGUMENTS], [P()]
+        leaves, treedef, specs = self._leaves_and_specs(args)
         values = [leaf if isinstance(leaf, Tracer) else _np.asarray(leaf_value(leaf)) for leaf in leaves]
         types = []
         for index, (value, spec) in enumerate(zip(values, specs)):
@@ -519,17 +512,7 @@ class _ShardMapped(LowersItself):
         if current_trace() is not None or _weft.in_replica():
             raise _weft.InvalidArgument(f"{self._name}: shard_map inside a traced function or a replica is not "
                                         "supported; call it at the top level")
-        mesh = self._mesh
-        in_specs = self._in_specs if isinstance(self._in_specs, (tuple, list)) else (self._in_specs,) * len(args)
-        if isinstance(self._in_specs, (tuple, list)) and len(self._in_specs) != len(args):
-            raise _weft.InvalidArgument(f"{self._name}: in_specs has {len(self._in_specs)} entries for "
-                                        f"{len(args)} arguments")
-        leaves, treedef = _tree.flatten(tuple(args))
-        specs = _spec_leaves(tuple(in_specs), tuple(args), "in_specs", self._name)
-        if not leaves:
-            # No argument with an array (f() itself, or empty containers): the engine counts the devices by a
-            # mapped argument, so the program takes one placeholder the function never sees (_trace).
-            leaves, specs = [_NO_ARGUMENTS], [P()]
+        leaves, treedef, specs = self._leaves_and_specs(args)
         # Host arguments as JAX holds them: 64-bit narrowed with x64 off, Python numbers of its default types
         # (weft/_dtypes.py).
         arrays = [leaf if isinstance(leaf, MeshArray) else _np.asarray(leaf_value(leaf)) for leaf in leaves]
@@ -545,6 +528,20 @@ class _ShardMapped(LowersItself):
             entry = self._trace(types, specs, treedef)
             self._traced[key] = entry
         return entry, leaves, arrays, specs, tuple(resident)
+
+    def _leaves_and_specs(self, args):
+        """The arguments' leaves, their treedef and each leaf's spec (in_specs broadcast over the pytrees)."""
+        in_specs = self._in_specs if isinstance(self._in_specs, (tuple, list)) else (self._in_specs,) * len(args)
+        if isinstance(self._in_specs, (tuple, list)) and len(self._in_specs) != len(args):
+            raise _weft.InvalidArgument(f"{self._name}: in_specs has {len(self._in_specs)} entries for "
+                                        f"{len(args)} arguments")
+        leaves, treedef = _tree.flatten(tuple(args))
+        specs = _spec_leaves(tuple(in_specs), tuple(args), "in_specs", self._name)
+        if not leaves:
+            # No argument with an array (f() itself, or empty containers): the engine counts the devices by a
+            # mapped argument, so the program takes one placeholder the function never sees (_trace).
+            leaves, specs = [_NO_ARGUMENTS], [P()]
+        return leaves, treedef, specs
 
     # ---- specs and blocks --------------------------------------------------------------------------------
     def _check_spec(self, spec, rank, what):

@@ -686,6 +686,16 @@ WithResiduals scan_forward(VjpForwardContext& c) {
 // floating consts' cotangents summed over the iterations; its xs: the residuals stacked or taken from the xs,
 // then the floating ys' cotangents; its consts: the residuals that are consts; its ys: the floating xs'
 // cotangents.
+// The type of the sum of a const's cotangents over a scan's iterations. Under pmap's rules every replica's is its
+// own (an invariant const met by varying values gets a varying cotangent): typed varying over the whole mesh.
+ValueType const_cotangent_type(const Program& body, ValueType t) {
+  if (body.rules != CollectiveRules::pmap) return t;
+  t.varying.clear();
+  for (const MeshAxis& a : body.mesh.axes()) t.varying.push_back(a.name);
+  std::sort(t.varying.begin(), t.varying.end());
+  return t;
+}
+
 void scan_vjp(VjpContext& c) {
   const Program& body = inner(param<SubPrograms>(c.params, "body")[0]);
   const ScanLayout l = scan_layout(c.params, c.ins.size());
@@ -709,15 +719,7 @@ void scan_vjp(VjpContext& c) {
   for (std::size_t k = 0; k < l.carry; ++k) {
     if (floating_in[k]) carry_cts.push_back(b.input(body.types[body.inputs[k]]));
   }
-  // A const's cotangent sums each iteration's. Under pmap's rules every replica's is its own (an invariant const
-  // met by varying values gets a varying cotangent): the sum is typed varying over the whole mesh there.
-  std::vector<std::string> mesh_axes;
-  for (const MeshAxis& a : body.mesh.axes()) mesh_axes.push_back(a.name);
-  std::sort(mesh_axes.begin(), mesh_axes.end());
-  const auto const_sum_type = [&](ValueType t) {
-    if (body.rules == CollectiveRules::pmap) t.varying = mesh_axes;
-    return t;
-  };
+  const auto const_sum_type = [&](const ValueType& t) { return const_cotangent_type(body, t); };
   for (std::size_t k = l.carry + l.xs; k < c.ins.size(); ++k) {
     if (floating_in[k]) const_sums.push_back(b.input(const_sum_type(body.types[body.inputs[k]])));
   }
